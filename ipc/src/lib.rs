@@ -1,0 +1,24 @@
+//! `hanzo-ipc` is the only crate that knows the wire format between the supervisor and its
+//! workers: length-prefixed frames, typed per-role channels, the handshake and the transports.
+//!
+//! Layers, bottom up: [`frame`] (bytes ↔ frames, limits checked before allocation), [`proto`]
+//! (frame types, handshake, envelopes), [`roles`] (each role's message set), and with the
+//! `transport` feature [`transport`] (inherited socketpair fds, async frame I/O) and [`channel`]
+//! (request/response client and worker-side server).
+#![cfg_attr(not(feature = "transport"), forbid(unsafe_code))]
+#![cfg_attr(feature = "transport", deny(unsafe_code))]
+
+pub mod attest;
+pub mod frame;
+pub mod fuzzing;
+pub mod probe;
+pub mod proto;
+pub mod role;
+pub mod roles;
+
+#[cfg(feature = "transport")]
+pub mod channel;
+#[cfg(feature = "transport")]
+pub mod transport;
+
+pub use role::Role;

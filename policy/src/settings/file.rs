@@ -1,0 +1,579 @@
+//! One settings file: its types (which also generate the JSON Schema), parsing from text with
+//! file:line:column errors and key paths, unknown-key warnings, and semantic validation.
+
+use super::SettingsError;
+use crate::hooks::HookConfig;
+use crate::permission::{PermissionMode, PermissionRule, Tier, ToolPattern};
+use crate::suggest::did_you_mean;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A secret string: never shown by `Debug`, redacted in every output this crate produces.
+#[derive(Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+    /// The secret itself, for the one place that hands it to the broker.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+impl JsonSchema for Secret {
+    fn schema_name() -> Cow<'static, str> {
+        "Secret".into()
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({"type": "string"})
+    }
+}
+
+/// An opaque secret object (OAuth credentials), redacted like [`Secret`].
+#[derive(Clone, PartialEq, Deserialize, Serialize)]
+#[serde(transparent)]
+pub struct SecretObject(pub serde_json::Map<String, Value>);
+
+impl fmt::Debug for SecretObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SecretObject(<redacted>)")
+    }
+}
+
+impl JsonSchema for SecretObject {
+    fn schema_name() -> Cow<'static, str> {
+        "SecretObject".into()
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({"type": "object"})
+    }
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum InputMode {
+    #[default]
+    Default,
+    Vim,
+    Emacs,
+}
+
+impl InputMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InputMode::Default => "default",
+            InputMode::Vim => "vim",
+            InputMode::Emacs => "emacs",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "default" => Some(InputMode::Default),
+            "vim" => Some(InputMode::Vim),
+            "emacs" => Some(InputMode::Emacs),
+            _ => None,
+        }
+    }
+}
+
+/// `auto` uses the best sandbox tier available; `strict` requires tier B or refuses to run.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize,
+    JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum IsolationMode {
+    #[default]
+    Auto,
+    Strict,
+}
+
+impl IsolationMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IsolationMode::Auto => "auto",
+            IsolationMode::Strict => "strict",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "auto" => Some(IsolationMode::Auto),
+            "strict" => Some(IsolationMode::Strict),
+            _ => None,
+        }
+    }
+}
+
+/// One MCP server entry. A later tier overrides exactly the fields it sets.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct McpServerEntry {
+    /// Program of a stdio server (run through the sandbox, never a shell).
+    pub command: Option<String>,
+    pub args: Option<Vec<String>>,
+    /// Environment for the server; values may name a secret the broker resolves at spawn.
+    pub env: Option<BTreeMap<String, String>>,
+    pub cwd: Option<String>,
+    /// URL of a streamable-HTTP server.
+    pub url: Option<String>,
+    /// `true` turns the server off (e.g. a project server, from the local file).
+    pub disabled: Option<bool>,
+}
+
+impl McpServerEntry {
+    /// The fields that decide what program runs: they need workspace trust in project/local files.
+    pub fn sets_launch(&self) -> bool {
+        self.command.is_some() || self.args.is_some() || self.env.is_some() || self.cwd.is_some()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct SandboxEntry {
+    pub isolation: Option<IsolationMode>,
+    /// Paths outside the workspace the tools may read.
+    pub extra_read_paths: Option<Vec<String>>,
+    /// Paths outside the workspace the tools may write.
+    pub extra_write_paths: Option<Vec<String>>,
+    /// Hosts a sandboxed command may reach (not enforced yet; recorded for later).
+    pub network_allow: Option<Vec<String>>,
+}
+
+/// A permission value: a bare mode, or `{ "mode": …, "reason": … }`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuleSpec {
+    pub mode: PermissionMode,
+    pub reason: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for RuleSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RuleSpec;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a mode (\"allow\", \"deny\", \"prompt\") or {\"mode\", \"reason\"}")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<RuleSpec, E> {
+                let mode = s.parse::<PermissionMode>().map_err(E::custom)?;
+                Ok(RuleSpec { mode, reason: None })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RuleSpec, A::Error> {
+                let mut mode: Option<PermissionMode> = None;
+                let mut reason: Option<String> = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "mode" => {
+                            let s: String = map.next_value()?;
+                            mode = Some(s.parse().map_err(de::Error::custom)?);
+                        }
+                        "reason" => reason = map.next_value()?,
+                        // Unknown keys are warnings, reported from the value walk.
+                        _ => {
+                            map.next_value::<de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                let mode = mode.ok_or_else(|| de::Error::missing_field("mode"))?;
+                Ok(RuleSpec { mode, reason })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `permissions`: pattern → mode, kept in file order (order decides within a tier).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PermissionsMap(pub Vec<(String, RuleSpec)>);
+
+impl PermissionsMap {
+    pub fn to_rules(&self) -> Vec<PermissionRule> {
+        self.0
+            .iter()
+            .map(|(p, s)| PermissionRule {
+                tool_pattern: p.clone(),
+                mode: s.mode,
+                reason: s.reason.clone(),
+            })
+            .collect()
+    }
+}
+
+impl Serialize for PermissionsMap {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for PermissionsMap {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = PermissionsMap;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object mapping tool patterns to modes")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PermissionsMap, A::Error> {
+                let mut out: Vec<(String, RuleSpec)> = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let spec: RuleSpec = map.next_value()?;
+                    if out.iter().any(|(k, _)| *k == key) {
+                        return Err(de::Error::custom(format!(
+                            "pattern {key:?} appears twice; only one mode can apply"
+                        )));
+                    }
+                    out.push((key, spec));
+                }
+                Ok(PermissionsMap(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl JsonSchema for PermissionsMap {
+    fn schema_name() -> Cow<'static, str> {
+        "Permissions".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({
+            "description": "Tool pattern → mode, first match wins within this file. Patterns are globs over tool names (`*`, `?`, `[…]`, `[!…]`, `\\` escapes); `name(arg-glob)` also matches the primary argument (bash: the command, split at ; && || | & and newlines; file tools: the path relative to the workspace).",
+            "type": "object",
+            "additionalProperties": {
+                "oneOf": [
+                    {"type": "string", "enum": ["allow", "deny", "prompt"]},
+                    {
+                        "type": "object",
+                        "properties": {
+                            "mode": {"type": "string", "enum": ["allow", "deny", "prompt"]},
+                            "reason": {"type": "string"}
+                        },
+                        "required": ["mode"]
+                    }
+                ]
+            }
+        })
+    }
+}
+
+/// `settings.json` as written; every key is optional.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "hanzo-dev settings")]
+pub struct SettingsFile {
+    /// Editors: the schema this file follows.
+    #[serde(rename = "$schema")]
+    pub schema: Option<String>,
+    /// Model identifier.
+    pub model: Option<String>,
+    /// API key; honoured only in the user file (or `HANZO_API_KEY`).
+    pub api_key: Option<Secret>,
+    /// OAuth credentials; honoured only in the user file.
+    pub oauth_credentials: Option<SecretObject>,
+    /// MCP servers by name; merged across files field by field.
+    pub mcp_servers: Option<BTreeMap<String, McpServerEntry>>,
+    pub permissions: Option<PermissionsMap>,
+    /// Pre/post tool-use hooks.
+    pub hooks: Option<Vec<HookConfig>>,
+    /// Extra instructions appended to the system prompt.
+    pub custom_instructions: Option<String>,
+    pub input_mode: Option<InputMode>,
+    pub sandbox: Option<SandboxEntry>,
+}
+
+pub(crate) const TOP_KEYS: &[&str] = &[
+    "$schema",
+    "model",
+    "api_key",
+    "oauth_credentials",
+    "mcp_servers",
+    "permissions",
+    "hooks",
+    "custom_instructions",
+    "input_mode",
+    "sandbox",
+];
+pub(crate) const MCP_KEYS: &[&str] = &["command", "args", "env", "cwd", "url", "disabled"];
+pub(crate) const HOOK_KEYS: &[&str] = &["event", "command", "tool_pattern", "timeout_ms"];
+pub(crate) const SANDBOX_KEYS: &[&str] = &[
+    "isolation",
+    "extra_read_paths",
+    "extra_write_paths",
+    "network_allow",
+];
+pub(crate) const RULE_KEYS: &[&str] = &["mode", "reason"];
+
+/// A problem that does not stop loading. `file` names the settings file (or variable).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Warning {
+    pub file: String,
+    pub message: String,
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.file, self.message)
+    }
+}
+
+/// Parses one file's text. `file` is how errors and warnings name it.
+pub fn parse_settings(
+    tier: Tier,
+    file: &str,
+    text: &str,
+) -> Result<(SettingsFile, Vec<Warning>), SettingsError> {
+    let value: Value = serde_json::from_str(text).map_err(|e| SettingsError::Syntax {
+        file: file.to_string(),
+        line: e.line(),
+        column: e.column(),
+        message: strip_position(&e.to_string()),
+    })?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let mut settings: SettingsFile =
+        serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let key_path = match e.path().to_string() {
+                p if p == "." => "(top level)".to_string(),
+                p => p,
+            };
+            let inner = e.into_inner();
+            SettingsError::Type {
+                file: file.to_string(),
+                line: inner.line(),
+                column: inner.column(),
+                key_path,
+                message: strip_position(&inner.to_string()),
+            }
+        })?;
+    let mut warnings = Vec::new();
+    let mut warn = |message: String| {
+        warnings.push(Warning {
+            file: file.to_string(),
+            message,
+        })
+    };
+    unknown_keys(&value, &mut warn);
+    if tier.is_workspace() {
+        for (key, present) in [
+            ("api_key", settings.api_key.take().is_some()),
+            ("oauth_credentials", settings.oauth_credentials.take().is_some()),
+        ] {
+            if present {
+                warn(format!(
+                    "`{key}` is ignored in {tier} settings: secrets are read only from the user settings file and the environment"
+                ));
+            }
+        }
+    }
+    validate(&settings, file)?;
+    Ok((settings, warnings))
+}
+
+/// serde_json appends " at line L column C"; we report the position in our own prefix.
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) if message[i..].contains(" column ") => message[..i].to_string(),
+        _ => message.to_string(),
+    }
+}
+
+fn unknown_keys(value: &Value, warn: &mut impl FnMut(String)) {
+    let Some(top) = value.as_object() else {
+        return;
+    };
+    let mut check = |obj: &serde_json::Map<String, Value>, prefix: &str, known: &[&str]| {
+        for key in obj.keys() {
+            if known.contains(&key.as_str()) {
+                continue;
+            }
+            let hint = did_you_mean(key, known)
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            warn(format!("unknown key `{prefix}{key}`{hint}; it is ignored"));
+        }
+    };
+    check(top, "", TOP_KEYS);
+    if let Some(servers) = top.get("mcp_servers").and_then(Value::as_object) {
+        for (name, entry) in servers {
+            if let Some(obj) = entry.as_object() {
+                check(obj, &format!("mcp_servers.{name}."), MCP_KEYS);
+            }
+        }
+    }
+    if let Some(hooks) = top.get("hooks").and_then(Value::as_array) {
+        for (i, h) in hooks.iter().enumerate() {
+            if let Some(obj) = h.as_object() {
+                check(obj, &format!("hooks[{i}]."), HOOK_KEYS);
+            }
+        }
+    }
+    if let Some(obj) = top.get("sandbox").and_then(Value::as_object) {
+        check(obj, "sandbox.", SANDBOX_KEYS);
+    }
+    if let Some(perms) = top.get("permissions").and_then(Value::as_object) {
+        for (pattern, spec) in perms {
+            if let Some(obj) = spec.as_object() {
+                check(obj, &format!("permissions.{pattern}."), RULE_KEYS);
+            }
+        }
+    }
+}
+
+fn validate(s: &SettingsFile, file: &str) -> Result<(), SettingsError> {
+    let invalid = |key_path: String, message: String| SettingsError::Invalid {
+        file: file.to_string(),
+        key_path,
+        message,
+    };
+    if let Some(perms) = &s.permissions {
+        for (pattern, _) in &perms.0 {
+            ToolPattern::parse(pattern)
+                .map_err(|e| invalid(format!("permissions.{pattern}"), e.to_string()))?;
+        }
+    }
+    if let Some(hooks) = &s.hooks {
+        for (i, h) in hooks.iter().enumerate() {
+            h.validate()
+                .map_err(|e| invalid(format!("hooks[{i}]"), e.to_string()))?;
+        }
+    }
+    if let Some(servers) = &s.mcp_servers {
+        for (name, e) in servers {
+            if name.is_empty() {
+                return Err(invalid(
+                    "mcp_servers".into(),
+                    "a server name must not be empty".into(),
+                ));
+            }
+            for (field, v) in [("command", &e.command), ("url", &e.url)] {
+                if v.as_deref().is_some_and(|v| v.trim().is_empty()) {
+                    return Err(invalid(
+                        format!("mcp_servers.{name}.{field}"),
+                        format!("`{field}` must not be empty"),
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(m) = &s.model {
+        if m.trim().is_empty() {
+            return Err(invalid("model".into(), "`model` must not be empty".into()));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<(SettingsFile, Vec<Warning>), SettingsError> {
+        parse_settings(Tier::User, "/home/u/.config/hanzo/settings.json", text)
+    }
+
+    #[test]
+    fn syntax_error_names_file_line_column() {
+        let err = parse("{\n  \"model\": \"x\",\n  \"hooks\": [,]\n}").expect_err("bad json");
+        match &err {
+            SettingsError::Syntax { line, column, .. } => assert_eq!((*line, *column), (3, 13)),
+            other => panic!("wrong error {other:?}"),
+        }
+        let text = err.to_string();
+        assert!(text.starts_with("/home/u/.config/hanzo/settings.json:3:13: invalid JSON"), "{text}");
+    }
+
+    #[test]
+    fn wrong_type_names_key_path_line_column() {
+        let err = parse("{\n  \"sandbox\": {\"extra_read_paths\": \"/opt\"}\n}").expect_err("type");
+        match &err {
+            SettingsError::Type {
+                key_path, line, ..
+            } => {
+                assert_eq!(key_path, "sandbox.extra_read_paths");
+                assert_eq!(*line, 2);
+            }
+            other => panic!("wrong error {other:?}"),
+        }
+        let err = parse("{\"permissions\": {\"bash\": \"alow\"}}").expect_err("mode");
+        let text = err.to_string();
+        assert!(text.contains("permissions.bash"), "{text}");
+        assert!(text.contains("unknown permission mode \"alow\""), "{text}");
+        let err = parse("{\"input_mode\": \"vi\"}").expect_err("enum");
+        assert!(err.to_string().contains("input_mode"));
+        let err = parse("[]").expect_err("not an object");
+        assert!(err.to_string().contains("(top level)"), "{err}");
+    }
+
+    #[test]
+    fn invalid_glob_and_hook_are_errors_with_paths() {
+        let err = parse("{\"permissions\": {\"bash([)\": \"deny\"}}").expect_err("glob");
+        assert!(matches!(&err, SettingsError::Invalid { key_path, .. } if key_path == "permissions.bash([)"));
+        let err = parse("{\"hooks\": [{\"event\": \"pre_tool_use\", \"command\": \"x\", \"tool_pattern\": \"*\", \"timeout_ms\": 0}]}")
+            .expect_err("timeout");
+        assert!(err.to_string().contains("hooks[0]"), "{err}");
+        let err = parse("{\"hooks\": [{\"event\": \"before\", \"command\": \"x\", \"tool_pattern\": \"*\"}]}")
+            .expect_err("event");
+        assert!(err.to_string().contains("hooks[0].event"), "{err}");
+        let err = parse("{\"permissions\": {\"a\": \"allow\", \"a\": \"deny\"}}").expect_err("dup");
+        assert!(err.to_string().contains("appears twice"), "{err}");
+    }
+
+    #[test]
+    fn unknown_keys_warn_with_suggestions() {
+        let (_, w) = parse("{\"modle\": \"x\", \"sandbox\": {\"isolaton\": \"strict\"}, \"zzz\": 1}")
+            .expect("loads");
+        let all: Vec<String> = w.iter().map(ToString::to_string).collect();
+        assert!(all.iter().any(|w| w.contains("`modle` (did you mean `model`?)")), "{all:?}");
+        assert!(all.iter().any(|w| w.contains("`sandbox.isolaton` (did you mean `isolation`?)")), "{all:?}");
+        assert!(all.iter().any(|w| w.contains("`zzz`; it is ignored")), "{all:?}");
+    }
+
+    #[test]
+    fn permissions_keep_file_order_and_accept_objects() {
+        let (s, _) = parse(
+            "{\"permissions\": {\"z\": \"allow\", \"a\": {\"mode\": \"deny\", \"reason\": \"no\"}, \"m\": \"prompt\"}}",
+        )
+        .expect("loads");
+        let rules = s.permissions.expect("present").to_rules();
+        let order: Vec<&str> = rules.iter().map(|r| r.tool_pattern.as_str()).collect();
+        assert_eq!(order, ["z", "a", "m"]);
+        assert_eq!(rules[1].reason.as_deref(), Some("no"));
+    }
+
+    #[test]
+    fn secrets_ignored_in_workspace_files_and_hidden_in_debug() {
+        let (s, w) = parse_settings(
+            Tier::Project,
+            "/p/.hanzo/settings.json",
+            "{\"api_key\": \"sk-123\", \"model\": \"m\"}",
+        )
+        .expect("loads");
+        assert!(s.api_key.is_none());
+        assert!(w[0].to_string().starts_with("/p/.hanzo/settings.json: `api_key` is ignored"));
+        let (s, _) = parse("{\"api_key\": \"sk-123\"}").expect("loads");
+        assert!(!format!("{s:?}").contains("sk-123"));
+    }
+}

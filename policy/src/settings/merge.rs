@@ -1,0 +1,544 @@
+//! Merging parsed tiers into the effective configuration, and its canonical JSON form.
+
+use super::file::{InputMode, IsolationMode, McpServerEntry, Secret, SecretObject, SettingsFile, Warning};
+use super::SettingsError;
+use crate::hooks::{HookConfig, HookSet};
+use crate::permission::{PermissionRule, RuleError, RuleList, Tier, TieredPolicy};
+use crate::suggest::did_you_mean;
+use crate::trust::TrustContent;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// HIP-0301 §4's default model.
+pub const DEFAULT_MODEL: &str = "claude-sonnet-4-20250514";
+
+/// The environment tier: variable → the setting it sets. Empty values count as unset.
+pub const ENV_VARS: &[(&str, &str)] = &[
+    ("HANZO_API_KEY", "api_key"),
+    ("HANZO_MODEL", "model"),
+    ("HANZO_INPUT_MODE", "input_mode"),
+    ("HANZO_ISOLATION", "sandbox.isolation"),
+];
+
+/// Where a merged value came from, for `config show --sources`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    Default,
+    User,
+    Project,
+    Local,
+    Env,
+    Cli,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Default => "default",
+            Source::User => "user",
+            Source::Project => "project",
+            Source::Local => "local",
+            Source::Env => "env",
+            Source::Cli => "cli",
+        }
+    }
+}
+
+impl From<Tier> for Source {
+    fn from(t: Tier) -> Source {
+        match t {
+            Tier::User => Source::User,
+            Tier::Project => Source::Project,
+            Tier::Local => Source::Local,
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One parsed settings file and the name it is reported under.
+#[derive(Debug, Clone)]
+pub struct TierFile {
+    pub tier: Tier,
+    pub file: String,
+    pub settings: SettingsFile,
+}
+
+/// Values given on the command line (the last tier).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CliOverrides {
+    pub model: Option<String>,
+    pub input_mode: Option<InputMode>,
+    pub isolation: Option<IsolationMode>,
+}
+
+/// Whether the workspace's privileged settings (hooks, MCP launch fields, allow rules, sandbox
+/// widenings from project/local files) are in effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrustStatus {
+    /// The workspace files contain nothing that needs trust.
+    NotRequired,
+    Trusted,
+    /// Privileged workspace settings are ignored (allow rules are kept but do not count).
+    Untrusted,
+}
+
+impl TrustStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrustStatus::NotRequired => "not_required",
+            TrustStatus::Trusted => "trusted",
+            TrustStatus::Untrusted => "untrusted",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct McpServer {
+    pub command: Option<String>,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<String>,
+    pub url: Option<String>,
+    pub disabled: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfiguredHook {
+    pub tier: Tier,
+    pub hook: HookConfig,
+}
+
+/// Permission rules per tier, each in file order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TierRules {
+    pub user: Vec<PermissionRule>,
+    pub project: Vec<PermissionRule>,
+    pub local: Vec<PermissionRule>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SandboxConfig {
+    pub isolation: IsolationMode,
+    pub extra_read_paths: Vec<String>,
+    pub extra_write_paths: Vec<String>,
+    pub network_allow: Vec<String>,
+}
+
+/// The effective configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub model: String,
+    pub api_key: Option<(Secret, Source)>,
+    pub oauth_credentials: Option<(SecretObject, Source)>,
+    pub custom_instructions: String,
+    pub input_mode: InputMode,
+    /// Every named server, disabled ones included (marked).
+    pub mcp_servers: BTreeMap<String, McpServer>,
+    pub permissions: TierRules,
+    /// Hooks in effect, in run order (user, then project and local when trusted).
+    pub hooks: Vec<ConfiguredHook>,
+    pub sandbox: SandboxConfig,
+    pub trust: TrustStatus,
+}
+
+/// The result of a merge.
+#[derive(Debug, Clone)]
+pub struct Merged {
+    pub config: Config,
+    pub warnings: Vec<Warning>,
+    /// Canonical key path → the tier that set it.
+    pub sources: BTreeMap<String, Source>,
+    /// What trusting this workspace would cover (empty when nothing needs trust).
+    pub trust_content: TrustContent,
+}
+
+fn redacted(source: Source) -> Value {
+    Value::String(format!("<redacted:{source}>"))
+}
+
+fn rules_json(rules: &[PermissionRule]) -> Value {
+    Value::Array(
+        rules
+            .iter()
+            .map(|r| {
+                let mut o = Map::new();
+                o.insert("tool_pattern".into(), r.tool_pattern.clone().into());
+                o.insert("mode".into(), r.mode.as_str().into());
+                if let Some(reason) = &r.reason {
+                    o.insert("reason".into(), reason.clone().into());
+                }
+                Value::Object(o)
+            })
+            .collect(),
+    )
+}
+
+impl Config {
+    /// The canonical JSON form (documented in `test-vectors/README.md`). Secrets appear only as
+    /// `"<redacted:TIER>"`.
+    pub fn canonical_json(&self) -> Value {
+        let servers: Map<String, Value> = self
+            .mcp_servers
+            .iter()
+            .map(|(name, s)| {
+                (
+                    name.clone(),
+                    json!({
+                        "command": s.command,
+                        "args": s.args,
+                        "env": s.env,
+                        "cwd": s.cwd,
+                        "url": s.url,
+                        "disabled": s.disabled,
+                    }),
+                )
+            })
+            .collect();
+        json!({
+            "model": self.model,
+            "api_key": self.api_key.as_ref().map_or(Value::Null, |(_, s)| redacted(*s)),
+            "oauth_credentials": self.oauth_credentials.as_ref().map_or(Value::Null, |(_, s)| redacted(*s)),
+            "custom_instructions": self.custom_instructions,
+            "input_mode": self.input_mode.as_str(),
+            "mcp_servers": servers,
+            "permissions": {
+                "user": rules_json(&self.permissions.user),
+                "project": rules_json(&self.permissions.project),
+                "local": rules_json(&self.permissions.local),
+            },
+            "hooks": self.hooks.iter().map(|h| json!({
+                "tier": h.tier.as_str(),
+                "event": h.hook.event.as_str(),
+                "command": h.hook.command,
+                "tool_pattern": h.hook.tool_pattern,
+                "timeout_ms": h.hook.timeout_ms,
+            })).collect::<Vec<_>>(),
+            "sandbox": {
+                "isolation": self.sandbox.isolation.as_str(),
+                "extra_read_paths": self.sandbox.extra_read_paths,
+                "extra_write_paths": self.sandbox.extra_write_paths,
+                "network_allow": self.sandbox.network_allow,
+            },
+            "trust": self.trust.as_str(),
+        })
+    }
+
+    /// The permission policy these settings define; workspace allow rules count only if trusted.
+    pub fn permission_policy(&self) -> Result<TieredPolicy, RuleError> {
+        Ok(TieredPolicy::new(
+            RuleList::new(self.permissions.user.clone())?,
+            RuleList::new(self.permissions.project.clone())?,
+            RuleList::new(self.permissions.local.clone())?,
+            self.trust != TrustStatus::Untrusted,
+        ))
+    }
+
+    /// The hooks in effect (already validated when parsed).
+    pub fn hook_set(&self) -> Result<HookSet, String> {
+        HookSet::new(self.hooks.iter().map(|h| h.hook.clone()).collect())
+            .map_err(|(i, e)| format!("hooks[{i}]: {e}"))
+    }
+
+    /// Servers that should run.
+    pub fn enabled_mcp_servers(&self) -> impl Iterator<Item = (&String, &McpServer)> {
+        self.mcp_servers.iter().filter(|(_, s)| !s.disabled)
+    }
+}
+
+fn push_unique(list: &mut Vec<String>, items: &[String], sources: &mut BTreeMap<String, Source>, key: &str, src: Source) {
+    for item in items {
+        if !list.contains(item) {
+            list.push(item.clone());
+            sources.insert(format!("{key}[{}]", list.len() - 1), src);
+        }
+    }
+}
+
+/// Merges files (any order; sorted user < project < local), then the environment, then the CLI.
+/// `trusted` says whether the user trusted exactly this workspace content.
+pub fn merge(
+    files: &[TierFile],
+    env: &BTreeMap<String, String>,
+    cli: &CliOverrides,
+    trusted: bool,
+) -> Result<Merged, SettingsError> {
+    let mut files: Vec<&TierFile> = files.iter().collect();
+    files.sort_by_key(|f| f.tier);
+    let mut warnings = Vec::new();
+    let mut sources: BTreeMap<String, Source> = BTreeMap::new();
+
+    let project = files.iter().find(|f| f.tier == Tier::Project).map(|f| &f.settings);
+    let local = files.iter().find(|f| f.tier == Tier::Local).map(|f| &f.settings);
+    let trust_content = TrustContent::from_workspace_files(project, local);
+    let trust = if trust_content.is_empty() {
+        TrustStatus::NotRequired
+    } else if trusted {
+        TrustStatus::Trusted
+    } else {
+        TrustStatus::Untrusted
+    };
+
+    let mut model = DEFAULT_MODEL.to_string();
+    let mut api_key: Option<(Secret, Source)> = None;
+    let mut oauth: Option<(SecretObject, Source)> = None;
+    let mut custom_instructions = String::new();
+    let mut input_mode = InputMode::default();
+    let mut servers: BTreeMap<String, McpServerEntry> = BTreeMap::new();
+    let mut permissions = TierRules::default();
+    let mut hooks = Vec::new();
+    let mut sandbox = SandboxConfig::default();
+    for key in ["model", "custom_instructions", "input_mode", "sandbox.isolation"] {
+        sources.insert(key.to_string(), Source::Default);
+    }
+
+    for f in &files {
+        let src = Source::from(f.tier);
+        let s = &f.settings;
+        let gated = f.tier.is_workspace() && trust == TrustStatus::Untrusted;
+        if gated {
+            let c = TrustContent::from_workspace_files(Some(s), None);
+            let summary = c.project.summary();
+            if !summary.is_empty() {
+                warnings.push(Warning {
+                    file: f.file.clone(),
+                    message: format!(
+                        "{summary} ignored until you trust this workspace: review .hanzo/ and run `hanzo-dev trust`"
+                    ),
+                });
+            }
+        }
+        if let Some(m) = &s.model {
+            model = m.clone();
+            sources.insert("model".into(), src);
+        }
+        // parse_settings already removed secrets from workspace files.
+        if let Some(k) = &s.api_key {
+            api_key = Some((k.clone(), src));
+            sources.insert("api_key".into(), src);
+        }
+        if let Some(o) = &s.oauth_credentials {
+            oauth = Some((o.clone(), src));
+            sources.insert("oauth_credentials".into(), src);
+        }
+        if let Some(ci) = &s.custom_instructions {
+            custom_instructions = ci.clone();
+            sources.insert("custom_instructions".into(), src);
+        }
+        if let Some(im) = s.input_mode {
+            input_mode = im;
+            sources.insert("input_mode".into(), src);
+        }
+        if let Some(map) = &s.mcp_servers {
+            for (name, entry) in map {
+                let mut entry = entry.clone();
+                if gated {
+                    entry.command = None;
+                    entry.args = None;
+                    entry.env = None;
+                    entry.cwd = None;
+                    if entry == McpServerEntry::default() {
+                        continue;
+                    }
+                }
+                let acc = servers.entry(name.clone()).or_default();
+                let mut set = |field: &str| {
+                    sources.insert(format!("mcp_servers.{name}.{field}"), src);
+                };
+                if entry.command.is_some() {
+                    acc.command = entry.command;
+                    set("command");
+                }
+                if entry.args.is_some() {
+                    acc.args = entry.args;
+                    set("args");
+                }
+                if entry.env.is_some() {
+                    acc.env = entry.env;
+                    set("env");
+                }
+                if entry.cwd.is_some() {
+                    acc.cwd = entry.cwd;
+                    set("cwd");
+                }
+                if entry.url.is_some() {
+                    acc.url = entry.url;
+                    set("url");
+                }
+                if entry.disabled.is_some() {
+                    acc.disabled = entry.disabled;
+                    set("disabled");
+                }
+            }
+        }
+        if let Some(p) = &s.permissions {
+            let rules = p.to_rules();
+            match f.tier {
+                Tier::User => permissions.user = rules,
+                Tier::Project => permissions.project = rules,
+                Tier::Local => permissions.local = rules,
+            }
+        }
+        if let Some(hs) = &s.hooks {
+            if !gated {
+                for h in hs {
+                    sources.insert(format!("hooks[{}]", hooks.len()), src);
+                    hooks.push(ConfiguredHook {
+                        tier: f.tier,
+                        hook: h.clone(),
+                    });
+                }
+            }
+        }
+        if let Some(sb) = &s.sandbox {
+            if let Some(iso) = sb.isolation {
+                if f.tier.is_workspace() && iso < sandbox.isolation {
+                    warnings.push(Warning {
+                        file: f.file.clone(),
+                        message: format!(
+                            "`sandbox.isolation: \"{}\"` is ignored: a workspace file can raise isolation but not lower it",
+                            iso.as_str()
+                        ),
+                    });
+                } else {
+                    sandbox.isolation = iso;
+                    sources.insert("sandbox.isolation".into(), src);
+                }
+            }
+            if !gated {
+                let lists = [
+                    ("sandbox.extra_read_paths", &sb.extra_read_paths, &mut sandbox.extra_read_paths),
+                    ("sandbox.extra_write_paths", &sb.extra_write_paths, &mut sandbox.extra_write_paths),
+                    ("sandbox.network_allow", &sb.network_allow, &mut sandbox.network_allow),
+                ];
+                for (key, items, list) in lists {
+                    if let Some(items) = items {
+                        push_unique(list, items, &mut sources, key, src);
+                    }
+                }
+            }
+        }
+    }
+
+    // Environment tier.
+    let known: Vec<&str> = ENV_VARS.iter().map(|(v, _)| *v).collect();
+    for (var, value) in env {
+        if !var.starts_with("HANZO_") || value.is_empty() {
+            continue;
+        }
+        let bad = |what: &str| SettingsError::Env {
+            var: var.clone(),
+            message: format!("{value:?} is not {what}"),
+        };
+        match var.as_str() {
+            "HANZO_API_KEY" => {
+                api_key = Some((Secret::new(value.clone()), Source::Env));
+                sources.insert("api_key".into(), Source::Env);
+            }
+            "HANZO_MODEL" => {
+                model = value.clone();
+                sources.insert("model".into(), Source::Env);
+            }
+            "HANZO_INPUT_MODE" => {
+                input_mode = InputMode::parse(value)
+                    .ok_or_else(|| bad("an input mode (default, vim, emacs)"))?;
+                sources.insert("input_mode".into(), Source::Env);
+            }
+            "HANZO_ISOLATION" => {
+                sandbox.isolation = IsolationMode::parse(value)
+                    .ok_or_else(|| bad("an isolation mode (auto, strict)"))?;
+                sources.insert("sandbox.isolation".into(), Source::Env);
+            }
+            other => {
+                // Other HANZO_* variables belong to other parts of the product; only a near miss
+                // of one of ours is worth a word.
+                if let Some(s) = did_you_mean(other, &known) {
+                    warnings.push(Warning {
+                        file: "environment".into(),
+                        message: format!("`{other}` is not a settings variable (did you mean `{s}`?); it is ignored"),
+                    });
+                }
+            }
+        }
+    }
+
+    // CLI tier.
+    if let Some(m) = &cli.model {
+        model = m.clone();
+        sources.insert("model".into(), Source::Cli);
+    }
+    if let Some(im) = cli.input_mode {
+        input_mode = im;
+        sources.insert("input_mode".into(), Source::Cli);
+    }
+    if let Some(iso) = cli.isolation {
+        sandbox.isolation = iso;
+        sources.insert("sandbox.isolation".into(), Source::Cli);
+    }
+
+    let mut mcp_servers = BTreeMap::new();
+    for (name, e) in servers {
+        let disabled = e.disabled.unwrap_or(false);
+        if !disabled {
+            match (&e.command, &e.url) {
+                (Some(_), Some(_)) => {
+                    return Err(SettingsError::Conflict {
+                        message: format!(
+                            "mcp server `{name}` has both `command` and `url` after merging the settings files; set only one (see `hanzo-dev config show --sources`)"
+                        ),
+                    })
+                }
+                (None, None) => {
+                    warnings.push(Warning {
+                        file: "settings".into(),
+                        message: format!(
+                            "mcp server `{name}` has neither `command` nor `url` in effect; it is skipped"
+                        ),
+                    });
+                    for f in ["command", "args", "env", "cwd", "url", "disabled"] {
+                        sources.remove(&format!("mcp_servers.{name}.{f}"));
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        mcp_servers.insert(
+            name,
+            McpServer {
+                command: e.command,
+                args: e.args.unwrap_or_default(),
+                env: e.env.unwrap_or_default(),
+                cwd: e.cwd,
+                url: e.url,
+                disabled,
+            },
+        );
+    }
+
+    Ok(Merged {
+        config: Config {
+            model,
+            api_key,
+            oauth_credentials: oauth,
+            custom_instructions,
+            input_mode,
+            mcp_servers,
+            permissions,
+            hooks,
+            sandbox,
+            trust,
+        },
+        warnings,
+        sources,
+        trust_content,
+    })
+}

@@ -1,0 +1,8 @@
+//! `hanzo-dev config` (being written).
+
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: &Args) -> anyhow::Result<i32> {
+    anyhow::bail!("`config` is not available in this build yet")
+}

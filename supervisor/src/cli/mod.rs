@@ -1,0 +1,100 @@
+//! The command line. Each subcommand lives in its own module; this one parses and dispatches.
+
+pub mod config;
+pub mod doctor;
+pub mod trust;
+pub mod vectors;
+pub mod workers;
+
+use crate::secrets::StartEnv;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Process exit codes (documented in the README).
+pub mod exit {
+    pub const OK: i32 = 0;
+    /// The job ran and failed (a failing vector, a worker that did not attest, …).
+    pub const FAILED: i32 = 1;
+    /// Bad usage or configuration.
+    pub const USAGE: i32 = 2;
+    /// `--isolation strict` asked for a tier this machine cannot give.
+    pub const ISOLATION_UNAVAILABLE: i32 = 3;
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "hanzo-dev",
+    version,
+    about = "A hardened runtime for AI coding agents: every tool call under policy and OS isolation, every decision on record."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// More logging (-v info, -vv debug). `RUST_LOG` overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Report what this machine's kernel offers, start every worker, and show each one's
+    /// attested confinement, checked from inside with probes.
+    Doctor(doctor::Args),
+    /// Run test-vector files against this build.
+    Vectors(vectors::Args),
+    /// Show the merged configuration.
+    Config(config::Args),
+    /// Start every worker, print its pid and attestation, keep them running until stdin closes.
+    Workers(workers::Args),
+    /// Trust (or revoke) this workspace's hooks, MCP server commands and allow rules.
+    Trust(trust::Args),
+}
+
+pub fn init_logging(global: &GlobalArgs) {
+    let default = match global.verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match global.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Run a parsed command line; returns the exit code.
+pub fn run(cli: Cli, env: StartEnv) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Vectors(args) => vectors::run(&args),
+        Command::Config(args) => config::run(&args),
+        Command::Trust(args) => trust::run(&args),
+        Command::Doctor(args) => runtime()?.block_on(doctor::run(&args, env)),
+        Command::Workers(args) => runtime()?.block_on(workers::run(&args, env)),
+    }
+}
+
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+}

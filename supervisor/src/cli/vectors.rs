@@ -1,0 +1,64 @@
+//! `hanzo-dev vectors FILE…`: run test-vector files; one line per failing case, then
+//! `N passed, M failed`. Exit 0 all pass, 1 any fail, 2 a file unreadable, malformed or of an
+//! unknown domain.
+
+use super::exit;
+use crate::vectors::{run_file, CaseResult};
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Vector files, or directories whose `*.json` files are all run.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// One JSON object per case: {"domain","name","pass","detail"}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn expand(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(p)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.extension().is_some_and(|x| x == "json"))
+                .collect();
+            files.sort();
+            out.extend(files);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+pub fn run(args: &Args) -> anyhow::Result<i32> {
+    let files = match expand(&args.files) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
+    let mut results: Vec<CaseResult> = Vec::new();
+    for f in &files {
+        match run_file(f) {
+            Ok(r) => results.extend(r),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(exit::USAGE);
+            }
+        }
+    }
+    let failed = results.iter().filter(|r| !r.pass).count();
+    for r in &results {
+        if args.json {
+            println!("{}", serde_json::to_string(r)?);
+        } else if !r.pass {
+            println!("FAIL {} / {}: {}", r.domain, r.name, r.detail);
+        }
+    }
+    println!("{} passed, {} failed", results.len() - failed, failed);
+    Ok(if failed == 0 { exit::OK } else { exit::FAILED })
+}

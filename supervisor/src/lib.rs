@@ -1,0 +1,14 @@
+//! The `hanzo-dev` supervisor: command line, actor tree, worker lifecycle. The binary (`main.rs`)
+//! is a thin entry over this library so that integration tests can drive the same code.
+#![deny(unsafe_code)]
+
+pub mod cli;
+pub mod secrets;
+pub mod spawner;
+pub mod startup;
+pub mod tree;
+pub mod vectors;
+pub mod worker;
+
+/// The hidden first argument that turns this binary into a worker.
+pub const WORKER_ENTRY: &str = "__worker";

@@ -1,0 +1,92 @@
+//! Worker processes are spawned from one long-lived thread.
+//!
+//! The parent-death signal a child sets with `PR_SET_PDEATHSIG` fires when the *thread* that forked
+//! it exits, not the process. Tokio's blocking threads come and go, so forking from them would kill
+//! workers at random; this thread lives as long as the supervisor.
+
+use hanzo_sandbox::spawn::{configure_command, ChildSetup};
+use hanzo_worker::WorkerOptions;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::mpsc as std_mpsc;
+use tokio::sync::oneshot;
+
+/// What one worker process is started with.
+pub struct SpawnRequest {
+    pub opts: WorkerOptions,
+    /// The complete environment (already filtered by the role's allow-list).
+    pub env: Vec<(String, String)>,
+    /// The worker's end of its channel; becomes fd 3.
+    pub channel: OwnedFd,
+    pub rlimits: hanzo_policy::profile::Rlimits,
+}
+
+struct Job {
+    req: SpawnRequest,
+    reply: oneshot::Sender<std::io::Result<tokio::process::Child>>,
+}
+
+/// Handle to the spawner thread. Cloning shares the thread.
+#[derive(Clone)]
+pub struct Spawner {
+    tx: std_mpsc::Sender<Job>,
+}
+
+impl Spawner {
+    /// Start the thread. `exe` is the binary to re-exec (normally `/proc/self/exe`'s target).
+    pub fn start(exe: PathBuf, runtime: tokio::runtime::Handle) -> std::io::Result<Spawner> {
+        let (tx, rx) = std_mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("hanzo-spawner".into())
+            .spawn(move || {
+                // Entering the runtime lets tokio register the child for async `wait`.
+                let _guard = runtime.enter();
+                while let Ok(job) = rx.recv() {
+                    let _ = job.reply.send(spawn_one(&exe, job.req));
+                }
+            })?;
+        Ok(Spawner { tx })
+    }
+
+    /// Spawn a worker. Fails if the thread is gone or the exec fails.
+    pub async fn spawn(&self, req: SpawnRequest) -> std::io::Result<tokio::process::Child> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Job { req, reply })
+            .map_err(|_| std::io::Error::other("the spawner thread has stopped"))?;
+        rx.await
+            .map_err(|_| std::io::Error::other("the spawner thread dropped the request"))?
+    }
+}
+
+fn spawn_one(exe: &PathBuf, req: SpawnRequest) -> std::io::Result<tokio::process::Child> {
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg0(format!("hanzo-dev[{}]", req.opts.role))
+        .arg("__worker")
+        .args(req.opts.to_args())
+        .env_clear()
+        .envs(req.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .current_dir("/");
+    configure_command(
+        &mut cmd,
+        ChildSetup {
+            fds: vec![(req.channel.as_raw_fd(), hanzo_ipc::transport::SUPERVISOR_FD)],
+            rlimits: req.rlimits,
+            parent_pid: std::process::id() as i32,
+            new_session: true,
+        },
+    );
+    let mut cmd = tokio::process::Command::from(cmd);
+    cmd.kill_on_drop(true);
+    let child = cmd.spawn();
+    // The child holds its own copy now; ours must close so EOF reaches the supervisor when the
+    // worker dies.
+    drop(req.channel);
+    child
+}
+
+use std::os::unix::process::CommandExt;

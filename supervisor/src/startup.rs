@@ -1,0 +1,92 @@
+//! Turning the command line and environment into a [`SupervisorConfig`].
+
+use crate::secrets::StartEnv;
+use crate::tree::SupervisorConfig;
+use crate::worker::RestartPolicy;
+use anyhow::Context;
+use hanzo_ipc::Role;
+use hanzo_policy::profile::ProfileContext;
+use hanzo_worker::Fault;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Names a test may set to inject worker faults: `HANZO_DEV_TEST_FAULT=tools:crash-at-start,…`.
+/// A fault can only make a worker misbehave; it never weakens confinement.
+pub const FAULT_ENV: &str = "HANZO_DEV_TEST_FAULT";
+
+/// The run's private directory (removed on drop).
+pub struct RunDir(tempfile::TempDir);
+
+impl RunDir {
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+fn lookup<'a>(env: &'a StartEnv, name: &str) -> Option<&'a str> {
+    env.vars
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// `$XDG_CONFIG_HOME/hanzo`, else `$HOME/.config/hanzo`.
+pub fn config_dir(env: &StartEnv) -> Option<PathBuf> {
+    if let Some(x) = lookup(env, "XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(x).join("hanzo"));
+    }
+    lookup(env, "HOME").map(|h| PathBuf::from(h).join(".config").join("hanzo"))
+}
+
+pub fn parse_faults(spec: &str) -> anyhow::Result<HashMap<Role, Fault>> {
+    let mut out = HashMap::new();
+    for part in spec.split(',').filter(|p| !p.trim().is_empty()) {
+        let (role, fault) = part
+            .split_once(':')
+            .with_context(|| format!("{FAULT_ENV}: expected role:fault, got {part:?}"))?;
+        let role = Role::parse(role.trim())
+            .with_context(|| format!("{FAULT_ENV}: unknown role {role:?}"))?;
+        let fault = Fault::parse(fault.trim())
+            .with_context(|| format!("{FAULT_ENV}: unknown fault {fault:?}"))?;
+        out.insert(role, fault);
+    }
+    Ok(out)
+}
+
+/// Build the supervisor's configuration for a workspace.
+pub fn supervisor_config(
+    workspace: Option<PathBuf>,
+    env: &StartEnv,
+    kernel_landlock_abi: u32,
+) -> anyhow::Result<(SupervisorConfig, RunDir)> {
+    let workspace = match workspace {
+        Some(w) => w,
+        None => std::env::current_dir().context("cannot determine the current directory")?,
+    };
+    let workspace = workspace
+        .canonicalize()
+        .with_context(|| format!("workspace {}", workspace.display()))?;
+    let run_dir = tempfile::Builder::new()
+        .prefix("hanzo-run-")
+        .tempdir()
+        .context("cannot create the run's private directory")?;
+    let faults = match lookup(env, FAULT_ENV) {
+        Some(spec) => parse_faults(spec)?,
+        None => HashMap::new(),
+    };
+    let cfg = SupervisorConfig {
+        exe: std::env::current_exe().context("cannot find our own executable")?,
+        ctx: ProfileContext {
+            workspace: Some(workspace),
+            config_dir: config_dir(env),
+            run_dir: Some(run_dir.path().to_path_buf()),
+        },
+        env: env.vars.clone(),
+        secret_names: Vec::new(),
+        restart: RestartPolicy::default(),
+        faults,
+        kernel_landlock_abi,
+        max_in_flight: 64,
+    };
+    Ok((cfg, RunDir(run_dir)))
+}

@@ -1,0 +1,150 @@
+//! `hanzo-dev vectors`: runs test-vector files (format: `../shared/test-vectors.md`, extended in
+//! `test-vectors/README.md`) against the real implementation.
+//!
+//! Each domain has one module here with `fn run(case: &Value) -> Result<(), String>`; `Err` carries
+//! the difference between expected and actual in one line. The modules call the same functions the
+//! product uses, never a copy.
+
+use serde_json::Value;
+use std::path::Path;
+
+mod backoff;
+mod config_merge;
+mod ipc_frames;
+mod permission_policy;
+mod sse;
+
+/// The result of one case.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CaseResult {
+    pub domain: String,
+    pub name: String,
+    pub pass: bool,
+    pub detail: String,
+}
+
+/// Why a file could not be run at all (exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("{path}: cannot read: {err}")]
+    Unreadable { path: String, err: std::io::Error },
+    #[error("{path}: not valid JSON: {err}")]
+    Malformed {
+        path: String,
+        err: serde_json::Error,
+    },
+    #[error("{path}: {what}")]
+    BadEnvelope { path: String, what: String },
+    #[error("{path}: unknown domain {domain:?} (known: {known})")]
+    UnknownDomain {
+        path: String,
+        domain: String,
+        known: String,
+    },
+}
+
+type CaseFn = fn(&Value) -> Result<(), String>;
+
+/// Every domain this build can run.
+pub const DOMAINS: &[(&str, CaseFn)] = &[
+    ("ipc-frames", ipc_frames::run),
+    ("backoff-timing", backoff::run),
+    ("sse-frames", sse::run),
+    ("permission-policy", permission_policy::run),
+    ("config-merge", config_merge::run),
+];
+
+fn domain_fn(domain: &str) -> Option<CaseFn> {
+    DOMAINS.iter().find(|(d, _)| *d == domain).map(|(_, f)| *f)
+}
+
+/// Load and run one file. A case that panics is a failed case, not a crashed runner.
+pub fn run_file(path: &Path) -> Result<Vec<CaseResult>, FileError> {
+    let p = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|err| FileError::Unreadable {
+        path: p.clone(),
+        err,
+    })?;
+    let doc: Value = serde_json::from_str(&text).map_err(|err| FileError::Malformed {
+        path: p.clone(),
+        err,
+    })?;
+    let domain = doc
+        .get("domain")
+        .and_then(Value::as_str)
+        .ok_or_else(|| FileError::BadEnvelope {
+            path: p.clone(),
+            what: "missing string key \"domain\"".into(),
+        })?;
+    let cases = doc
+        .get("cases")
+        .and_then(Value::as_array)
+        .ok_or_else(|| FileError::BadEnvelope {
+            path: p.clone(),
+            what: "missing array key \"cases\"".into(),
+        })?;
+    let run = domain_fn(domain).ok_or_else(|| FileError::UnknownDomain {
+        path: p.clone(),
+        domain: domain.to_string(),
+        known: DOMAINS
+            .iter()
+            .map(|(d, _)| *d)
+            .collect::<Vec<_>>()
+            .join(", "),
+    })?;
+    let mut out = Vec::with_capacity(cases.len());
+    for (i, case) in cases.iter().enumerate() {
+        let name = case
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("case #{i}"));
+        let result = match std::panic::catch_unwind(|| run(case)) {
+            Ok(r) => r,
+            Err(_) => Err("the implementation panicked on this case".to_string()),
+        };
+        out.push(CaseResult {
+            domain: domain.to_string(),
+            name,
+            pass: result.is_ok(),
+            detail: result.err().unwrap_or_default(),
+        });
+    }
+    Ok(out)
+}
+
+// ---- helpers shared by the domain modules ----
+
+pub(crate) fn field<'a>(case: &'a Value, key: &str) -> Result<&'a Value, String> {
+    case.get(key)
+        .ok_or_else(|| format!("malformed case: missing key {key:?}"))
+}
+
+pub(crate) fn str_field<'a>(case: &'a Value, key: &str) -> Result<&'a str, String> {
+    field(case, key)?
+        .as_str()
+        .ok_or_else(|| format!("malformed case: {key:?} must be a string"))
+}
+
+pub(crate) fn u64_field(case: &Value, key: &str) -> Result<u64, String> {
+    field(case, key)?
+        .as_u64()
+        .ok_or_else(|| format!("malformed case: {key:?} must be a non-negative integer"))
+}
+
+pub(crate) fn hex_decode(s: &str) -> Result<Vec<u8>, String> {
+    if s.len() % 2 != 0 {
+        return Err(format!("malformed case: odd-length hex {s:?}"));
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| {
+            u8::from_str_radix(&s[i..i + 2], 16)
+                .map_err(|_| format!("malformed case: bad hex {s:?}"))
+        })
+        .collect()
+}
+
+pub(crate) fn hex_encode(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,380 @@
+//! `hanzo-worker` is the life of a worker process from exec to exit: adopt the inherited channel,
+//! confine the process (before any thread exists), start a single-threaded runtime, handshake with
+//! the supervisor, and serve requests until the supervisor goes away.
+//!
+//! Every role answers the common requests (echo, streaming echo, sleep, confinement probes,
+//! status); each role's own requests are added beside them by the work that gives the role its job.
+#![forbid(unsafe_code)]
+
+use hanzo_ipc::channel::{serve, Handler, ItemSink, ServerWriter};
+use hanzo_ipc::frame::DEFAULT_MAX_FRAME;
+use hanzo_ipc::proto::{self, frame_type, Hello, Protocol, RemoteError, RemoteErrorKind};
+use hanzo_ipc::roles::{
+    broker::BrokerProtocol, lsp::LspProtocol, mcp::McpProtocol, model::ModelProtocol,
+    tools::ToolsProtocol, CommonItem, CommonRequest, CommonResponse, HasCommon, WorkerStatus,
+};
+use hanzo_ipc::transport::{self, IpcError, SUPERVISOR_FD};
+use hanzo_ipc::Role;
+use hanzo_policy::profile::{profile_for, ProfileContext};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWrite;
+
+/// Exit codes of a worker process (the supervisor logs them).
+pub mod exit {
+    /// The supervisor closed the channel: a normal end.
+    pub const OK: i32 = 0;
+    /// Bad command line (the supervisor and worker come from different builds?).
+    pub const USAGE: i32 = 64;
+    /// The channel fd was not inherited.
+    pub const NO_CHANNEL: i32 = 65;
+    /// Confinement could not be applied; the worker refuses to run unconfined.
+    pub const CONFINE_FAILED: i32 = 66;
+    /// The channel failed (protocol violation or i/o error).
+    pub const CHANNEL_FAILED: i32 = 67;
+    /// Injected by a test fault.
+    pub const FAULT: i32 = 70;
+}
+
+/// Misbehaviour a test can ask a worker for, to prove the supervisor survives it. A fault can only
+/// make the worker fail; none weakens its confinement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Exit before the handshake.
+    CrashAtStart,
+    /// Send a zero-length frame after `Ready`.
+    ZeroLengthFrame,
+    /// Claim a 4 GiB frame after `Ready`.
+    OversizedFrame,
+    /// Send half a frame after `Ready`, then exit.
+    TruncatedFrame,
+    /// Send a reply that is not valid postcard after `Ready`.
+    GarbagePayload,
+    /// Send a hello with the wrong magic.
+    BadMagic,
+    /// Send a hello with another protocol major version.
+    WrongMajor,
+    /// Claim to be another role.
+    WrongRole,
+    /// Never finish the handshake.
+    HangBeforeReady,
+    /// Report a weaker attestation than was applied (claims `no_new_privs` is off), to prove the
+    /// supervisor refuses a worker whose attestation falls short. The confinement itself is
+    /// applied in full.
+    UnderReport,
+}
+
+impl Fault {
+    pub const ALL: [(&'static str, Fault); 10] = [
+        ("crash-at-start", Fault::CrashAtStart),
+        ("zero-length-frame", Fault::ZeroLengthFrame),
+        ("oversized-frame", Fault::OversizedFrame),
+        ("truncated-frame", Fault::TruncatedFrame),
+        ("garbage-payload", Fault::GarbagePayload),
+        ("bad-magic", Fault::BadMagic),
+        ("wrong-major", Fault::WrongMajor),
+        ("wrong-role", Fault::WrongRole),
+        ("hang-before-ready", Fault::HangBeforeReady),
+        ("under-report", Fault::UnderReport),
+    ];
+
+    pub fn parse(s: &str) -> Option<Fault> {
+        Fault::ALL
+            .iter()
+            .find(|(name, _)| *name == s)
+            .map(|(_, f)| *f)
+    }
+
+    pub fn name(self) -> &'static str {
+        Fault::ALL
+            .iter()
+            .find(|(_, f)| *f == self)
+            .map(|(name, _)| *name)
+            .expect("every fault is listed in ALL")
+    }
+}
+
+/// A worker's command line, as the supervisor writes it after the hidden `__worker` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerOptions {
+    pub role: Role,
+    pub ctx: ProfileContext,
+    pub fault: Option<Fault>,
+}
+
+impl WorkerOptions {
+    /// The arguments that [`WorkerOptions::parse`] reads back.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = vec![self.role.as_str().to_string()];
+        let mut push = |flag: &str, p: &Option<PathBuf>| {
+            if let Some(p) = p {
+                args.push(flag.to_string());
+                args.push(p.display().to_string());
+            }
+        };
+        push("--workspace", &self.ctx.workspace);
+        push("--config-dir", &self.ctx.config_dir);
+        push("--run-dir", &self.ctx.run_dir);
+        if let Some(f) = self.fault {
+            args.push("--fault".into());
+            args.push(f.name().into());
+        }
+        args
+    }
+
+    pub fn parse(args: &[String]) -> Result<WorkerOptions, String> {
+        let (role, rest) = args.split_first().ok_or("missing worker role")?;
+        let role = Role::parse(role).ok_or_else(|| format!("unknown worker role {role:?}"))?;
+        let mut opts = WorkerOptions {
+            role,
+            ctx: ProfileContext::default(),
+            fault: None,
+        };
+        let mut it = rest.iter();
+        while let Some(flag) = it.next() {
+            let value = it
+                .next()
+                .ok_or_else(|| format!("{flag} needs a value"))?;
+            match flag.as_str() {
+                "--workspace" => opts.ctx.workspace = Some(value.into()),
+                "--config-dir" => opts.ctx.config_dir = Some(value.into()),
+                "--run-dir" => opts.ctx.run_dir = Some(value.into()),
+                "--fault" => {
+                    opts.fault =
+                        Some(Fault::parse(value).ok_or_else(|| format!("unknown fault {value:?}"))?)
+                }
+                _ => return Err(format!("unknown worker option {flag:?}")),
+            }
+        }
+        Ok(opts)
+    }
+}
+
+/// Run a worker to its end and return the process exit code. Must be called from `main` before
+/// any thread is started: confinement is applied to the process as it is then.
+pub fn run(opts: WorkerOptions) -> i32 {
+    let fd = match hanzo_sandbox::confine::adopt_inherited_fd(SUPERVISOR_FD) {
+        Ok(fd) => fd,
+        Err(e) => {
+            eprintln!(
+                "hanzo-dev {} worker: no channel on fd {SUPERVISOR_FD} ({e}); \
+                 workers are started by the supervisor, not by hand",
+                opts.role
+            );
+            return exit::NO_CHANNEL;
+        }
+    };
+    if opts.fault == Some(Fault::CrashAtStart) {
+        return exit::FAULT;
+    }
+    let profile = profile_for(opts.role, &opts.ctx);
+    let mut attestation = match hanzo_sandbox::confine::confine_current_process(&profile) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("hanzo-dev {} worker: cannot confine: {e}", opts.role);
+            return exit::CONFINE_FAILED;
+        }
+    };
+    if opts.fault == Some(Fault::UnderReport) {
+        attestation.no_new_privs = false;
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("hanzo-dev {} worker: cannot start runtime: {e}", opts.role);
+            return exit::CHANNEL_FAILED;
+        }
+    };
+    let role = opts.role;
+    let fault = opts.fault;
+    let result = runtime.block_on(async move {
+        let stream = transport::stream_from_fd(fd)?;
+        let (mut reader, mut writer) = transport::split(stream, DEFAULT_MAX_FRAME);
+        if let Some(code) = handshake_fault(role, fault, &mut writer).await? {
+            return Ok(code);
+        }
+        transport::worker_handshake(&mut reader, &mut writer, role, &attestation).await?;
+        if let Some(code) = post_ready_fault(fault, &mut writer).await? {
+            return Ok(code);
+        }
+        let writer = ServerWriter::new(writer);
+        match role {
+            Role::Broker => serve_common::<BrokerProtocol, _, _>(reader, writer).await,
+            Role::Model => serve_common::<ModelProtocol, _, _>(reader, writer).await,
+            Role::Tools => serve_common::<ToolsProtocol, _, _>(reader, writer).await,
+            Role::Mcp => serve_common::<McpProtocol, _, _>(reader, writer).await,
+            Role::Lsp => serve_common::<LspProtocol, _, _>(reader, writer).await,
+        }?;
+        Ok::<i32, IpcError>(exit::OK)
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("hanzo-dev {role} worker: channel failed: {e}");
+            exit::CHANNEL_FAILED
+        }
+    }
+}
+
+async fn serve_common<P, R, W>(
+    reader: transport::FrameReader<R>,
+    writer: ServerWriter<W>,
+) -> Result<(), IpcError>
+where
+    P: HasCommon,
+    R: tokio::io::AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    serve::<P, _, R, W>(reader, writer, Arc::new(CommonHandler)).await
+}
+
+async fn handshake_fault<W: AsyncWrite + Unpin>(
+    role: Role,
+    fault: Option<Fault>,
+    writer: &mut transport::FrameWriter<W>,
+) -> Result<Option<i32>, IpcError> {
+    let mut hello = Hello::new(role);
+    match fault {
+        Some(Fault::BadMagic) => hello.magic = *b"NOPE",
+        Some(Fault::WrongMajor) => hello.major = proto::PROTOCOL_MAJOR + 1,
+        Some(Fault::WrongRole) => {
+            hello.role = if role == Role::Tools {
+                Role::Broker
+            } else {
+                Role::Tools
+            }
+        }
+        Some(Fault::HangBeforeReady) => {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            return Ok(Some(exit::FAULT));
+        }
+        _ => return Ok(None),
+    }
+    writer
+        .send(frame_type::HELLO, &proto::encode_payload(&hello))
+        .await?;
+    // Wait for the supervisor to hang up on us.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    Ok(Some(exit::FAULT))
+}
+
+async fn post_ready_fault<W: AsyncWrite + Unpin>(
+    fault: Option<Fault>,
+    writer: &mut transport::FrameWriter<W>,
+) -> Result<Option<i32>, IpcError> {
+    let bytes: &[u8] = match fault {
+        Some(Fault::ZeroLengthFrame) => &[0, 0, 0, 0],
+        Some(Fault::OversizedFrame) => &[0xff, 0xff, 0xff, 0xff, frame_type::REPLY],
+        Some(Fault::TruncatedFrame) => &[0, 0, 0, 100, frame_type::REPLY, 1, 2, 3],
+        Some(Fault::GarbagePayload) => &[0, 0, 0, 4, frame_type::REPLY, 0xff, 0xff, 0xff],
+        _ => return Ok(None),
+    };
+    writer.send_raw(bytes).await?;
+    if fault == Some(Fault::TruncatedFrame) {
+        return Ok(Some(exit::FAULT));
+    }
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    Ok(Some(exit::FAULT))
+}
+
+/// Answers the requests every role shares.
+pub struct CommonHandler;
+
+impl<P: HasCommon, W: AsyncWrite + Unpin + Send + 'static> Handler<P, W> for CommonHandler {
+    async fn handle(
+        &self,
+        request: P::Request,
+        items: ItemSink<P, W>,
+    ) -> Result<P::Response, RemoteError> {
+        let Some(common) = P::as_common_request(&request) else {
+            return Err(RemoteError::new(
+                RemoteErrorKind::BadRequest,
+                format!("the {} worker does not serve this request yet", P::ROLE),
+            ));
+        };
+        handle_common::<P, W>(common.clone(), items)
+            .await
+            .map(P::common_response)
+    }
+}
+
+/// The common requests, for role handlers to delegate to.
+pub async fn handle_common<P: HasCommon, W: AsyncWrite + Unpin + Send>(
+    request: CommonRequest,
+    items: ItemSink<P, W>,
+) -> Result<CommonResponse, RemoteError> {
+    match request {
+        CommonRequest::Echo { data } => Ok(CommonResponse::Echo { data }),
+        CommonRequest::EchoStream { data, count } => {
+            for seq in 0..count {
+                items
+                    .send(P::common_item(CommonItem::Echo {
+                        seq,
+                        data: data.clone(),
+                    }))
+                    .await
+                    .map_err(|e| RemoteError::new(RemoteErrorKind::Internal, e.to_string()))?;
+            }
+            Ok(CommonResponse::EchoStreamDone { count })
+        }
+        CommonRequest::Sleep { ms } => {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok(CommonResponse::Slept)
+        }
+        CommonRequest::Probe(probe) => Ok(CommonResponse::Probe(
+            hanzo_sandbox::probe::run_probe(&probe),
+        )),
+        CommonRequest::Status => Ok(CommonResponse::Status(WorkerStatus {
+            pid: std::process::id(),
+            role: P::ROLE,
+            rss_kib: self_rss_kib(),
+        })),
+    }
+}
+
+fn self_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The protocol type of a role, for code generic over roles.
+pub fn role_name<P: Protocol>() -> &'static str {
+    P::ROLE.as_str()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_round_trip_through_args() {
+        let opts = WorkerOptions {
+            role: Role::Tools,
+            ctx: ProfileContext {
+                workspace: Some("/w s".into()),
+                config_dir: None,
+                run_dir: Some("/tmp/r".into()),
+            },
+            fault: Some(Fault::OversizedFrame),
+        };
+        assert_eq!(WorkerOptions::parse(&opts.to_args()), Ok(opts));
+    }
+
+    #[test]
+    fn bad_worker_args_are_errors() {
+        assert!(WorkerOptions::parse(&[]).is_err());
+        assert!(WorkerOptions::parse(&["nope".into()]).is_err());
+        assert!(WorkerOptions::parse(&["tools".into(), "--fault".into()]).is_err());
+        assert!(WorkerOptions::parse(&["tools".into(), "--x".into(), "1".into()]).is_err());
+    }
+}
