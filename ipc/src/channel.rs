@@ -529,6 +529,9 @@ where
 {
     let writer = writer.0;
     let in_flight: Arc<InFlight> = Arc::default();
+    // Request tasks never outlive the loop that serves them, however it ends (including being
+    // dropped): they hold the writer, and the channel must close when serving stops.
+    let _abort_on_exit = AbortAll(in_flight.clone());
     while let Some(frame) = reader.next().await? {
         match frame.frame_type {
             frame_type::REQUEST => {
@@ -587,8 +590,15 @@ where
             got => return Err(IpcError::UnexpectedFrame { got }),
         }
     }
-    for (_, handle) in lock(&in_flight).drain() {
-        handle.abort();
-    }
     Ok(())
+}
+
+struct AbortAll(Arc<InFlight>);
+
+impl Drop for AbortAll {
+    fn drop(&mut self) {
+        for (_, handle) in lock(&self.0).drain() {
+            handle.abort();
+        }
+    }
 }

@@ -91,7 +91,10 @@ mod tests {
         assert_eq!(rec.reason, "no deleting");
         assert_eq!(rec.rule_matched.as_ref().map(|r| r.index), Some(0));
         let text = serde_json::to_string(&rec).expect("serializes");
-        assert!(!text.contains("secret-dir"), "input must not be copied: {text}");
+        assert!(
+            !text.contains("secret-dir"),
+            "input must not be copied: {text}"
+        );
         assert!(rec.input_digest.starts_with("sha256:"));
         assert_eq!(rec.input_digest.len(), "sha256:".len() + 64);
         let back: AuditRecord = serde_json::from_str(&text).expect("round trip");

@@ -19,7 +19,10 @@ enum Token {
     Literal(char),
     AnyOne,
     AnyRun,
-    Class { negated: bool, items: Vec<ClassItem> },
+    Class {
+        negated: bool,
+        items: Vec<ClassItem>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,14 +111,14 @@ impl Glob {
         &self.source
     }
 
-    /// True when `text` as a whole matches.
+    /// True when `text` as a whole matches. Positions are byte offsets into `text`, advanced one
+    /// character at a time, so matching allocates nothing.
     pub fn matches(&self, text: &str) -> bool {
-        let text: Vec<char> = text.chars().collect();
         let toks = &self.tokens;
         let (mut t, mut p) = (0usize, 0usize);
         // Where to resume after the most recent `*`: (token after the star, text position).
         let mut resume: Option<(usize, usize)> = None;
-        while t < text.len() {
+        while let Some(c) = text[t..].chars().next() {
             if p < toks.len() {
                 match &toks[p] {
                     Token::AnyRun => {
@@ -123,9 +126,9 @@ impl Glob {
                         p += 1;
                         continue;
                     }
-                    tok if single_matches(tok, text[t]) => {
+                    tok if single_matches(tok, c) => {
                         p += 1;
-                        t += 1;
+                        t += c.len_utf8();
                         continue;
                     }
                     _ => {}
@@ -134,9 +137,14 @@ impl Glob {
             match resume {
                 Some((rp, rt)) => {
                     // Let the star swallow one more character and retry.
+                    let skipped = text[rt..]
+                        .chars()
+                        .next()
+                        .expect("rt < t, so a character starts there");
+                    let next = rt + skipped.len_utf8();
                     p = rp;
-                    t = rt + 1;
-                    resume = Some((rp, rt + 1));
+                    t = next;
+                    resume = Some((rp, next));
                 }
                 None => return false,
             }

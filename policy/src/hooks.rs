@@ -3,6 +3,7 @@
 //! (`hanzo_tools::hooks`); this module only decides, so the rules are testable without a process.
 
 use crate::glob::{Glob, GlobError};
+use crate::permission::{PatternError, ToolPattern};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::fmt;
@@ -20,9 +21,7 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 5000;
 /// A hook may not hold a tool call longer than this.
 pub const MAX_TIMEOUT_MS: u64 = 10 * 60 * 1000;
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum HookEvent {
     /// Before the tool runs; may deny it.
@@ -89,13 +88,17 @@ impl HookConfig {
         if self.timeout_ms == 0 || self.timeout_ms > MAX_TIMEOUT_MS {
             return Err(HookConfigError::Timeout(self.timeout_ms));
         }
-        let glob = Glob::new(&self.tool_pattern)?;
-        // Tool names never contain `(`; a pattern with an unescaped one is a misplaced
-        // permission-style pattern that would silently never fire.
-        if self.tool_pattern.ends_with(')') && !self.tool_pattern.ends_with("\\)") {
-            return Err(HookConfigError::ArgumentPattern(self.tool_pattern.clone()));
+        // Tool names never contain `(`; a permission-style `name(arg)` pattern here would
+        // silently never fire, so it is refused.
+        match ToolPattern::parse(&self.tool_pattern) {
+            Ok(p) if p.has_argument_pattern() => {
+                return Err(HookConfigError::ArgumentPattern(self.tool_pattern.clone()))
+            }
+            Err(PatternError::Glob(e)) => return Err(HookConfigError::Pattern(e)),
+            Err(_) => return Err(HookConfigError::ArgumentPattern(self.tool_pattern.clone())),
+            Ok(_) => {}
         }
-        Ok(glob)
+        Ok(Glob::new(&self.tool_pattern)?)
     }
 }
 
@@ -166,11 +169,17 @@ pub fn hook_env(
 ) -> Vec<(String, String)> {
     let mut env = vec![
         ("HANZO_TOOL_NAME".to_string(), tool_name.to_string()),
-        ("HANZO_TOOL_INPUT".to_string(), cap_env_value(&input.to_string())),
+        (
+            "HANZO_TOOL_INPUT".to_string(),
+            cap_env_value(&input.to_string()),
+        ),
         ("HANZO_SESSION_ID".to_string(), session_id.to_string()),
     ];
     if let Some(out) = output {
-        env.push(("HANZO_TOOL_OUTPUT".to_string(), cap_env_value(&output_text(out))));
+        env.push((
+            "HANZO_TOOL_OUTPUT".to_string(),
+            cap_env_value(&output_text(out)),
+        ));
     }
     env
 }
@@ -234,9 +243,14 @@ pub struct HookOutcome {
 pub enum PreHookVerdict {
     Allow,
     /// The hook said no (exit 2); `reason` is its trimmed, capped stderr.
-    Deny { reason: String },
+    Deny {
+        reason: String,
+    },
     /// The hook failed; the call is denied and `log` says how.
-    Failed { reason: String, log: String },
+    Failed {
+        reason: String,
+        log: String,
+    },
 }
 
 impl PreHookVerdict {
@@ -248,9 +262,7 @@ impl PreHookVerdict {
     pub fn deny_reason(&self) -> Option<&str> {
         match self {
             PreHookVerdict::Allow => None,
-            PreHookVerdict::Deny { reason } | PreHookVerdict::Failed { reason, .. } => {
-                Some(reason)
-            }
+            PreHookVerdict::Deny { reason } | PreHookVerdict::Failed { reason, .. } => Some(reason),
         }
     }
 }
@@ -262,7 +274,11 @@ pub fn stderr_reason(stderr: &[u8], truncated: bool) -> String {
     let capped = cap_with_marker(text, MAX_REASON_BYTES, " …[truncated]");
     if truncated && capped.len() == text.len() {
         // The runner already dropped output beyond what we saw.
-        return cap_with_marker(&format!("{capped} …[truncated]"), MAX_REASON_BYTES, " …[truncated]");
+        return cap_with_marker(
+            &format!("{capped} …[truncated]"),
+            MAX_REASON_BYTES,
+            " …[truncated]",
+        );
     }
     capped
 }
@@ -334,7 +350,10 @@ mod tests {
     #[test]
     fn exit_codes_map_to_verdicts() {
         let h = hook("check");
-        assert_eq!(pre_hook_verdict(&h, &outcome(HookExit::Exited(0), "x")), PreHookVerdict::Allow);
+        assert_eq!(
+            pre_hook_verdict(&h, &outcome(HookExit::Exited(0), "x")),
+            PreHookVerdict::Allow
+        );
         assert_eq!(
             pre_hook_verdict(&h, &outcome(HookExit::Exited(2), "  no pushing to main \n")),
             PreHookVerdict::Deny {
@@ -349,7 +368,10 @@ mod tests {
             HookExit::SpawnFailed("no shell".into()),
         ] {
             let v = pre_hook_verdict(&h, &outcome(exit.clone(), "boom"));
-            assert!(matches!(v, PreHookVerdict::Failed { .. }), "{exit:?} → {v:?}");
+            assert!(
+                matches!(v, PreHookVerdict::Failed { .. }),
+                "{exit:?} → {v:?}"
+            );
             assert!(v.deny_reason().is_some());
             assert!(post_hook_log(&h, &outcome(exit, "boom")).is_some());
         }
@@ -375,7 +397,12 @@ mod tests {
     #[test]
     fn env_values_capped_with_marker_and_stdin_complete() {
         let input = serde_json::json!({"content": "x".repeat(100_000)});
-        let env = hook_env("sess", "write_file", &input, Some(&Value::String("ok".into())));
+        let env = hook_env(
+            "sess",
+            "write_file",
+            &input,
+            Some(&Value::String("ok".into())),
+        );
         let get = |k: &str| {
             env.iter()
                 .find(|(n, _)| n == k)
@@ -402,7 +429,10 @@ mod tests {
         let mut h = hook("x");
         assert!(h.validate().is_ok());
         h.tool_pattern = "bash(git *)".into();
-        assert!(matches!(h.validate(), Err(HookConfigError::ArgumentPattern(_))));
+        assert!(matches!(
+            h.validate(),
+            Err(HookConfigError::ArgumentPattern(_))
+        ));
         h.tool_pattern = "[".into();
         assert!(matches!(h.validate(), Err(HookConfigError::Pattern(_))));
         h.tool_pattern = "*".into();

@@ -3,4 +3,21 @@
 //! It holds data and decision logic only; it never spawns a process.
 #![forbid(unsafe_code)]
 
+pub mod audit;
+pub mod glob;
+pub mod hooks;
+pub mod permission;
 pub mod profile;
+pub mod settings;
+pub mod shell;
+mod suggest;
+pub mod trust;
+
+pub use audit::AuditRecord;
+pub use hooks::{HookConfig, HookEvent};
+pub use permission::{
+    Decision, PermissionMode, PermissionPolicy, PermissionRule, RuleList, RuleRef, Tier,
+    TieredPolicy, ToolPattern,
+};
+pub use settings::{Config, SettingsError, SettingsSources};
+pub use trust::{TrustCheck, TrustContent, TrustStore};

@@ -14,9 +14,7 @@ use std::path::{Component, Path, PathBuf};
 use std::str::FromStr;
 
 /// What happens to a tool call.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PermissionMode {
     /// Execute without asking.
@@ -70,9 +68,7 @@ impl FromStr for PermissionMode {
 }
 
 /// The settings tier a rule (or any setting) came from.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Tier {
     User,
@@ -177,19 +173,21 @@ impl ToolPattern {
 
     /// `arg` is the primary argument of the call (for bash: one simple command), if any.
     pub fn matches(&self, tool: &str, arg: Option<&str>) -> bool {
+        let substituted = tool == "bash" && arg.is_some_and(shell::has_substitution);
+        self.matches_prepared(tool, arg, substituted)
+    }
+
+    /// [`ToolPattern::matches`] with the substitution check done once by the caller.
+    fn matches_prepared(&self, tool: &str, arg: Option<&str>, substituted: bool) -> bool {
         if !self.name.matches(tool) {
             return false;
         }
         match (&self.arg, arg) {
             (None, _) => true,
             (Some(_), None) => false,
-            (Some(glob), Some(arg)) => {
-                // A substitution's output is invisible to the glob, so it never earns a match.
-                if tool == "bash" && shell::has_substitution(arg) {
-                    return false;
-                }
-                glob.matches(arg)
-            }
+            // A substitution's output is invisible to the glob, so it never earns a match.
+            (Some(_), Some(_)) if substituted => false,
+            (Some(glob), Some(arg)) => glob.matches(arg),
         }
     }
 }
@@ -256,11 +254,12 @@ impl RuleList {
             .into_iter()
             .enumerate()
             .map(|(index, rule)| {
-                let pattern = ToolPattern::parse(&rule.tool_pattern).map_err(|error| RuleError {
-                    index,
-                    pattern: rule.tool_pattern.clone(),
-                    error,
-                })?;
+                let pattern =
+                    ToolPattern::parse(&rule.tool_pattern).map_err(|error| RuleError {
+                        index,
+                        pattern: rule.tool_pattern.clone(),
+                        error,
+                    })?;
                 Ok(CompiledRule { rule, pattern })
             })
             .collect::<Result<Vec<_>, RuleError>>()?;
@@ -284,10 +283,11 @@ impl RuleList {
         tool: &'a str,
         arg: Option<&'a str>,
     ) -> impl Iterator<Item = (usize, &'a PermissionRule)> + 'a {
+        let substituted = tool == "bash" && arg.is_some_and(shell::has_substitution);
         self.rules
             .iter()
             .enumerate()
-            .filter(move |(_, r)| r.pattern.matches(tool, arg))
+            .filter(move |(_, r)| r.pattern.matches_prepared(tool, arg, substituted))
             .map(|(i, r)| (i, &r.rule))
     }
 }
@@ -373,6 +373,8 @@ fn subjects(tool: &str, input: &Value, workspace: Option<&Path>) -> Vec<Option<S
 struct PartVerdict {
     mode: PermissionMode,
     rule: Option<(RuleRef, Option<String>)>,
+    /// Said after the reason: an allow rule that matched but did not count (untrusted).
+    note: Option<String>,
 }
 
 /// Combines the parts' verdicts: the most severe wins, the earliest among equals.
@@ -394,11 +396,18 @@ fn combine(tool: &str, parts: Vec<(Option<String>, PartVerdict)>) -> Decision {
     };
     let reason = rule_reason.unwrap_or_else(|| match &rule_matched {
         Some(r) => {
-            let tier = r.tier.map(|t| format!(" ({t} settings)")).unwrap_or_default();
+            let tier = r
+                .tier
+                .map(|t| format!(" ({t} settings)"))
+                .unwrap_or_default();
             format!("{} by rule `{}`{tier}", verdict.mode, r.pattern)
         }
         None => format!("no rule matches `{tool}`; the default is to prompt"),
     });
+    let reason = match verdict.note {
+        Some(note) => format!("{reason}; {note}"),
+        None => reason,
+    };
     let reason = match (&part, several) {
         (Some(p), true) => format!("{reason} [for the part `{p}` of a compound command]"),
         _ => reason,
@@ -452,10 +461,12 @@ impl PermissionPolicy {
                             },
                             rule.reason.clone(),
                         )),
+                        note: None,
                     },
                     None => PartVerdict {
                         mode: PermissionMode::Prompt,
                         rule: None,
+                        note: None,
                     },
                 };
                 (arg, verdict)
@@ -516,6 +527,7 @@ impl TieredPolicy {
                 },
                 rule.reason.clone(),
             )),
+            note: None,
         };
         for (tier, list) in self.scan_order() {
             if let Some((index, rule)) = list
@@ -525,17 +537,29 @@ impl TieredPolicy {
                 return verdict(tier, index, rule);
             }
         }
+        let mut skipped: Option<String> = None;
         for (tier, list) in self.scan_order() {
-            let counts = |r: &PermissionRule| {
-                r.mode != PermissionMode::Allow || !tier.is_workspace() || self.trusted
-            };
-            if let Some((index, rule)) = list.matching(tool, arg).find(|(_, r)| counts(r)) {
-                return verdict(tier, index, rule);
+            for (index, rule) in list.matching(tool, arg) {
+                let gated =
+                    rule.mode == PermissionMode::Allow && tier.is_workspace() && !self.trusted;
+                if gated {
+                    skipped.get_or_insert_with(|| {
+                        format!(
+                            "the allow rule `{}` in {tier} settings does not count until the workspace is trusted (`hanzo-dev trust`)",
+                            rule.tool_pattern
+                        )
+                    });
+                    continue;
+                }
+                let mut v = verdict(tier, index, rule);
+                v.note = skipped;
+                return v;
             }
         }
         PartVerdict {
             mode: PermissionMode::Prompt,
             rule: None,
+            note: skipped,
         }
     }
 
@@ -558,7 +582,9 @@ mod tests {
     use PermissionMode::*;
 
     fn rules(list: &[(&str, PermissionMode)]) -> Vec<PermissionRule> {
-        list.iter().map(|(p, m)| PermissionRule::new(*p, *m)).collect()
+        list.iter()
+            .map(|(p, m)| PermissionRule::new(*p, *m))
+            .collect()
     }
 
     #[test]
@@ -632,22 +658,35 @@ mod tests {
     #[test]
     fn file_paths_are_normalized_before_matching() {
         assert_eq!(normalize_workspace_path("./src/a.rs", None), "src/a.rs");
-        assert_eq!(normalize_workspace_path("src/../.git/config", None), ".git/config");
+        assert_eq!(
+            normalize_workspace_path("src/../.git/config", None),
+            ".git/config"
+        );
         assert_eq!(normalize_workspace_path("../x", None), "../x");
         assert_eq!(normalize_workspace_path("src/../../x", None), "../x");
-        assert_eq!(normalize_workspace_path("/etc/../etc/passwd", None), "/etc/passwd");
+        assert_eq!(
+            normalize_workspace_path("/etc/../etc/passwd", None),
+            "/etc/passwd"
+        );
         assert_eq!(
             normalize_workspace_path("/ws/src/a.rs", Some(Path::new("/ws"))),
             "src/a.rs"
         );
-        assert_eq!(normalize_workspace_path("/wsx/a", Some(Path::new("/ws"))), "/wsx/a");
+        assert_eq!(
+            normalize_workspace_path("/wsx/a", Some(Path::new("/ws"))),
+            "/wsx/a"
+        );
         assert_eq!(normalize_workspace_path(".", None), ".");
         let p = PermissionPolicy::new(rules(&[("write_file(src/**)", Allow)]))
             .expect("valid")
             .with_workspace("/ws");
-        assert_eq!(p.evaluate("write_file", &json!({"path": "/ws/src/x"})).mode, Allow);
         assert_eq!(
-            p.evaluate("write_file", &json!({"path": "src/../../etc/passwd"})).mode,
+            p.evaluate("write_file", &json!({"path": "/ws/src/x"})).mode,
+            Allow
+        );
+        assert_eq!(
+            p.evaluate("write_file", &json!({"path": "src/../../etc/passwd"}))
+                .mode,
             Prompt
         );
     }
@@ -665,7 +704,14 @@ mod tests {
         };
         assert_eq!(t(true).evaluate("web_fetch", &Value::Null).mode, Deny);
         assert_eq!(t(true).evaluate("write_file", &Value::Null).mode, Allow);
-        assert_eq!(t(false).evaluate("write_file", &Value::Null).mode, Prompt);
+        let d = t(false).evaluate("write_file", &Value::Null);
+        assert_eq!(d.mode, Prompt);
+        assert!(
+            d.reason
+                .contains("does not count until the workspace is trusted"),
+            "{}",
+            d.reason
+        );
         let d = t(false).evaluate("bash", &json!({"command": "ls"}));
         assert_eq!(d.mode, Prompt);
         assert_eq!(

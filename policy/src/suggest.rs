@@ -9,13 +9,15 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     for (i, row) in d.iter_mut().enumerate() {
         row[0] = i;
     }
-    for j in 0..=b.len() {
-        d[0][j] = j;
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
     }
     for i in 1..=a.len() {
         for j in 1..=b.len() {
             let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
             if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
                 best = best.min(d[i - 2][j - 2] + 1);
             }
@@ -33,7 +35,7 @@ pub fn did_you_mean<'a>(unknown: &str, candidates: &[&'a str]) -> Option<&'a str
     }
     candidates
         .iter()
-        .map(|c| (edit_distance(&lower, c), *c))
+        .map(|c| (edit_distance(&lower, &c.to_lowercase()), *c))
         .filter(|(d, _)| *d <= 2 && *d < unknown.chars().count())
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
@@ -59,5 +61,9 @@ mod tests {
         assert_eq!(did_you_mean("permission", &keys), Some("permissions"));
         assert_eq!(did_you_mean("colour", &keys), None);
         assert_eq!(did_you_mean("x", &keys), None);
+        assert_eq!(
+            did_you_mean("HANZO_MODLE", &["HANZO_MODEL"]),
+            Some("HANZO_MODEL")
+        );
     }
 }

@@ -171,9 +171,10 @@ impl Backoff {
 
     /// The delay before the next retry, uniform in `[0, ceiling(attempt)]`; advances the attempt.
     pub fn next_delay(&mut self) -> Duration {
-        let mut rng = self.rng.clone();
-        let delay = self.next_delay_with(|| rng.next_u64());
-        self.rng = rng;
+        let ceiling = ceiling_ms(self.base_ms, self.max_ms, self.attempt);
+        let rng = &mut self.rng;
+        let delay = Duration::from_millis(jitter_ms(ceiling, &mut || rng.next_u64()));
+        self.attempt = self.attempt.saturating_add(1);
         delay
     }
 

@@ -86,8 +86,8 @@ enum BomState {
 
 /// Incremental SSE parser for one stream. See the crate docs.
 ///
-/// Memory is bounded by [`SseFrameBuffer::with_max_event_size`]: roughly three times the limit in
-/// the worst case (data buffer, pending line, event type or id), independent of the stream length.
+/// Memory is bounded by [`SseFrameBuffer::with_max_event_size`]: a small multiple of the limit in
+/// the worst case (data buffer, pending line, event type, id), independent of the stream length.
 #[derive(Debug, Clone)]
 pub struct SseFrameBuffer {
     max_event_size: usize,
@@ -101,6 +101,8 @@ pub struct SseFrameBuffer {
     id_buffer: String,
     /// The spec's last event ID string, set from the buffer at each dispatch.
     last_event_id: String,
+    /// An `id` line was seen since the last dispatch.
+    id_changed: bool,
     /// The last valid `retry` value.
     retry: Option<u64>,
     bom: BomState,
@@ -125,6 +127,7 @@ impl SseFrameBuffer {
             event_type: Vec::new(),
             id_buffer: String::new(),
             last_event_id: String::new(),
+            id_changed: false,
             retry: None,
             bom: BomState::Matching(0),
             after_cr: false,
@@ -216,7 +219,9 @@ impl SseFrameBuffer {
         self.pending = Vec::new();
         self.data = Vec::new();
         self.event_type.clear();
+        // A new stream starts with an empty id buffer, which its first dispatch will copy.
         self.id_buffer.clear();
+        self.id_changed = true;
         self.bom = BomState::Matching(0);
         self.after_cr = false;
         self.failed = false;
@@ -302,24 +307,28 @@ impl SseFrameBuffer {
                 self.data.extend_from_slice(value);
                 self.data.push(b'\n');
             }
-            b"id" => {
-                if !value.contains(&0) {
-                    self.id_buffer.clear();
-                    self.id_buffer.push_str(&String::from_utf8_lossy(value));
-                }
+            // An id containing NUL is ignored: it could not be sent back as a header.
+            b"id" if !value.contains(&0) => {
+                self.id_buffer.clear();
+                self.id_changed = true;
+                self.id_buffer.push_str(&String::from_utf8_lossy(value));
             }
             b"retry" => {
                 if let Some(ms) = parse_digits(value) {
                     self.retry = Some(ms);
                 }
             }
+            // Unknown fields (and ignored ids) are skipped, as the spec says.
             _ => {}
         }
     }
 
     fn dispatch(&mut self, events: &mut Vec<SseEvent>) {
-        if self.last_event_id != self.id_buffer {
+        // The spec copies the buffer to the string at every dispatch; copying only after an `id`
+        // line is the same and keeps a string compare or copy off the per-event path.
+        if self.id_changed {
             self.last_event_id.clone_from(&self.id_buffer);
+            self.id_changed = false;
         }
         if self.data.is_empty() {
             self.event_type.clear();

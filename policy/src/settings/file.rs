@@ -13,8 +13,9 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// A secret string: never shown by `Debug`, redacted in every output this crate produces.
-#[derive(Clone, PartialEq, Eq, Deserialize, Serialize)]
+/// A secret string: never shown by `Debug`, redacted in every output this crate produces, and
+/// deliberately not `Serialize`, so it cannot be written out by accident.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(transparent)]
 pub struct Secret(String);
 
@@ -47,7 +48,7 @@ impl JsonSchema for Secret {
 }
 
 /// An opaque secret object (OAuth credentials), redacted like [`Secret`].
-#[derive(Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, PartialEq, Deserialize)]
 #[serde(transparent)]
 pub struct SecretObject(pub serde_json::Map<String, Value>);
 
@@ -69,9 +70,7 @@ impl JsonSchema for SecretObject {
     }
 }
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum InputMode {
     #[default]
@@ -100,8 +99,7 @@ impl InputMode {
 
 /// `auto` uses the best sandbox tier available; `strict` requires tier B or refuses to run.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize,
-    JsonSchema,
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum IsolationMode {
@@ -282,7 +280,7 @@ impl JsonSchema for PermissionsMap {
 }
 
 /// `settings.json` as written; every key is optional.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, JsonSchema)]
 #[schemars(title = "hanzo-dev settings")]
 pub struct SettingsFile {
     /// Editors: the schema this file follows.
@@ -353,21 +351,20 @@ pub fn parse_settings(
         message: strip_position(&e.to_string()),
     })?;
     let mut de = serde_json::Deserializer::from_str(text);
-    let mut settings: SettingsFile =
-        serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            let key_path = match e.path().to_string() {
-                p if p == "." => "(top level)".to_string(),
-                p => p,
-            };
-            let inner = e.into_inner();
-            SettingsError::Type {
-                file: file.to_string(),
-                line: inner.line(),
-                column: inner.column(),
-                key_path,
-                message: strip_position(&inner.to_string()),
-            }
-        })?;
+    let mut settings: SettingsFile = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let key_path = match e.path().to_string() {
+            p if p == "." => "(top level)".to_string(),
+            p => p,
+        };
+        let inner = e.into_inner();
+        SettingsError::Type {
+            file: file.to_string(),
+            line: inner.line(),
+            column: inner.column(),
+            key_path,
+            message: strip_position(&inner.to_string()),
+        }
+    })?;
     let mut warnings = Vec::new();
     let mut warn = |message: String| {
         warnings.push(Warning {
@@ -379,7 +376,10 @@ pub fn parse_settings(
     if tier.is_workspace() {
         for (key, present) in [
             ("api_key", settings.api_key.take().is_some()),
-            ("oauth_credentials", settings.oauth_credentials.take().is_some()),
+            (
+                "oauth_credentials",
+                settings.oauth_credentials.take().is_some(),
+            ),
         ] {
             if present {
                 warn(format!(
@@ -502,16 +502,17 @@ mod tests {
             other => panic!("wrong error {other:?}"),
         }
         let text = err.to_string();
-        assert!(text.starts_with("/home/u/.config/hanzo/settings.json:3:13: invalid JSON"), "{text}");
+        assert!(
+            text.starts_with("/home/u/.config/hanzo/settings.json:3:13: invalid JSON"),
+            "{text}"
+        );
     }
 
     #[test]
     fn wrong_type_names_key_path_line_column() {
         let err = parse("{\n  \"sandbox\": {\"extra_read_paths\": \"/opt\"}\n}").expect_err("type");
         match &err {
-            SettingsError::Type {
-                key_path, line, ..
-            } => {
+            SettingsError::Type { key_path, line, .. } => {
                 assert_eq!(key_path, "sandbox.extra_read_paths");
                 assert_eq!(*line, 2);
             }
@@ -530,12 +531,16 @@ mod tests {
     #[test]
     fn invalid_glob_and_hook_are_errors_with_paths() {
         let err = parse("{\"permissions\": {\"bash([)\": \"deny\"}}").expect_err("glob");
-        assert!(matches!(&err, SettingsError::Invalid { key_path, .. } if key_path == "permissions.bash([)"));
+        assert!(
+            matches!(&err, SettingsError::Invalid { key_path, .. } if key_path == "permissions.bash([)")
+        );
         let err = parse("{\"hooks\": [{\"event\": \"pre_tool_use\", \"command\": \"x\", \"tool_pattern\": \"*\", \"timeout_ms\": 0}]}")
             .expect_err("timeout");
         assert!(err.to_string().contains("hooks[0]"), "{err}");
-        let err = parse("{\"hooks\": [{\"event\": \"before\", \"command\": \"x\", \"tool_pattern\": \"*\"}]}")
-            .expect_err("event");
+        let err = parse(
+            "{\"hooks\": [{\"event\": \"before\", \"command\": \"x\", \"tool_pattern\": \"*\"}]}",
+        )
+        .expect_err("event");
         assert!(err.to_string().contains("hooks[0].event"), "{err}");
         let err = parse("{\"permissions\": {\"a\": \"allow\", \"a\": \"deny\"}}").expect_err("dup");
         assert!(err.to_string().contains("appears twice"), "{err}");
@@ -543,12 +548,24 @@ mod tests {
 
     #[test]
     fn unknown_keys_warn_with_suggestions() {
-        let (_, w) = parse("{\"modle\": \"x\", \"sandbox\": {\"isolaton\": \"strict\"}, \"zzz\": 1}")
-            .expect("loads");
+        let (_, w) =
+            parse("{\"modle\": \"x\", \"sandbox\": {\"isolaton\": \"strict\"}, \"zzz\": 1}")
+                .expect("loads");
         let all: Vec<String> = w.iter().map(ToString::to_string).collect();
-        assert!(all.iter().any(|w| w.contains("`modle` (did you mean `model`?)")), "{all:?}");
-        assert!(all.iter().any(|w| w.contains("`sandbox.isolaton` (did you mean `isolation`?)")), "{all:?}");
-        assert!(all.iter().any(|w| w.contains("`zzz`; it is ignored")), "{all:?}");
+        assert!(
+            all.iter()
+                .any(|w| w.contains("`modle` (did you mean `model`?)")),
+            "{all:?}"
+        );
+        assert!(
+            all.iter()
+                .any(|w| w.contains("`sandbox.isolaton` (did you mean `isolation`?)")),
+            "{all:?}"
+        );
+        assert!(
+            all.iter().any(|w| w.contains("`zzz`; it is ignored")),
+            "{all:?}"
+        );
     }
 
     #[test]
@@ -572,7 +589,9 @@ mod tests {
         )
         .expect("loads");
         assert!(s.api_key.is_none());
-        assert!(w[0].to_string().starts_with("/p/.hanzo/settings.json: `api_key` is ignored"));
+        assert!(w[0]
+            .to_string()
+            .starts_with("/p/.hanzo/settings.json: `api_key` is ignored"));
         let (s, _) = parse("{\"api_key\": \"sk-123\"}").expect("loads");
         assert!(!format!("{s:?}").contains("sk-123"));
     }

@@ -1,6 +1,8 @@
 //! Merging parsed tiers into the effective configuration, and its canonical JSON form.
 
-use super::file::{InputMode, IsolationMode, McpServerEntry, Secret, SecretObject, SettingsFile, Warning};
+use super::file::{
+    InputMode, IsolationMode, McpServerEntry, Secret, SecretObject, SettingsFile, Warning,
+};
 use super::SettingsError;
 use crate::hooks::{HookConfig, HookSet};
 use crate::permission::{PermissionRule, RuleError, RuleList, Tier, TieredPolicy};
@@ -254,7 +256,13 @@ impl Config {
     }
 }
 
-fn push_unique(list: &mut Vec<String>, items: &[String], sources: &mut BTreeMap<String, Source>, key: &str, src: Source) {
+fn push_unique(
+    list: &mut Vec<String>,
+    items: &[String],
+    sources: &mut BTreeMap<String, Source>,
+    key: &str,
+    src: Source,
+) {
     for item in items {
         if !list.contains(item) {
             list.push(item.clone());
@@ -276,8 +284,14 @@ pub fn merge(
     let mut warnings = Vec::new();
     let mut sources: BTreeMap<String, Source> = BTreeMap::new();
 
-    let project = files.iter().find(|f| f.tier == Tier::Project).map(|f| &f.settings);
-    let local = files.iter().find(|f| f.tier == Tier::Local).map(|f| &f.settings);
+    let project = files
+        .iter()
+        .find(|f| f.tier == Tier::Project)
+        .map(|f| &f.settings);
+    let local = files
+        .iter()
+        .find(|f| f.tier == Tier::Local)
+        .map(|f| &f.settings);
     let trust_content = TrustContent::from_workspace_files(project, local);
     let trust = if trust_content.is_empty() {
         TrustStatus::NotRequired
@@ -296,7 +310,12 @@ pub fn merge(
     let mut permissions = TierRules::default();
     let mut hooks = Vec::new();
     let mut sandbox = SandboxConfig::default();
-    for key in ["model", "custom_instructions", "input_mode", "sandbox.isolation"] {
+    for key in [
+        "model",
+        "custom_instructions",
+        "input_mode",
+        "sandbox.isolation",
+    ] {
         sources.insert(key.to_string(), Source::Default);
     }
 
@@ -320,12 +339,14 @@ pub fn merge(
             model = m.clone();
             sources.insert("model".into(), src);
         }
-        // parse_settings already removed secrets from workspace files.
-        if let Some(k) = &s.api_key {
+        // parse_settings already removed secrets from workspace files; checked again here because
+        // a TierFile can be built by hand.
+        let secrets_allowed = !f.tier.is_workspace();
+        if let Some(k) = s.api_key.as_ref().filter(|_| secrets_allowed) {
             api_key = Some((k.clone(), src));
             sources.insert("api_key".into(), src);
         }
-        if let Some(o) = &s.oauth_credentials {
+        if let Some(o) = s.oauth_credentials.as_ref().filter(|_| secrets_allowed) {
             oauth = Some((o.clone(), src));
             sources.insert("oauth_credentials".into(), src);
         }
@@ -381,6 +402,9 @@ pub fn merge(
         }
         if let Some(p) = &s.permissions {
             let rules = p.to_rules();
+            if !rules.is_empty() {
+                sources.insert(format!("permissions.{}", f.tier), src);
+            }
             match f.tier {
                 Tier::User => permissions.user = rules,
                 Tier::Project => permissions.project = rules,
@@ -415,9 +439,21 @@ pub fn merge(
             }
             if !gated {
                 let lists = [
-                    ("sandbox.extra_read_paths", &sb.extra_read_paths, &mut sandbox.extra_read_paths),
-                    ("sandbox.extra_write_paths", &sb.extra_write_paths, &mut sandbox.extra_write_paths),
-                    ("sandbox.network_allow", &sb.network_allow, &mut sandbox.network_allow),
+                    (
+                        "sandbox.extra_read_paths",
+                        &sb.extra_read_paths,
+                        &mut sandbox.extra_read_paths,
+                    ),
+                    (
+                        "sandbox.extra_write_paths",
+                        &sb.extra_write_paths,
+                        &mut sandbox.extra_write_paths,
+                    ),
+                    (
+                        "sandbox.network_allow",
+                        &sb.network_allow,
+                        &mut sandbox.network_allow,
+                    ),
                 ];
                 for (key, items, list) in lists {
                     if let Some(items) = items {
@@ -541,4 +577,90 @@ pub fn merge(
         sources,
         trust_content,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::parse_settings;
+
+    fn tier(tier: Tier, text: &str) -> TierFile {
+        TierFile {
+            tier,
+            file: tier.as_str().to_string(),
+            settings: parse_settings(tier, tier.as_str(), text).expect("valid").0,
+        }
+    }
+
+    #[test]
+    fn command_and_url_after_merge_is_an_error() {
+        let files = [
+            tier(
+                Tier::User,
+                r#"{"mcp_servers": {"x": {"url": "https://x"}}}"#,
+            ),
+            tier(Tier::Project, r#"{"mcp_servers": {"x": {"command": "x"}}}"#),
+        ];
+        let err =
+            merge(&files, &BTreeMap::new(), &CliOverrides::default(), true).expect_err("conflict");
+        assert!(
+            err.to_string().contains("both `command` and `url`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn secrets_from_a_hand_built_workspace_tier_are_still_ignored() {
+        let settings = SettingsFile {
+            api_key: Some(Secret::new("sk-evil")),
+            ..Default::default()
+        };
+        let files = [TierFile {
+            tier: Tier::Local,
+            file: "l".into(),
+            settings,
+        }];
+        let m = merge(&files, &BTreeMap::new(), &CliOverrides::default(), true).expect("merges");
+        assert!(m.config.api_key.is_none());
+    }
+
+    #[test]
+    fn cli_beats_env_beats_files_and_sources_say_so() {
+        let files = [tier(Tier::User, r#"{"model": "u", "input_mode": "vim"}"#)];
+        let mut env = BTreeMap::new();
+        env.insert("HANZO_MODEL".to_string(), "e".to_string());
+        env.insert("HANZO_ISOLATION".to_string(), "strict".to_string());
+        let cli = CliOverrides {
+            model: Some("c".into()),
+            ..Default::default()
+        };
+        let m = merge(&files, &env, &cli, false).expect("merges");
+        assert_eq!(m.config.model, "c");
+        assert_eq!(m.config.sandbox.isolation, IsolationMode::Strict);
+        assert_eq!(m.sources["model"], Source::Cli);
+        assert_eq!(m.sources["input_mode"], Source::User);
+        assert_eq!(m.sources["sandbox.isolation"], Source::Env);
+        assert_eq!(m.sources["custom_instructions"], Source::Default);
+        let mut bad = BTreeMap::new();
+        bad.insert("HANZO_ISOLATION".to_string(), "off".to_string());
+        let err = merge(&files, &bad, &CliOverrides::default(), false).expect_err("bad env");
+        assert!(err.to_string().contains("HANZO_ISOLATION"), "{err}");
+    }
+
+    #[test]
+    fn untrusted_policy_ignores_workspace_allow_but_keeps_deny() {
+        let files = [tier(
+            Tier::Project,
+            r#"{"permissions": {"bash(npm *)": "allow", "bash(rm *)": "deny"}}"#,
+        )];
+        let m = merge(&files, &BTreeMap::new(), &CliOverrides::default(), false).expect("merges");
+        assert_eq!(m.config.trust, TrustStatus::Untrusted);
+        let p = m.config.permission_policy().expect("valid");
+        let eval = |c: &str| {
+            p.evaluate("bash", &serde_json::json!({ "command": c }))
+                .mode
+        };
+        assert_eq!(eval("npm test"), crate::PermissionMode::Prompt);
+        assert_eq!(eval("rm -rf /"), crate::PermissionMode::Deny);
+    }
 }

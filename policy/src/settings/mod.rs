@@ -57,10 +57,5 @@ pub enum SettingsError {
 
 /// The JSON Schema of `settings.json`, as committed in `policy/settings.schema.json`.
 pub fn json_schema() -> serde_json::Value {
-    let mut schema = schemars::schema_for!(SettingsFile);
-    schema.insert(
-        "$id".to_string(),
-        serde_json::Value::String("https://hanzo.ai/schemas/hanzo-dev/settings.json".into()),
-    );
-    schema.to_value()
+    schemars::schema_for!(SettingsFile).to_value()
 }

@@ -72,10 +72,13 @@ pub fn run(case: &Value) -> Result<(), String> {
         (0..want_events.len().max(got.len())).find(|&i| want_events.get(i) != got.get(i))
     {
         let describe = |e: Option<&SseEvent>| e.map_or_else(|| "nothing".to_string(), show);
+        let counts = if got.len() == want_events.len() {
+            String::new()
+        } else {
+            format!("{} events, expected {}; ", got.len(), want_events.len())
+        };
         return Err(format!(
-            "{} events, expected {}; event #{i}: got {}, expected {}",
-            got.len(),
-            want_events.len(),
+            "{counts}event #{i}: got {}, expected {}",
             describe(got.get(i)),
             describe(want_events.get(i))
         ));

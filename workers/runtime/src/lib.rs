@@ -6,20 +6,22 @@
 //! status); each role's own requests are added beside them by the work that gives the role its job.
 #![forbid(unsafe_code)]
 
-use hanzo_ipc::channel::{serve, Handler, ItemSink, ServerWriter};
+use hanzo_ipc::channel::{serve, EventSink, Handler, ItemSink, ServerWriter};
 use hanzo_ipc::frame::DEFAULT_MAX_FRAME;
 use hanzo_ipc::proto::{self, frame_type, Hello, Protocol, RemoteError, RemoteErrorKind};
 use hanzo_ipc::roles::{
     broker::BrokerProtocol, lsp::LspProtocol, mcp::McpProtocol, model::ModelProtocol,
     tools::ToolsProtocol, CommonItem, CommonRequest, CommonResponse, HasCommon, WorkerStatus,
 };
-use hanzo_ipc::transport::{self, IpcError, SUPERVISOR_FD};
+use hanzo_ipc::transport::{self, IpcError, DIRECT_FD, SUPERVISOR_FD};
 use hanzo_ipc::Role;
 use hanzo_policy::profile::{profile_for, ProfileContext};
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWrite;
+use tokio::net::unix::OwnedWriteHalf;
 
 /// Exit codes of a worker process (the supervisor logs them).
 pub mod exit {
@@ -151,28 +153,59 @@ impl WorkerOptions {
     }
 }
 
-/// Run a worker to its end and return the process exit code. Must be called from `main` before
-/// any thread is started: confinement is applied to the process as it is then.
+/// What a role's handler is built from, once the worker is confined and attested.
+pub struct WorkerContext<P: Protocol> {
+    pub opts: WorkerOptions,
+    /// The second, direct channel (fd 4), when the supervisor passed one (model ↔ broker).
+    pub direct: Option<OwnedFd>,
+    /// Unsolicited events to the supervisor.
+    pub events: EventSink<P, OwnedWriteHalf>,
+}
+
+/// Run a worker that answers the common requests only, and return the process exit code.
+/// Roles whose own work has not been built yet run this.
 pub fn run(opts: WorkerOptions) -> i32 {
+    match opts.role {
+        Role::Broker => run_with::<BrokerProtocol, _, _>(opts, |_| CommonHandler),
+        Role::Model => run_with::<ModelProtocol, _, _>(opts, |_| CommonHandler),
+        Role::Tools => run_with::<ToolsProtocol, _, _>(opts, |_| CommonHandler),
+        Role::Mcp => run_with::<McpProtocol, _, _>(opts, |_| CommonHandler),
+        Role::Lsp => run_with::<LspProtocol, _, _>(opts, |_| CommonHandler),
+    }
+}
+
+/// Run a worker to its end with the handler `make` builds, and return the process exit code.
+///
+/// Must be called from `main` before any thread is started: confinement is applied to the process
+/// as it is then, and the handler is built only afterwards (inside the worker's single-threaded
+/// runtime), so nothing it opens escapes the sandbox.
+pub fn run_with<P, H, F>(opts: WorkerOptions, make: F) -> i32
+where
+    P: HasCommon,
+    H: Handler<P, OwnedWriteHalf>,
+    F: FnOnce(WorkerContext<P>) -> H,
+{
+    let role = opts.role;
     let fd = match hanzo_sandbox::confine::adopt_inherited_fd(SUPERVISOR_FD) {
         Ok(fd) => fd,
         Err(e) => {
             eprintln!(
-                "hanzo-dev {} worker: no channel on fd {SUPERVISOR_FD} ({e}); \
-                 workers are started by the supervisor, not by hand",
-                opts.role
+                "hanzo-dev {role} worker: no channel on fd {SUPERVISOR_FD} ({e}); \
+                 workers are started by the supervisor, not by hand"
             );
             return exit::NO_CHANNEL;
         }
     };
+    // The direct channel is optional: only roles that talk to a peer worker receive one.
+    let direct = hanzo_sandbox::confine::adopt_inherited_fd(DIRECT_FD).ok();
     if opts.fault == Some(Fault::CrashAtStart) {
         return exit::FAULT;
     }
-    let profile = profile_for(opts.role, &opts.ctx);
+    let profile = profile_for(role, &opts.ctx);
     let mut attestation = match hanzo_sandbox::confine::confine_current_process(&profile) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("hanzo-dev {} worker: cannot confine: {e}", opts.role);
+            eprintln!("hanzo-dev {role} worker: cannot confine: {e}");
             return exit::CONFINE_FAILED;
         }
     };
@@ -185,11 +218,10 @@ pub fn run(opts: WorkerOptions) -> i32 {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("hanzo-dev {} worker: cannot start runtime: {e}", opts.role);
+            eprintln!("hanzo-dev {role} worker: cannot start runtime: {e}");
             return exit::CHANNEL_FAILED;
         }
     };
-    let role = opts.role;
     let fault = opts.fault;
     let result = runtime.block_on(async move {
         let stream = transport::stream_from_fd(fd)?;
@@ -202,13 +234,12 @@ pub fn run(opts: WorkerOptions) -> i32 {
             return Ok(code);
         }
         let writer = ServerWriter::new(writer);
-        match role {
-            Role::Broker => serve_common::<BrokerProtocol, _, _>(reader, writer).await,
-            Role::Model => serve_common::<ModelProtocol, _, _>(reader, writer).await,
-            Role::Tools => serve_common::<ToolsProtocol, _, _>(reader, writer).await,
-            Role::Mcp => serve_common::<McpProtocol, _, _>(reader, writer).await,
-            Role::Lsp => serve_common::<LspProtocol, _, _>(reader, writer).await,
-        }?;
+        let handler = make(WorkerContext {
+            opts,
+            direct,
+            events: writer.events(),
+        });
+        serve::<P, _, _, _>(reader, writer, Arc::new(handler)).await?;
         Ok::<i32, IpcError>(exit::OK)
     });
     match result {
@@ -218,18 +249,6 @@ pub fn run(opts: WorkerOptions) -> i32 {
             exit::CHANNEL_FAILED
         }
     }
-}
-
-async fn serve_common<P, R, W>(
-    reader: transport::FrameReader<R>,
-    writer: ServerWriter<W>,
-) -> Result<(), IpcError>
-where
-    P: HasCommon,
-    R: tokio::io::AsyncRead + Unpin,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
-    serve::<P, _, R, W>(reader, writer, Arc::new(CommonHandler)).await
 }
 
 async fn handshake_fault<W: AsyncWrite + Unpin>(

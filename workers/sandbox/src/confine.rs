@@ -114,19 +114,17 @@ pub fn confine_current_process(profile: &SandboxProfile) -> Result<Attestation, 
     // Read back.
     let after = procfs::reread_status(&status_file).map_err(ConfineError::ProcStatus)?;
     let seccomp = read_back_seccomp(&after, &filters, &mut notes);
-    let no_new_privs = sys::prctl_get(libc::PR_GET_NO_NEW_PRIVS).map_err(|source| {
-        ConfineError::Prctl {
+    let no_new_privs =
+        sys::prctl_get(libc::PR_GET_NO_NEW_PRIVS).map_err(|source| ConfineError::Prctl {
             op: "PR_GET_NO_NEW_PRIVS",
             source,
-        }
-    })? == 1
-        && after.no_new_privs;
-    let non_dumpable = sys::prctl_get(libc::PR_GET_DUMPABLE).map_err(|source| {
-        ConfineError::Prctl {
+        })? == 1
+            && after.no_new_privs;
+    let non_dumpable =
+        sys::prctl_get(libc::PR_GET_DUMPABLE).map_err(|source| ConfineError::Prctl {
             op: "PR_GET_DUMPABLE",
             source,
-        }
-    })? == 0;
+        })? == 0;
 
     Ok(Attestation {
         role: profile.role,
@@ -141,7 +139,11 @@ pub fn confine_current_process(profile: &SandboxProfile) -> Result<Attestation, 
     })
 }
 
-fn set_prctl(option: libc::c_int, value: libc::c_ulong, op: &'static str) -> Result<(), ConfineError> {
+fn set_prctl(
+    option: libc::c_int,
+    value: libc::c_ulong,
+    op: &'static str,
+) -> Result<(), ConfineError> {
     // SAFETY: the options used here (PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECUREBITS) take
     // integers only.
     if unsafe { libc::prctl(option, value, 0, 0, 0) } < 0 {

@@ -32,11 +32,13 @@ impl KernelReport {
     /// missing and what to do.
     pub fn tier_a(&self) -> Result<(), String> {
         if !self.seccomp {
-            return Err("seccomp filters are unavailable: the kernel needs CONFIG_SECCOMP_FILTER \
+            return Err(
+                "seccomp filters are unavailable: the kernel needs CONFIG_SECCOMP_FILTER \
                         (every mainstream distribution kernel has it); under a container runtime, \
                         do not run with seccomp=unconfined replaced by a profile that forbids \
                         seccomp(2)"
-                .to_string());
+                    .to_string(),
+            );
         }
         if self.landlock_abi == 0 {
             let why = self.landlock_error.as_deref().unwrap_or("not available");
@@ -120,7 +122,10 @@ fn probe_user_namespaces() -> Result<(), String> {
     // SAFETY: the child makes only async-signal-safe raw syscalls (capset, unshare) and _exits.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Err(format!("could not fork the probe child: {}", errno_name(errno())));
+        return Err(format!(
+            "could not fork the probe child: {}",
+            errno_name(errno())
+        ));
     }
     if pid == 0 {
         // struct __user_cap_header_struct / __user_cap_data_struct[2] for version 3.
@@ -146,7 +151,10 @@ fn probe_user_namespaces() -> Result<(), String> {
     // SAFETY: waiting for our own child, writing into our local.
     while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
         if errno() != libc::EINTR {
-            return Err(format!("waiting for the probe child: {}", errno_name(errno())));
+            return Err(format!(
+                "waiting for the probe child: {}",
+                errno_name(errno())
+            ));
         }
     }
     if !libc::WIFEXITED(status) {
@@ -171,7 +179,9 @@ fn userns_reason() -> String {
     };
     let mut why = Vec::new();
     if read("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
-        why.push("kernel.unprivileged_userns_clone = 0 (sysctl -w kernel.unprivileged_userns_clone=1)");
+        why.push(
+            "kernel.unprivileged_userns_clone = 0 (sysctl -w kernel.unprivileged_userns_clone=1)",
+        );
     }
     if read("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
         why.push("user.max_user_namespaces = 0 (sysctl -w user.max_user_namespaces=15000)");
@@ -267,7 +277,10 @@ mod tests {
             detect_container_in(Some("12:pids:/docker/abc"), false, false, false).map(|c| c.0),
             Some("docker")
         );
-        assert_eq!(detect_container_in(Some("0::/init.scope"), false, false, false), None);
+        assert_eq!(
+            detect_container_in(Some("0::/init.scope"), false, false, false),
+            None
+        );
     }
 
     fn report() -> KernelReport {
@@ -299,12 +312,18 @@ mod tests {
         no_landlock.landlock_abi = 0;
         no_landlock.landlock_error = Some("not enabled at boot".into());
         let why = no_landlock.tier_a().expect_err("no tier A");
-        assert!(why.contains("not enabled at boot") && why.contains("lsm="), "{why}");
+        assert!(
+            why.contains("not enabled at boot") && why.contains("lsm="),
+            "{why}"
+        );
         assert!(no_landlock.tier_b().is_err());
 
         let mut no_seccomp = report();
         no_seccomp.seccomp = false;
-        assert!(no_seccomp.tier_a().expect_err("no seccomp").contains("seccomp"));
+        assert!(no_seccomp
+            .tier_a()
+            .expect_err("no seccomp")
+            .contains("seccomp"));
     }
 
     #[test]

@@ -59,14 +59,20 @@ mod tests {
             let has_corp = env.iter().any(|(k, _)| k == "CORP_KEY");
             assert_eq!(has_canary, role == Role::Broker, "{role}");
             assert_eq!(has_corp, role == Role::Broker, "{role}");
-            assert!(!env.iter().any(|(k, _)| k == "HOME" || k == "SSH_AUTH_SOCK"), "{role}");
+            assert!(
+                !env.iter().any(|(k, _)| k == "HOME" || k == "SSH_AUTH_SOCK"),
+                "{role}"
+            );
         }
     }
 
     #[test]
     fn base_and_role_allow_lists_apply() {
         let model = profile_for(Role::Model, &ProfileContext::default());
-        assert_eq!(names(&role_env(&model, parent().into_iter(), &[])), ["PATH", "LANG"]);
+        assert_eq!(
+            names(&role_env(&model, parent().into_iter(), &[])),
+            ["PATH", "LANG"]
+        );
         let broker = profile_for(Role::Broker, &ProfileContext::default());
         assert_eq!(
             names(&role_env(&broker, parent().into_iter(), &[])),

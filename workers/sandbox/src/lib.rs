@@ -8,6 +8,7 @@
 //!
 //! This is the only crate where `unsafe` is used for confinement; every block says why it is sound.
 #![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![cfg(target_os = "linux")]
 
 pub mod confine;

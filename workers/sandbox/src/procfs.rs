@@ -38,7 +38,8 @@ pub fn parse_status(text: &str) -> io::Result<ProcStatus> {
         };
         let value = value.trim();
         let hex = || {
-            u64::from_str_radix(value, 16).map_err(|_| invalid(format!("bad {key} value {value:?}")))
+            u64::from_str_radix(value, 16)
+                .map_err(|_| invalid(format!("bad {key} value {value:?}")))
         };
         match key {
             "NoNewPrivs" => no_new_privs = value == "1",
@@ -155,7 +156,9 @@ mod tests {
 
     #[test]
     fn missing_seccomp_line_reads_as_no_filter() {
-        let text = SAMPLE.replace("Seccomp:\t2\n", "").replace("NoNewPrivs:\t1\n", "");
+        let text = SAMPLE
+            .replace("Seccomp:\t2\n", "")
+            .replace("NoNewPrivs:\t1\n", "");
         let s = parse_status(&text).expect("parses");
         assert_eq!(s.seccomp_mode, 0);
         assert!(!s.no_new_privs);

@@ -37,7 +37,9 @@ pub const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FilterError {
-    #[error("the profile denies syscall {0:?}, which this build does not know on this architecture")]
+    #[error(
+        "the profile denies syscall {0:?}, which this build does not know on this architecture"
+    )]
     UnknownSyscall(String),
     #[error("compiling the seccomp filter: {0}")]
     Compile(#[from] seccompiler::BackendError),
@@ -65,10 +67,7 @@ fn errno_action(errno: i32) -> SeccompAction {
     SeccompAction::Errno(errno as u32)
 }
 
-fn compile(
-    rules: BTreeMap<i64, Vec<SeccompRule>>,
-    errno: i32,
-) -> Result<BpfProgram, FilterError> {
+fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> Result<BpfProgram, FilterError> {
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, errno_action(errno), ARCH)?;
     Ok(BpfProgram::try_from(filter)?)
 }
@@ -80,7 +79,8 @@ pub fn build(profile: &SandboxProfile) -> Result<FilterSet, FilterError> {
     // 1. Denied syscalls and namespace-creating clone → EPERM.
     let mut deny: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for name in profile.denied_syscalls {
-        let nr = syscall_number(name).ok_or_else(|| FilterError::UnknownSyscall(name.to_string()))?;
+        let nr =
+            syscall_number(name).ok_or_else(|| FilterError::UnknownSyscall(name.to_string()))?;
         // An empty rule chain matches the syscall unconditionally.
         deny.insert(nr, Vec::new());
     }
@@ -149,7 +149,8 @@ pub fn build(profile: &SandboxProfile) -> Result<FilterSet, FilterError> {
 }
 
 // Classic BPF opcodes and seccomp constants, from <linux/filter.h> and <linux/seccomp.h>.
-const BPF_LD_W_ABS: u16 = 0x00 | 0x00 | 0x20;
+/// `BPF_LD | BPF_W | BPF_ABS` (0x00 | 0x00 | 0x20).
+const BPF_LD_W_ABS: u16 = 0x20;
 const BPF_JMP_JEQ_K: u16 = 0x05 | 0x10;
 const BPF_JMP_JSET_K: u16 = 0x05 | 0x40;
 const BPF_RET_K: u16 = 0x06;
@@ -259,7 +260,10 @@ mod tests {
     #[test]
     fn model_profile_compiles_to_four_programs() {
         let set = build(&profile_for(Role::Model, &ProfileContext::default())).expect("builds");
-        assert_eq!(set.programs.len(), if cfg!(target_arch = "x86_64") { 4 } else { 3 });
+        assert_eq!(
+            set.programs.len(),
+            if cfg!(target_arch = "x86_64") { 4 } else { 3 }
+        );
         assert_eq!(set.sockets, SocketPolicy::UnixOnly);
         assert!(set.namespace_creation_denied);
         assert!(set.denied_syscalls.iter().any(|s| s == "ptrace"));
@@ -269,7 +273,10 @@ mod tests {
     fn broker_profile_has_no_socket_filter() {
         let set = build(&profile_for(Role::Broker, &ProfileContext::default())).expect("builds");
         assert_eq!(set.sockets, SocketPolicy::Any);
-        assert_eq!(set.programs.len(), if cfg!(target_arch = "x86_64") { 3 } else { 2 });
+        assert_eq!(
+            set.programs.len(),
+            if cfg!(target_arch = "x86_64") { 3 } else { 2 }
+        );
     }
 
     #[test]

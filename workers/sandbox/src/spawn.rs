@@ -96,7 +96,15 @@ fn child_setup(setup: &ChildSetup, scratch: &mut [RawFd], max_target: RawFd) -> 
     // 3. Die with the parent. The parent may already have died before the prctl: then we have
     // been re-parented and must not go on.
     // SAFETY: PR_SET_PDEATHSIG takes a signal number and no pointers.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) } < 0
+    if unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    } < 0
     {
         return Err(io::Error::last_os_error());
     }
@@ -174,8 +182,13 @@ fn set_cloexec(fd: RawFd) {
     }
 }
 
+#[cfg(target_env = "gnu")]
+type RlimitResource = libc::__rlimit_resource_t;
+#[cfg(not(target_env = "gnu"))]
+type RlimitResource = libc::c_int;
+
 /// Sets soft and hard limit of `resource` to `value`.
-fn set_rlimit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
+fn set_rlimit(resource: RlimitResource, value: u64) -> io::Result<()> {
     let lim = libc::rlimit {
         rlim_cur: value as libc::rlim_t,
         rlim_max: value as libc::rlim_t,

@@ -9,7 +9,11 @@ use hanzo_policy::profile::SandboxProfile;
 ///
 /// The capability bounding set is not required empty: only a holder of `CAP_SETPCAP` can empty
 /// it, and with `no_new_privs` an exec cannot use it (see `Requirement::caps_cleared`).
-pub fn missing(profile: &SandboxProfile, att: &Attestation, kernel_landlock_abi: u32) -> Vec<String> {
+pub fn missing(
+    profile: &SandboxProfile,
+    att: &Attestation,
+    kernel_landlock_abi: u32,
+) -> Vec<String> {
     let req = profile.requires;
     let mut out = Vec::new();
     if att.role != profile.role {
@@ -66,6 +70,13 @@ pub fn missing(profile: &SandboxProfile, att: &Attestation, kernel_landlock_abi:
                 l.status
             ));
         }
+        if kernel_landlock_abi >= 6 && !l.scoped {
+            out.push(
+                "Landlock scoping (abstract unix sockets, signals) is not applied although the \
+                 kernel supports it (ABI 6+)"
+                    .to_string(),
+            );
+        }
     }
     // Whatever the requirements, a grant the profile does not contain is a wider sandbox.
     for grant in &att.landlock.grants {
@@ -74,7 +85,9 @@ pub fn missing(profile: &SandboxProfile, att: &Attestation, kernel_landlock_abi:
             .iter()
             .any(|g| &format!("{} {}", g.access.short(), g.path.display()) == grant);
         if !declared {
-            out.push(format!("Landlock grants {grant}, which the profile does not"));
+            out.push(format!(
+                "Landlock grants {grant}, which the profile does not"
+            ));
         }
     }
     out
@@ -117,7 +130,11 @@ mod tests {
             seccomp: SeccompAttestation {
                 installed: true,
                 sockets: profile.sockets,
-                denied_syscalls: profile.denied_syscalls.iter().map(|s| s.to_string()).collect(),
+                denied_syscalls: profile
+                    .denied_syscalls
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
                 x32_denied: true,
                 namespace_creation_denied: true,
             },
@@ -174,7 +191,10 @@ mod tests {
             "namespace creation",
             "Landlock is PartiallyEnforced",
         ] {
-            assert!(m.iter().any(|s| s.contains(needle)), "{needle} not in {m:?}");
+            assert!(
+                m.iter().any(|s| s.contains(needle)),
+                "{needle} not in {m:?}"
+            );
         }
         assert_eq!(m.iter().any(|s| s.contains("x32")), expected_x32);
         assert_eq!(m.len(), 8 + usize::from(expected_x32));
@@ -188,6 +208,17 @@ mod tests {
         a.landlock.kernel_abi = 0;
         assert!(missing(&p, &a, 0).is_empty());
         assert_eq!(missing(&p, &a, 1).len(), 1);
+    }
+
+    #[test]
+    fn scoping_is_required_from_abi_6() {
+        let p = model();
+        let mut a = good(&p);
+        a.landlock.scoped = false;
+        assert!(missing(&p, &a, 5).is_empty());
+        let m = missing(&p, &a, 6);
+        assert_eq!(m.len(), 1);
+        assert!(m[0].contains("scoping"), "{m:?}");
     }
 
     #[test]

@@ -57,67 +57,30 @@ pub struct WorkerStatus {
     pub rss_kib: u64,
 }
 
-macro_rules! role_protocol {
-    ($(#[$doc:meta])* $module:ident, $role:expr, $proto:ident) => {
-        $(#[$doc])*
-        pub mod $module {
-            use super::*;
+pub mod broker;
+pub mod lsp;
+pub mod mcp;
+pub mod model;
+pub mod tools;
 
-            #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-            pub enum Request {
-                Common(CommonRequest),
-            }
+/// Implements [`Protocol`] for a role's marker type over the `Request`, `Response`, `Item` and
+/// `Event` enums of the module it is invoked in.
+macro_rules! impl_protocol {
+    ($proto:ident, $role:expr) => {
+        /// The channel type of this role.
+        #[derive(Debug)]
+        pub struct $proto;
 
-            #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-            pub enum Response {
-                Common(CommonResponse),
-            }
-
-            #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-            pub enum Item {
-                Common(CommonItem),
-            }
-
-            #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-            pub enum Event {
-                Common(CommonEvent),
-            }
-
-            /// The channel type of this role.
-            pub struct $proto;
-
-            impl Protocol for $proto {
-                const ROLE: Role = $role;
-                type Request = Request;
-                type Response = Response;
-                type Item = Item;
-                type Event = Event;
-            }
+        impl $crate::proto::Protocol for $proto {
+            const ROLE: $crate::Role = $role;
+            type Request = Request;
+            type Response = Response;
+            type Item = Item;
+            type Event = Event;
         }
     };
 }
-
-role_protocol!(
-    /// The broker channel (credential-free HTTP requests arrive on the direct model ↔ broker
-    /// channel, added with the model-path work).
-    broker, Role::Broker, BrokerProtocol
-);
-role_protocol!(
-    /// The model channel.
-    model, Role::Model, ModelProtocol
-);
-role_protocol!(
-    /// The tools channel. It has no request that could carry a credential.
-    tools, Role::Tools, ToolsProtocol
-);
-role_protocol!(
-    /// The MCP bridge channel.
-    mcp, Role::Mcp, McpProtocol
-);
-role_protocol!(
-    /// The language-server channel.
-    lsp, Role::Lsp, LspProtocol
-);
+pub(crate) use impl_protocol;
 
 /// Lets code that serves every role (the worker runtime, the supervisor's worker actor) reach the
 /// common requests of any role's message set.

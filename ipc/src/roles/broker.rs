@@ -1,0 +1,28 @@
+//! The broker channel (supervisor ↔ broker). Credential-free HTTP requests from the model worker
+//! travel on the separate direct channel, not here.
+
+use super::{impl_protocol, CommonEvent, CommonItem, CommonRequest, CommonResponse};
+use crate::Role;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    Common(CommonRequest),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    Common(CommonResponse),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Item {
+    Common(CommonItem),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Event {
+    Common(CommonEvent),
+}
+
+impl_protocol!(BrokerProtocol, Role::Broker);

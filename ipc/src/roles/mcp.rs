@@ -1,0 +1,27 @@
+//! The MCP bridge channel (supervisor ↔ mcp worker).
+
+use super::{impl_protocol, CommonEvent, CommonItem, CommonRequest, CommonResponse};
+use crate::Role;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    Common(CommonRequest),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    Common(CommonResponse),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Item {
+    Common(CommonItem),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Event {
+    Common(CommonEvent),
+}
+
+impl_protocol!(McpProtocol, Role::Mcp);
