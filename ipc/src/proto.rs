@@ -133,10 +133,10 @@ impl RemoteError {
 /// messages: the tools channel has no way to express a credential request.
 pub trait Protocol: Send + Sync + 'static {
     const ROLE: Role;
-    type Request: Serialize + DeserializeOwned + Debug + Send + 'static;
-    type Response: Serialize + DeserializeOwned + Debug + Send + 'static;
-    type Item: Serialize + DeserializeOwned + Debug + Send + 'static;
-    type Event: Serialize + DeserializeOwned + Debug + Send + 'static;
+    type Request: Serialize + DeserializeOwned + Debug + Send + Sync + 'static;
+    type Response: Serialize + DeserializeOwned + Debug + Send + Sync + 'static;
+    type Item: Serialize + DeserializeOwned + Debug + Send + Sync + 'static;
+    type Event: Serialize + DeserializeOwned + Debug + Send + Sync + 'static;
 }
 
 /// Payload of a `REQUEST` frame.

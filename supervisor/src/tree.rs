@@ -50,7 +50,12 @@ pub struct Supervisor {
     pub lsp: WorkerHandle<LspProtocol>,
 }
 
+/// Actor names are process-global in ractor; each tree gets its own number so that several can
+/// run in one process (tests do).
+static TREE_INSTANCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 struct RootArgs {
+    instance: u64,
     cfg: SupervisorConfig,
     spawner: Spawner,
     broker: watch::Sender<Slot<BrokerProtocol>>,
@@ -86,7 +91,7 @@ async fn spawn_child<P: Protocol>(
     slot: watch::Sender<Slot<P>>,
 ) -> Result<ActorRef<WorkerMsg>, ActorProcessingErr> {
     let (actor, _join) = Actor::spawn_linked(
-        Some(format!("worker-{role}")),
+        Some(format!("tree{}-worker-{role}", args.instance)),
         WorkerActor::<P>::default(),
         WorkerArgs {
             spec: spec(&args.cfg, &args.spawner, role),
@@ -154,7 +159,7 @@ impl Actor for RootActor {
     ) -> Result<(), ActorProcessingErr> {
         for (_, child) in state.children.drain(..) {
             let _ = child
-                .stop_and_wait(None, Some(Duration::from_secs(10).into()))
+                .stop_and_wait(None, Some(Duration::from_secs(10)))
                 .await;
         }
         Ok(())
@@ -172,10 +177,12 @@ impl Supervisor {
         let (mcp_tx, mcp_rx) = watch::channel(Slot::Starting { last_error: None });
         let (lsp_tx, lsp_rx) = watch::channel(Slot::Starting { last_error: None });
         let max = cfg.max_in_flight;
+        let instance = TREE_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (root, join) = Actor::spawn(
-            Some("supervisor".into()),
+            Some(format!("tree{instance}-supervisor")),
             RootActor,
             RootArgs {
+                instance,
                 cfg,
                 spawner,
                 broker: broker_tx,
@@ -229,7 +236,7 @@ impl Supervisor {
     pub async fn shutdown(self) {
         let _ = self
             .root
-            .stop_and_wait(None, Some(Duration::from_secs(15).into()))
+            .stop_and_wait(None, Some(Duration::from_secs(15)))
             .await;
         let _ = self.join.await;
     }

@@ -67,7 +67,6 @@ pub struct WorkerInfo {
 }
 
 /// Where a role stands.
-#[derive(Clone)]
 pub enum Slot<P: Protocol> {
     Starting { last_error: Option<String> },
     Ready(WorkerClient<P>, Arc<WorkerInfo>),
@@ -366,13 +365,23 @@ fn protocol_violation(e: &IpcError) -> String {
 }
 
 /// A caller's stable handle to a role, valid across restarts.
-#[derive(Clone)]
 pub struct WorkerHandle<P: Protocol> {
     role: Role,
     slot: watch::Receiver<Slot<P>>,
     in_flight: Arc<Semaphore>,
     /// How long a request waits for a restarting worker.
     pub wait_for_ready: Duration,
+}
+
+impl<P: Protocol> Clone for WorkerHandle<P> {
+    fn clone(&self) -> Self {
+        WorkerHandle {
+            role: self.role,
+            slot: self.slot.clone(),
+            in_flight: self.in_flight.clone(),
+            wait_for_ready: self.wait_for_ready,
+        }
+    }
 }
 
 impl<P: Protocol> WorkerHandle<P> {

@@ -58,6 +58,7 @@ pub struct WorkerStatus {
 }
 
 pub mod broker;
+pub mod http;
 pub mod lsp;
 pub mod mcp;
 pub mod model;
@@ -102,6 +103,9 @@ macro_rules! has_common {
             fn as_common_request(req: &$module::Request) -> Option<&CommonRequest> {
                 match req {
                     $module::Request::Common(c) => Some(c),
+                    // Role-specific requests, once the role has them.
+                    #[allow(unreachable_patterns)]
+                    _ => None,
                 }
             }
             fn common_response(resp: CommonResponse) -> $module::Response {
@@ -110,6 +114,8 @@ macro_rules! has_common {
             fn into_common_response(resp: $module::Response) -> Option<CommonResponse> {
                 match resp {
                     $module::Response::Common(c) => Some(c),
+                    #[allow(unreachable_patterns)]
+                    _ => None,
                 }
             }
             fn common_item(item: CommonItem) -> $module::Item {
@@ -118,6 +124,8 @@ macro_rules! has_common {
             fn into_common_item(item: $module::Item) -> Option<CommonItem> {
                 match item {
                     $module::Item::Common(c) => Some(c),
+                    #[allow(unreachable_patterns)]
+                    _ => None,
                 }
             }
         }

@@ -1,4 +1,8 @@
 //! The tools channel (supervisor ↔ tools worker). It has no request that could carry a credential.
+//!
+//! Tool input and tool schemas travel as JSON *text*: postcard is not self-describing, so it
+//! cannot carry a `serde_json::Value`; the worker parses the text itself (it is untrusted model
+//! output, and parsing it belongs in the sandbox anyway).
 
 use super::{impl_protocol, CommonEvent, CommonItem, CommonRequest, CommonResponse};
 use crate::Role;
@@ -7,21 +11,79 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     Common(CommonRequest),
+    /// The built-in tool definitions, exactly as the model will see them.
+    Definitions,
+    /// Run one tool call. Cancel it with the channel's cancel: the worker aborts the request and
+    /// kills any command it started together with its process group.
+    Run(ToolCall),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Response {
     Common(CommonResponse),
+    Definitions(Vec<ToolDefinition>),
+    /// The result of a [`Request::Run`]. A tool that fails (bad input, a refused path, a command
+    /// that exits non-zero) still answers with a result whose `is_error` is set; channel-level
+    /// failures are `RemoteError`s.
+    Result(ToolResult),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Item {
     Common(CommonItem),
+    /// A chunk of a running command's combined output, as it arrives (`bash` only). The final
+    /// [`ToolResult`] carries the (capped) output again, so items may be ignored.
+    Output { chunk: Vec<u8> },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Event {
     Common(CommonEvent),
+}
+
+/// One tool call of the model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The model's id for the call, echoed in logs.
+    pub id: String,
+    pub name: String,
+    /// The tool input, a JSON object as text.
+    pub input: String,
+}
+
+/// A tool's answer (HIP-0301 §2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub output: String,
+    pub error: Option<String>,
+    pub is_error: bool,
+}
+
+impl ToolResult {
+    pub fn ok(output: impl Into<String>) -> ToolResult {
+        ToolResult {
+            output: output.into(),
+            error: None,
+            is_error: false,
+        }
+    }
+
+    pub fn err(error: impl Into<String>) -> ToolResult {
+        ToolResult {
+            output: String::new(),
+            error: Some(error.into()),
+            is_error: true,
+        }
+    }
+}
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolDefinition {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the input, as text.
+    pub input_schema: String,
 }
 
 impl_protocol!(ToolsProtocol, Role::Tools);

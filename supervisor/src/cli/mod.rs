@@ -85,7 +85,7 @@ pub fn init_logging(global: &GlobalArgs) {
 pub fn run(cli: Cli, env: StartEnv) -> anyhow::Result<i32> {
     match cli.command {
         Command::Vectors(args) => vectors::run(&args),
-        Command::Config(args) => config::run(&args),
+        Command::Config(args) => config::run_with_env(&args, &env.vars, Default::default()),
         Command::Trust(args) => trust::run(&args),
         Command::Doctor(args) => runtime()?.block_on(doctor::run(&args, env)),
         Command::Workers(args) => runtime()?.block_on(workers::run(&args, env)),

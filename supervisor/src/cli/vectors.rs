@@ -52,13 +52,25 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
         }
     }
     let failed = results.iter().filter(|r| !r.pass).count();
-    for r in &results {
-        if args.json {
-            println!("{}", serde_json::to_string(r)?);
+    let code = if failed == 0 { exit::OK } else { exit::FAILED };
+    match print_results(&results, failed, args.json) {
+        // A reader that stops early (`| head`) is not an error of ours.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(code),
+        Err(e) => Err(e.into()),
+        Ok(()) => Ok(code),
+    }
+}
+
+fn print_results(results: &[CaseResult], failed: usize, json: bool) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    for r in results {
+        if json {
+            writeln!(out, "{}", serde_json::to_string(r).map_err(std::io::Error::other)?)?;
         } else if !r.pass {
-            println!("FAIL {} / {}: {}", r.domain, r.name, r.detail);
+            writeln!(out, "FAIL {} / {}: {}", r.domain, r.name, r.detail)?;
         }
     }
-    println!("{} passed, {} failed", results.len() - failed, failed);
-    Ok(if failed == 0 { exit::OK } else { exit::FAILED })
+    writeln!(out, "{} passed, {} failed", results.len() - failed, failed)?;
+    out.flush()
 }

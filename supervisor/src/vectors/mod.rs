@@ -133,7 +133,7 @@ pub(crate) fn u64_field(case: &Value, key: &str) -> Result<u64, String> {
 }
 
 pub(crate) fn hex_decode(s: &str) -> Result<Vec<u8>, String> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return Err(format!("malformed case: odd-length hex {s:?}"));
     }
     (0..s.len())

@@ -1,5 +1,204 @@
 //! The tools worker: every built-in tool, command execution and hook execution happen here,
 //! inside the tools sandbox, never in the supervisor.
+//!
+//! [`definitions`] is the one place tool definitions come from; [`Tools::run`] executes a call;
+//! [`worker_main`] is the worker process; [`oneshot`] runs a single command under the same
+//! confinement (`hanzo-dev sandbox`).
 #![forbid(unsafe_code)]
 
+pub mod defs;
+pub mod exec;
+pub mod files;
 pub mod hooks;
+pub mod limits;
+pub mod oneshot;
+pub mod paths;
+pub mod patch;
+pub mod search;
+pub mod worker;
+
+pub use defs::definitions;
+pub use worker::worker_main;
+
+use exec::{ExecConfig, Exit};
+use hanzo_ipc::roles::tools::{ToolCall, ToolResult};
+use paths::Roots;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why the tools cannot be set up at all (as opposed to one call failing).
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("the tools worker has no workspace")]
+    NoWorkspace,
+    #[error("the tools worker has no private run directory")]
+    NoRunDir,
+    #[error("workspace {path}: {source}")]
+    Workspace {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("run directory {path}: {source}")]
+    RunDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The built-in tools over one workspace.
+#[derive(Debug, Clone)]
+pub struct Tools {
+    roots: Arc<Roots>,
+    exec: Arc<ExecConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BashInput {
+    command: String,
+    timeout_ms: Option<u64>,
+}
+
+impl Tools {
+    /// Tools over `workspace` (plus `extra_write` roots), with commands' `HOME` and `TMPDIR` in
+    /// `run_dir` (created here).
+    pub fn new(
+        workspace: &Path,
+        run_dir: &Path,
+        extra_write: &[PathBuf],
+        limits: &limits::Limits,
+    ) -> Result<Tools, SetupError> {
+        let roots = Roots::new(workspace, extra_write).map_err(|source| SetupError::Workspace {
+            path: workspace.to_path_buf(),
+            source,
+        })?;
+        let exec = ExecConfig::new(
+            roots.workspace().to_path_buf(),
+            run_dir.to_path_buf(),
+            limits.command_rlimits(),
+        );
+        exec.prepare_dirs().map_err(|source| SetupError::RunDir {
+            path: run_dir.to_path_buf(),
+            source,
+        })?;
+        Ok(Tools {
+            roots: Arc::new(roots),
+            exec: Arc::new(exec),
+        })
+    }
+
+    pub fn roots(&self) -> &Roots {
+        &self.roots
+    }
+
+    pub fn exec_config(&self) -> &ExecConfig {
+        &self.exec
+    }
+
+    /// Add configured variables to every command's environment (secrets are dropped).
+    pub fn with_extra_env(mut self, extra: Vec<(String, String)>) -> Tools {
+        let mut exec = (*self.exec).clone();
+        exec.extra_env = extra;
+        self.exec = Arc::new(exec);
+        self
+    }
+
+    /// Run one tool call. Never fails: every problem is a result with `is_error` set.
+    pub async fn run(&self, call: &ToolCall) -> ToolResult {
+        self.run_streaming(call, |_| {}).await
+    }
+
+    /// As [`Tools::run`]; `on_chunk` sees a command's output as it arrives.
+    pub async fn run_streaming(&self, call: &ToolCall, on_chunk: impl FnMut(&[u8])) -> ToolResult {
+        let result = match call.name.as_str() {
+            defs::BASH => match parse::<BashInput>(&call.input) {
+                Ok(input) => return self.bash(input, on_chunk).await,
+                Err(e) => Err(e),
+            },
+            defs::READ_FILE => self.blocking(&call.input, files::read_file).await,
+            defs::WRITE_FILE => self.blocking(&call.input, files::write_file).await,
+            defs::EDIT_FILE => self.blocking(&call.input, files::edit_file).await,
+            defs::LIST_DIR => self.blocking(&call.input, files::list_dir).await,
+            defs::GLOB => self.blocking(&call.input, search::glob).await,
+            defs::GREP => self.blocking(&call.input, search::grep).await,
+            defs::APPLY_PATCH => self.blocking(&call.input, patch::apply_patch).await,
+            other => Err(format!(
+                "unknown tool {other:?}; the tools are: {}",
+                defs::definitions_json()
+                    .iter()
+                    .map(|(n, _, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        };
+        match result {
+            Ok(output) => ToolResult::ok(output),
+            Err(e) => ToolResult::err(e),
+        }
+    }
+
+    /// File tools do blocking i/o: off the runtime thread, so a slow one does not stall the
+    /// channel (pings, cancels, other calls).
+    async fn blocking<I, F>(&self, input: &str, f: F) -> files::Outcome
+    where
+        I: DeserializeOwned + Send + 'static,
+        F: FnOnce(&Roots, I) -> files::Outcome + Send + 'static,
+    {
+        let input: I = parse(input)?;
+        let roots = self.roots.clone();
+        tokio::task::spawn_blocking(move || f(&roots, input))
+            .await
+            .map_err(|e| format!("the tool failed: {e}"))?
+    }
+
+    async fn bash(&self, input: BashInput, on_chunk: impl FnMut(&[u8])) -> ToolResult {
+        let timeout = input
+            .timeout_ms
+            .map(Duration::from_millis)
+            .unwrap_or(exec::DEFAULT_TIMEOUT)
+            .min(exec::MAX_TIMEOUT);
+        let outcome = match exec::run(&self.exec, &input.command, timeout, on_chunk).await {
+            Ok(o) => o,
+            Err(e) => return ToolResult::err(format!("cannot run the command: {e}")),
+        };
+        let (trailer, error) = match outcome.exit {
+            Exit::Code(0) => ("[exit code 0]".to_string(), None),
+            Exit::Code(c) => (format!("[exit code {c}]"), Some(format!("exit code {c}"))),
+            Exit::Signal(s) => {
+                let name = nix::sys::signal::Signal::try_from(s)
+                    .map(|s| s.as_str().to_string())
+                    .unwrap_or_else(|_| format!("signal {s}"));
+                (
+                    format!("[killed by {name}]"),
+                    Some(format!("killed by {name}")),
+                )
+            }
+            Exit::TimedOut => {
+                let msg = format!(
+                    "timed out after {} ms; the command and its process group were killed",
+                    timeout.as_millis()
+                );
+                (format!("[{msg}]"), Some(msg))
+            }
+        };
+        let mut output = outcome.output;
+        if !output.is_empty() && !output.ends_with('\n') {
+            output.push('\n');
+        }
+        output.push_str(&trailer);
+        ToolResult {
+            output,
+            is_error: error.is_some(),
+            error,
+        }
+    }
+}
+
+fn parse<I: DeserializeOwned>(input: &str) -> Result<I, String> {
+    serde_json::from_str(input).map_err(|e| format!("bad tool input: {e}"))
+}

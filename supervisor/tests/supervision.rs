@@ -1,0 +1,357 @@
+//! The supervisor and its five workers as real processes: confinement seen from inside and from
+//! outside, secrets reaching the broker only, crashes, restarts, the restart-intensity limit, and
+//! workers that break the protocol.
+//!
+//! Bounds (`within`) only keep a broken build from hanging the suite; no test asserts on time.
+
+use hanzo_dev::secrets::StartEnv;
+use hanzo_dev::startup::supervisor_config;
+use hanzo_dev::tree::{Supervisor, SupervisorConfig};
+use hanzo_dev::worker::WorkerHandle;
+use hanzo_ipc::channel::{CallError, StreamPart};
+use hanzo_ipc::probe::{Probe, ProbeOutcome, SocketFamily, SocketKind};
+use hanzo_ipc::roles::{CommonRequest, CommonResponse, HasCommon};
+use hanzo_ipc::Role;
+use hanzo_worker::Fault;
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+const CANARY: &str = "sk-canary-7f3a9d2e1b6c4058";
+
+async fn within<T>(what: &str, f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), f)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish within the hang guard"))
+}
+
+struct Setup {
+    cfg: SupervisorConfig,
+    _run_dir: hanzo_dev::startup::RunDir,
+    _workspace: tempfile::TempDir,
+}
+
+fn setup(faults: &[(Role, Fault)]) -> Setup {
+    let workspace = tempfile::tempdir().expect("workspace");
+    let mut vars: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k == "PATH" || k == "HOME" || k == "LANG")
+        .collect();
+    vars.push(("HANZO_CANARY_API_KEY".into(), CANARY.into()));
+    vars.push(("DEPLOY_TOKEN".into(), format!("{CANARY}-token")));
+    let env = StartEnv { vars };
+    let abi = hanzo_sandbox::doctor::probe_kernel().landlock_abi;
+    let (mut cfg, run_dir) =
+        supervisor_config(Some(workspace.path().to_path_buf()), &env, abi).expect("config");
+    cfg.exe = PathBuf::from(env!("CARGO_BIN_EXE_hanzo-dev"));
+    cfg.faults = faults.iter().copied().collect();
+    Setup {
+        cfg,
+        _run_dir: run_dir,
+        _workspace: workspace,
+    }
+}
+
+async fn start(faults: &[(Role, Fault)]) -> (Supervisor, Setup) {
+    let s = setup(faults);
+    let sup = within("start", Supervisor::start(s.cfg.clone()))
+        .await
+        .expect("supervisor starts");
+    (sup, s)
+}
+
+async fn probe<P: HasCommon>(h: &WorkerHandle<P>, p: Probe) -> ProbeOutcome {
+    match within("probe", h.call(P::common_request(CommonRequest::Probe(p.clone())))).await {
+        Ok(r) => match P::into_common_response(r) {
+            Some(CommonResponse::Probe(o)) => o,
+            other => panic!("unexpected reply to {p:?}: {other:?}"),
+        },
+        Err(e) => panic!("probe {p:?} failed: {e}"),
+    }
+}
+
+async fn echo<P: HasCommon>(h: &WorkerHandle<P>, data: &[u8]) -> Result<(), CallError> {
+    match h
+        .call(P::common_request(CommonRequest::Echo {
+            data: data.to_vec(),
+        }))
+        .await?
+    {
+        r => match P::into_common_response(r) {
+            Some(CommonResponse::Echo { data: back }) if back == data => Ok(()),
+            other => panic!("bad echo reply {other:?}"),
+        },
+    }
+}
+
+fn we_are_privileged() -> bool {
+    hanzo_sandbox::procfs::read_status(std::process::id())
+        .map(|s| s.cap_eff != 0)
+        .unwrap_or(false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_worker_is_confined_as_seen_from_outside() {
+    let (sup, _s) = start(&[]).await;
+    let infos = within("ready", sup.wait_ready()).await.expect("all ready");
+    assert_eq!(infos.len(), 5);
+    let privileged = we_are_privileged();
+    for info in &infos {
+        let st = hanzo_sandbox::procfs::read_status(info.pid).expect("status");
+        assert!(st.no_new_privs, "{}: NoNewPrivs", info.role);
+        assert_eq!(st.seccomp_mode, 2, "{}: Seccomp", info.role);
+        assert_eq!(
+            (st.cap_eff, st.cap_prm, st.cap_inh, st.cap_amb),
+            (0, 0, 0, 0),
+            "{}: capability sets",
+            info.role
+        );
+        if privileged {
+            assert_eq!(st.cap_bnd, 0, "{}: bounding set", info.role);
+        }
+        assert_eq!(st.threads, 1, "{}: single-threaded worker", info.role);
+        assert_eq!(info.attestation.role, info.role);
+        assert!(info.attestation.non_dumpable);
+        assert_eq!(info.generation, 1);
+    }
+    sup.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_worker_is_confined_as_seen_from_inside() {
+    let (sup, _s) = start(&[]).await;
+    within("ready", sup.wait_ready()).await.expect("ready");
+    // A file outside every worker's grants, readable by us.
+    let outside = tempfile::tempdir().expect("outside dir");
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "not for workers").expect("write");
+    let secret = secret.display().to_string();
+
+    macro_rules! check_role {
+        ($h:expr, $may_inet:expr) => {{
+            let h = &$h;
+            let role = h.role();
+            let o = probe(h, Probe::OpenRead { path: secret.clone() }).await;
+            assert!(!o.succeeded, "{role} read a file outside its grants");
+            assert_eq!(o.errno, Some(libc::EACCES), "{role}: {o:?}");
+            let o = probe(h, Probe::OpenWrite { path: format!("{}/planted", outside.path().display()) }).await;
+            assert!(!o.succeeded, "{role} wrote outside its grants");
+            let o = probe(h, Probe::Socket { family: SocketFamily::Inet, kind: SocketKind::Stream }).await;
+            assert_eq!(o.succeeded, $may_inet, "{role} inet socket: {o:?}");
+            let o = probe(h, Probe::Socket { family: SocketFamily::Inet6, kind: SocketKind::Datagram }).await;
+            assert_eq!(o.succeeded, $may_inet, "{role} inet6 socket: {o:?}");
+            for p in [
+                Probe::PtraceAttach { pid: 0 },
+                Probe::ProcessVmRead { pid: 0 },
+                Probe::ReadEnviron { pid: 0 },
+                Probe::UnshareUser,
+                Probe::Mount,
+                Probe::IoUringSetup,
+                Probe::Bpf,
+                Probe::X32Syscall,
+                Probe::CloneNewNamespace,
+            ] {
+                let o = probe(h, p.clone()).await;
+                assert!(!o.succeeded, "{role}: {p:?} succeeded: {o:?}");
+            }
+        }};
+    }
+    check_role!(sup.broker, true);
+    check_role!(sup.model, false);
+    check_role!(sup.tools, false);
+    check_role!(sup.mcp, false);
+    check_role!(sup.lsp, false);
+
+    // The model worker has no filesystem at all, not even the system directories.
+    let o = probe(&sup.model, Probe::OpenRead { path: "/etc/hostname".into() }).await;
+    assert!(!o.succeeded, "model read /etc: {o:?}");
+    // The tools worker may write its workspace.
+    let ws = sup.tools.info().expect("tools info");
+    assert!(ws.attestation.landlock.grants.iter().any(|g| g.starts_with("rw ")));
+    sup.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_variables_reach_the_broker_only() {
+    let (sup, _s) = start(&[]).await;
+    let infos = within("ready", sup.wait_ready()).await.expect("ready");
+    for info in infos {
+        let env = hanzo_sandbox::procfs::read_environ(info.pid).expect("environ");
+        let has_canary = env.iter().any(|(_, v)| v.contains(CANARY));
+        assert_eq!(
+            has_canary,
+            info.role == Role::Broker,
+            "{}: canary present = {has_canary}; env names: {:?}",
+            info.role,
+            env.iter().map(|(k, _)| k).collect::<Vec<_>>()
+        );
+        // HOME is not in any worker's environment (nothing points a worker at the user's files).
+        assert!(!env.iter().any(|(k, _)| k == "HOME"), "{}", info.role);
+    }
+    sup.shutdown().await;
+}
+
+/// Kill -9 one worker while requests are in flight; they fail at once with `WorkerGone`; the
+/// worker comes back under a new pid; later requests succeed.
+async fn kill_during_requests<P: HasCommon>(h: &WorkerHandle<P>) {
+    let (_, before) = within("ready", h.ready()).await.expect("ready");
+    let mut in_flight = Vec::new();
+    for _ in 0..4 {
+        let h = h.clone();
+        in_flight.push(tokio::spawn(async move {
+            h.call(P::common_request(CommonRequest::Sleep { ms: 600_000 }))
+                .await
+        }));
+    }
+    let mut stream = h
+        .call_stream(P::common_request(CommonRequest::EchoStream {
+            data: vec![1; 16],
+            count: 1,
+        }))
+        .await
+        .expect("stream sent");
+    // The stream's one item proves the worker has received requests sent before it.
+    match within("item", stream.next()).await {
+        Some(Ok(StreamPart::Item(_))) => {}
+        Some(Ok(StreamPart::Done(_))) => panic!("stream ended without its item"),
+        Some(Err(e)) => panic!("stream failed: {e}"),
+        None => panic!("stream ended"),
+    }
+    // SAFETY-free kill: a signal to a pid we own.
+    let rc = std::process::Command::new("kill")
+        .args(["-9", &before.pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(rc.success());
+    for t in in_flight {
+        let err = within("in-flight failure", t)
+            .await
+            .expect("join")
+            .expect_err("a killed worker cannot answer");
+        assert!(err.is_worker_gone(), "{}: {err:?}", P::ROLE);
+    }
+    within("later request", echo(h, b"after the crash"))
+        .await
+        .expect("restarted worker answers");
+    let after = h.info().expect("running again");
+    assert_ne!(after.pid, before.pid, "{}: a new process", P::ROLE);
+    assert!(after.generation > before.generation);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_workers_fail_in_flight_requests_and_restart() {
+    let (sup, _s) = start(&[]).await;
+    within("ready", sup.wait_ready()).await.expect("ready");
+    kill_during_requests(&sup.broker).await;
+    kill_during_requests(&sup.model).await;
+    kill_during_requests(&sup.tools).await;
+    kill_during_requests(&sup.mcp).await;
+    kill_during_requests(&sup.lsp).await;
+    sup.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_made_during_a_restart_waits_for_the_new_worker() {
+    let (sup, _s) = start(&[]).await;
+    let (_, before) = within("ready", sup.tools.ready()).await.expect("ready");
+    std::process::Command::new("kill")
+        .args(["-9", &before.pid.to_string()])
+        .status()
+        .expect("kill");
+    // Keep asking until the supervisor has noticed; no request may hang or be lost silently.
+    for _ in 0..50 {
+        match within("echo", echo(&sup.tools, b"x")).await {
+            Ok(()) if sup.tools.info().is_some_and(|i| i.pid != before.pid) => break,
+            Ok(()) | Err(CallError::WorkerGone { .. }) => {
+                tokio::time::sleep(Duration::from_millis(20)).await
+            }
+            Err(e) => panic!("unexpected error during restart: {e}"),
+        }
+    }
+    assert_ne!(sup.tools.info().expect("running").pid, before.pid);
+    sup.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_intensity_marks_a_crash_looping_role_failed() {
+    let (sup, _s) = start(&[(Role::Tools, Fault::CrashAtStart)]).await;
+    let err = within("tools gives up", sup.tools.ready())
+        .await
+        .err()
+        .expect("a worker that always crashes is never ready");
+    match &err {
+        CallError::Unavailable { role, reason } => {
+            assert_eq!(*role, Role::Tools);
+            assert!(reason.contains("giving up"), "{reason}");
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    // Calls fail at once with the same clear error, and the other roles are unaffected.
+    let e = within("call", echo(&sup.tools, b"x")).await.expect_err("failed role");
+    assert!(matches!(e, CallError::Unavailable { .. }));
+    within("model", echo(&sup.model, b"x")).await.expect("model fine");
+    sup.shutdown().await;
+}
+
+async fn failed_reason(faults: &[(Role, Fault)], tune: impl FnOnce(&mut SupervisorConfig)) -> String {
+    let mut s = setup(faults);
+    tune(&mut s.cfg);
+    let sup = Supervisor::start(s.cfg.clone()).await.expect("start");
+    // A worker that breaks the protocol after `Ready` is briefly ready each time it restarts.
+    let err = within("model gives up", async {
+        loop {
+            match sup.model.ready().await {
+                Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                Err(e) => break e,
+            }
+        }
+    })
+    .await;
+    // The rest of the tree keeps working: the supervisor did not panic or stall.
+    within("tools", echo(&sup.tools, b"still here"))
+        .await
+        .expect("tools fine");
+    sup.shutdown().await;
+    match err {
+        CallError::Unavailable { reason, .. } => reason,
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_frames_from_a_worker_close_its_channel_with_a_typed_error() {
+    for (fault, expect) in [
+        (Fault::ZeroLengthFrame, "frame length 0 is illegal"),
+        (Fault::OversizedFrame, "exceeds this channel's limit"),
+        (Fault::TruncatedFrame, "stream ended inside a frame"),
+        (Fault::GarbagePayload, "malformed REPLY payload"),
+    ] {
+        let reason = failed_reason(&[(Role::Model, fault)], |_| {}).await;
+        assert!(reason.contains(expect), "{fault:?}: {reason}");
+        assert!(reason.contains("giving up"), "{fault:?}: {reason}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_handshakes_are_refused_with_clear_errors() {
+    for (fault, expect) in [
+        (Fault::BadMagic, "not a hanzo-dev process"),
+        (Fault::WrongMajor, "major version mismatch"),
+        (Fault::WrongRole, "this channel is for model"),
+        (Fault::HangBeforeReady, "did not complete its handshake"),
+    ] {
+        let reason = failed_reason(&[(Role::Model, fault)], |cfg| {
+            cfg.restart.handshake_timeout = Duration::from_millis(300);
+            cfg.restart.max_restarts = 1;
+        })
+        .await;
+        assert!(reason.contains(expect), "{fault:?}: {reason}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_attesting_weaker_confinement_is_refused() {
+    let reason = failed_reason(&[(Role::Model, Fault::UnderReport)], |_| {}).await;
+    assert!(reason.contains("weaker than its role requires"), "{reason}");
+    assert!(reason.contains("no_new_privs"), "{reason}");
+    assert!(reason.contains("hanzo-dev doctor"), "{reason}");
+}

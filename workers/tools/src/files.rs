@@ -1,0 +1,299 @@
+//! `read_file`, `write_file`, `edit_file` and `list_dir`.
+
+use crate::paths::{Intent, Roots};
+use serde::Deserialize;
+use std::fmt::Write as _;
+use std::fs;
+use std::io::Read;
+
+/// Largest amount of file text `read_file` returns in one call.
+pub const MAX_READ_BYTES: usize = 256 * 1024;
+/// Longest line `read_file` shows in full.
+pub const MAX_LINE_CHARS: usize = 2000;
+/// Most entries `list_dir` shows.
+pub const MAX_DIR_ENTRIES: usize = 2000;
+/// How much of a file's start is checked for NUL bytes to decide it is binary.
+const BINARY_SNIFF: usize = 8192;
+
+pub type Outcome = Result<String, String>;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadInput {
+    pub path: String,
+    pub offset: Option<usize>,
+    pub limit: Option<usize>,
+}
+
+pub fn read_file(roots: &Roots, input: ReadInput) -> Outcome {
+    let path = roots
+        .resolve(&input.path, Intent::Read)
+        .map_err(|e| e.to_string())?;
+    let shown = roots.display(&path);
+    let meta = fs::metadata(&path).map_err(|e| format!("{shown}: {e}"))?;
+    if meta.is_dir() {
+        return Err(format!("{shown} is a directory; use list_dir"));
+    }
+    let mut bytes = Vec::new();
+    fs::File::open(&path)
+        .and_then(|f| f.take(64 * 1024 * 1024).read_to_end(&mut bytes))
+        .map_err(|e| format!("{shown}: {e}"))?;
+    if is_binary(&bytes) {
+        return Ok(format!(
+            "{shown} is a binary file ({} bytes); not shown",
+            meta.len()
+        ));
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let first = input.offset.unwrap_or(1).max(1);
+    let limit = input.limit.unwrap_or(usize::MAX);
+    let total_lines = text.lines().count();
+    let mut out = String::new();
+    let mut last_shown = first.saturating_sub(1);
+    for (i, line) in text.lines().enumerate().skip(first - 1).take(limit) {
+        let n = i + 1;
+        let line = if line.chars().count() > MAX_LINE_CHARS {
+            let cut: String = line.chars().take(MAX_LINE_CHARS).collect();
+            format!("{cut} [… line cut at {MAX_LINE_CHARS} characters]")
+        } else {
+            line.to_string()
+        };
+        if out.len() + line.len() > MAX_READ_BYTES {
+            let _ = write!(
+                out,
+                "[… truncated at {MAX_READ_BYTES} bytes: showed lines {first}-{last_shown} of \
+                 {total_lines}; read on with offset={}]",
+                last_shown + 1
+            );
+            return Ok(out);
+        }
+        let _ = writeln!(out, "{n:>6}\t{line}");
+        last_shown = n;
+    }
+    if out.is_empty() {
+        if total_lines == 0 {
+            return Ok(format!("{shown} is empty"));
+        }
+        return Err(format!(
+            "{shown} has {total_lines} lines; offset {first} is past the end"
+        ));
+    }
+    Ok(out)
+}
+
+/// NUL bytes near the start mean binary, as git and grep decide.
+pub fn is_binary(bytes: &[u8]) -> bool {
+    bytes[..bytes.len().min(BINARY_SNIFF)].contains(&0)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WriteInput {
+    pub path: String,
+    pub content: String,
+}
+
+pub fn write_file(roots: &Roots, input: WriteInput) -> Outcome {
+    let path = roots
+        .resolve(&input.path, Intent::Write)
+        .map_err(|e| e.to_string())?;
+    let shown = roots.display(&path);
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).map_err(|e| format!("{shown}: creating parents: {e}"))?;
+    }
+    fs::write(&path, input.content.as_bytes()).map_err(|e| format!("{shown}: {e}"))?;
+    Ok(format!("wrote {} bytes to {shown}", input.content.len()))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EditInput {
+    pub path: String,
+    pub old_string: String,
+    pub new_string: String,
+    #[serde(default)]
+    pub replace_all: bool,
+}
+
+pub fn edit_file(roots: &Roots, input: EditInput) -> Outcome {
+    let path = roots
+        .resolve(&input.path, Intent::Write)
+        .map_err(|e| e.to_string())?;
+    let shown = roots.display(&path);
+    if input.old_string.is_empty() {
+        return Err("old_string is empty; use write_file to create a file".to_string());
+    }
+    if input.old_string == input.new_string {
+        return Err("old_string and new_string are the same; nothing to change".to_string());
+    }
+    let text = fs::read_to_string(&path).map_err(|e| format!("{shown}: {e}"))?;
+    let count = text.matches(&input.old_string).count();
+    if count == 0 {
+        return Err(format!("old_string not found in {shown}"));
+    }
+    if count > 1 && !input.replace_all {
+        return Err(format!(
+            "old_string occurs {count} times in {shown}; add surrounding context to make it \
+             unique, or set replace_all"
+        ));
+    }
+    let new = if input.replace_all {
+        text.replace(&input.old_string, &input.new_string)
+    } else {
+        text.replacen(&input.old_string, &input.new_string, 1)
+    };
+    fs::write(&path, new).map_err(|e| format!("{shown}: {e}"))?;
+    Ok(format!(
+        "replaced {count} occurrence{} in {shown}",
+        if count == 1 { "" } else { "s" }
+    ))
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ListInput {
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+pub fn list_dir(roots: &Roots, input: ListInput) -> Outcome {
+    let path = roots
+        .resolve(input.path.as_deref().unwrap_or("."), Intent::Read)
+        .map_err(|e| e.to_string())?;
+    let shown = roots.display(&path);
+    let mut entries: Vec<String> = fs::read_dir(&path)
+        .map_err(|e| format!("{shown}: {e}"))?
+        .filter_map(Result::ok)
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            match e.file_type() {
+                Ok(t) if t.is_symlink() => format!("{name}@"),
+                Ok(t) if t.is_dir() => format!("{name}/"),
+                _ => name,
+            }
+        })
+        .collect();
+    entries.sort();
+    let total = entries.len();
+    let mut out = entries
+        .into_iter()
+        .take(MAX_DIR_ENTRIES)
+        .collect::<Vec<_>>()
+        .join("\n");
+    if total > MAX_DIR_ENTRIES {
+        let _ = write!(out, "\n[… {} more entries not shown]", total - MAX_DIR_ENTRIES);
+    }
+    if total == 0 {
+        return Ok(format!("{shown} is empty"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ws() -> (tempfile::TempDir, Roots) {
+        let d = tempfile::tempdir().expect("tempdir");
+        let r = Roots::new(d.path(), &[]).expect("roots");
+        (d, r)
+    }
+
+    fn read(r: &Roots, path: &str, offset: Option<usize>, limit: Option<usize>) -> Outcome {
+        read_file(
+            r,
+            ReadInput {
+                path: path.into(),
+                offset,
+                limit,
+            },
+        )
+    }
+
+    #[test]
+    fn read_numbers_lines_and_honours_ranges() {
+        let (d, r) = ws();
+        fs::write(d.path().join("f"), "a\nb\nc\nd\n").expect("write");
+        assert_eq!(read(&r, "f", None, None), Ok("     1\ta\n     2\tb\n     3\tc\n     4\td\n".into()));
+        assert_eq!(read(&r, "f", Some(2), Some(2)), Ok("     2\tb\n     3\tc\n".into()));
+        assert!(read(&r, "f", Some(9), None).expect_err("past end").contains("past the end"));
+    }
+
+    #[test]
+    fn read_caps_size_with_a_marker_and_detects_binary() {
+        let (d, r) = ws();
+        let line = "x".repeat(1000);
+        let big = (0..1000).map(|_| line.as_str()).collect::<Vec<_>>().join("\n");
+        fs::write(d.path().join("big"), big).expect("write");
+        let out = read(&r, "big", None, None).expect("read");
+        assert!(out.len() <= MAX_READ_BYTES + 200);
+        assert!(out.contains("[… truncated at"), "{}", &out[out.len() - 200..]);
+        assert!(out.contains("of 1000; read on with offset="));
+        fs::write(d.path().join("bin"), b"\x7fELF\0\0\x01").expect("write");
+        assert_eq!(
+            read(&r, "bin", None, None),
+            Ok("bin is a binary file (7 bytes); not shown".into())
+        );
+    }
+
+    #[test]
+    fn write_creates_parents_and_refuses_outside() {
+        let (d, r) = ws();
+        let out = write_file(
+            &r,
+            WriteInput {
+                path: "a/b/c.txt".into(),
+                content: "hi".into(),
+            },
+        );
+        assert_eq!(out, Ok("wrote 2 bytes to a/b/c.txt".into()));
+        assert_eq!(fs::read_to_string(d.path().join("a/b/c.txt")).expect("read"), "hi");
+        let e = write_file(
+            &r,
+            WriteInput {
+                path: "../escape".into(),
+                content: "x".into(),
+            },
+        )
+        .expect_err("refused");
+        assert!(e.contains("`..`"), "{e}");
+    }
+
+    #[test]
+    fn edit_requires_a_unique_match_unless_replace_all() {
+        let (d, r) = ws();
+        let f = d.path().join("e");
+        fs::write(&f, "one two one").expect("write");
+        let edit = |old: &str, new: &str, all: bool| {
+            edit_file(
+                &r,
+                EditInput {
+                    path: "e".into(),
+                    old_string: old.into(),
+                    new_string: new.into(),
+                    replace_all: all,
+                },
+            )
+        };
+        assert_eq!(edit("three", "3", false), Err("old_string not found in e".into()));
+        let e = edit("one", "1", false).expect_err("ambiguous");
+        assert!(e.contains("occurs 2 times"), "{e}");
+        assert_eq!(fs::read_to_string(&f).expect("read"), "one two one");
+        assert_eq!(edit("two", "2", false), Ok("replaced 1 occurrence in e".into()));
+        assert_eq!(edit("one", "1", true), Ok("replaced 2 occurrences in e".into()));
+        assert_eq!(fs::read_to_string(&f).expect("read"), "1 2 1");
+        assert!(edit("", "x", false).is_err());
+    }
+
+    #[test]
+    fn list_marks_directories_and_symlinks() {
+        let (d, r) = ws();
+        fs::create_dir(d.path().join("dir")).expect("mkdir");
+        fs::write(d.path().join("file"), "").expect("write");
+        std::os::unix::fs::symlink("file", d.path().join("link")).expect("symlink");
+        assert_eq!(
+            list_dir(&r, ListInput::default()),
+            Ok("dir/\nfile\nlink@".into())
+        );
+    }
+}

@@ -1,0 +1,85 @@
+//! The tools worker process: its request handler and entry point.
+
+use crate::limits::Limits;
+use crate::{SetupError, Tools};
+use hanzo_ipc::channel::{Handler, ItemSink};
+use hanzo_ipc::proto::{RemoteError, RemoteErrorKind};
+use hanzo_ipc::roles::tools::{Item, Request, Response, ToolsProtocol};
+use hanzo_worker::{handle_common, WorkerOptions};
+use tokio::io::AsyncWrite;
+
+/// Most output a single call streams as items; the final result carries the capped output anyway.
+const MAX_STREAMED: usize = 1 << 20;
+
+/// Serves the tools channel.
+pub struct ToolsHandler {
+    tools: Result<Tools, String>,
+}
+
+impl ToolsHandler {
+    /// Built inside the confined worker. A set-up failure is answered on every call, so the
+    /// supervisor sees why rather than a worker that died.
+    pub fn new(opts: &WorkerOptions, limits: &Limits) -> ToolsHandler {
+        let tools = (|| {
+            let ws = opts.ctx.workspace.as_ref().ok_or(SetupError::NoWorkspace)?;
+            let run = opts.ctx.run_dir.as_ref().ok_or(SetupError::NoRunDir)?;
+            Tools::new(ws, run, &[], limits)
+        })()
+        .map_err(|e| e.to_string());
+        ToolsHandler { tools }
+    }
+
+    pub fn from_tools(tools: Tools) -> ToolsHandler {
+        ToolsHandler { tools: Ok(tools) }
+    }
+}
+
+impl<W: AsyncWrite + Unpin + Send + 'static> Handler<ToolsProtocol, W> for ToolsHandler {
+    async fn handle(
+        &self,
+        request: Request,
+        items: ItemSink<ToolsProtocol, W>,
+    ) -> Result<Response, RemoteError> {
+        match request {
+            Request::Common(c) => handle_common::<ToolsProtocol, W>(c, items)
+                .await
+                .map(Response::Common),
+            Request::Definitions => Ok(Response::Definitions(crate::definitions())),
+            Request::Run(call) => {
+                let tools = self
+                    .tools
+                    .as_ref()
+                    .map_err(|e| RemoteError::new(RemoteErrorKind::Internal, e.clone()))?;
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+                let mut streamed = 0usize;
+                let run = tools.run_streaming(&call, move |chunk| {
+                    if streamed < MAX_STREAMED {
+                        streamed += chunk.len();
+                        let _ = tx.send(chunk.to_vec());
+                    }
+                });
+                let forward = async {
+                    while let Some(chunk) = rx.recv().await {
+                        // A failed send means the channel is closing; the result would fail too.
+                        let _ = items.send(Item::Output { chunk }).await;
+                    }
+                };
+                let (result, ()) = tokio::join!(run, forward);
+                Ok(Response::Result(result))
+            }
+        }
+    }
+}
+
+/// The tools worker's `main`: lower the process-wide limits, then confine, handshake and serve
+/// (`hanzo_worker::run_with`). Returns the process exit code.
+pub fn worker_main(opts: WorkerOptions) -> i32 {
+    let limits = Limits::default();
+    if let Err(e) = limits.apply_process_wide() {
+        eprintln!("hanzo-dev tools worker: cannot set resource limits: {e}");
+        return hanzo_worker::exit::CONFINE_FAILED;
+    }
+    hanzo_worker::run_with::<ToolsProtocol, _, _>(opts, move |ctx| {
+        ToolsHandler::new(&ctx.opts, &limits)
+    })
+}
