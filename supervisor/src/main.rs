@@ -13,7 +13,11 @@ fn main() -> ExitCode {
     // everything else: no logging set-up, no runtime, no argument parser.
     if args.get(1).map(String::as_str) == Some(WORKER_ENTRY) {
         let code = match hanzo_worker::WorkerOptions::parse(&args[2..]) {
-            Ok(opts) => hanzo_worker::run(opts),
+            Ok(opts) => match opts.role {
+                hanzo_ipc::Role::Model => hanzo_model::worker_main(opts),
+                hanzo_ipc::Role::Broker => hanzo_broker::worker_main(opts),
+                _ => hanzo_worker::run(opts),
+            },
             Err(e) => {
                 eprintln!("hanzo-dev worker: {e}");
                 hanzo_worker::exit::USAGE

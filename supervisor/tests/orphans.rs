@@ -79,3 +79,40 @@ fn a_clean_stop_reaps_every_worker() {
     let left = wait_all_gone(&pids);
     assert!(left.is_empty(), "workers left after a clean stop: {left:?}");
 }
+
+#[test]
+fn the_supervisor_wipes_secrets_from_its_own_environ() {
+    let canary = "sk-canary-environ-5b1d";
+    let ws = std::env::temp_dir();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hanzo-dev"))
+        .args(["workers", "--json", "--workspace"])
+        .arg(&ws)
+        .env("HANZO_CANARY_API_KEY", canary)
+        .env("SOME_PASSWORD_FILE", canary)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    let mut sup_pid = None;
+    while out.read_line(&mut line).expect("read") > 0 {
+        let v: serde_json::Value = serde_json::from_str(&line).expect("json");
+        if v.get("ready").is_some() {
+            sup_pid = v["supervisor_pid"].as_u64();
+            break;
+        }
+        line.clear();
+    }
+    let pid = sup_pid.expect("supervisor pid") as u32;
+    assert_eq!(pid, child.id());
+    // /proc/<pid>/environ shows the initial environment block, not what unsetenv left.
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("read environ (as root or owner)");
+    assert!(
+        !String::from_utf8_lossy(&environ).contains(canary),
+        "secret still visible in the supervisor's /proc/<pid>/environ"
+    );
+    drop(child.stdin.take());
+    let st = child.wait().expect("wait");
+    assert!(st.success());
+}

@@ -1,1 +1,18 @@
-//! being written
+//! `hanzo-broker` is the broker worker: the only process that holds credentials (environment,
+//! user settings, `credentials.json`), and the one that performs authenticated HTTP for others.
+//!
+//! It parses almost nothing: requests arrive credential-free on the direct channel, are checked
+//! against a per-provider allow-list, get the credential injected, and the response goes back raw.
+#![forbid(unsafe_code)]
+
+pub mod allow;
+pub mod credentials;
+pub mod fetch;
+pub mod secret;
+mod worker;
+
+pub use allow::{AllowError, AllowList};
+pub use credentials::CredentialStore;
+pub use fetch::Broker;
+pub use secret::Secret;
+pub use worker::worker_main;

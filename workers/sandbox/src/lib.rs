@@ -14,9 +14,11 @@
 pub mod confine;
 pub mod doctor;
 pub mod env;
+pub mod namespaces;
 pub mod probe;
 pub mod procfs;
 pub mod seccomp;
+pub mod selfprotect;
 pub mod spawn;
 pub mod verify;
 

@@ -11,6 +11,7 @@ pub mod exec;
 pub mod files;
 pub mod hooks;
 pub mod limits;
+pub mod nosocket;
 pub mod oneshot;
 pub mod paths;
 pub mod patch;
@@ -18,7 +19,7 @@ pub mod search;
 pub mod worker;
 
 pub use defs::definitions;
-pub use worker::worker_main;
+pub use worker::{worker_main, worker_main_with, Isolation};
 
 use exec::{ExecConfig, Exit};
 use hanzo_ipc::roles::tools::{ToolCall, ToolResult};

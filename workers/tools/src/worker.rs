@@ -5,6 +5,7 @@ use crate::{SetupError, Tools};
 use hanzo_ipc::channel::{Handler, ItemSink};
 use hanzo_ipc::proto::{RemoteError, RemoteErrorKind};
 use hanzo_ipc::roles::tools::{Item, Request, Response, ToolsProtocol};
+use hanzo_sandbox::namespaces::{self, Side, TierB};
 use hanzo_worker::{handle_common, WorkerOptions};
 use tokio::io::AsyncWrite;
 
@@ -71,15 +72,62 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Handler<ToolsProtocol, W> for Tools
     }
 }
 
-/// The tools worker's `main`: lower the process-wide limits, then confine, handshake and serve
-/// (`hanzo_worker::run_with`). Returns the process exit code.
+/// How much isolation the tools worker sets up for itself and its commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// Tier A only: Landlock, seccomp, no capabilities, rlimits.
+    TierA,
+    /// Tier B or nothing: the worker exits with `CONFINE_FAILED` when namespaces cannot be set up.
+    TierB,
+    /// Tier B when the kernel offers user namespaces, else tier A.
+    Auto,
+}
+
+/// The tools worker's `main` with `Isolation::Auto`.
 pub fn worker_main(opts: WorkerOptions) -> i32 {
+    worker_main_with(opts, Isolation::Auto)
+}
+
+/// The tools worker's `main`: lower the process-wide limits, enter tier B's namespaces (before
+/// confinement: seccomp refuses `unshare` and `mount`), then confine, handshake and serve
+/// (`hanzo_worker::run_with`). Returns the process exit code.
+pub fn worker_main_with(opts: WorkerOptions, isolation: Isolation) -> i32 {
     let limits = Limits::default();
     if let Err(e) = limits.apply_process_wide() {
         eprintln!("hanzo-dev tools worker: cannot set resource limits: {e}");
         return hanzo_worker::exit::CONFINE_FAILED;
     }
+    let tier_b = match isolation {
+        Isolation::TierA => false,
+        Isolation::TierB => true,
+        Isolation::Auto => {
+            opts.ctx.workspace.is_some() && hanzo_sandbox::doctor::probe_kernel().tier_b().is_ok()
+        }
+    };
+    if tier_b {
+        let Some(ws) = &opts.ctx.workspace else {
+            eprintln!("hanzo-dev tools worker: tier B needs a workspace");
+            return hanzo_worker::exit::CONFINE_FAILED;
+        };
+        let cfg = TierB::for_workspace(ws, opts.ctx.run_dir.as_deref(), &[]);
+        match namespaces::enter(&cfg) {
+            // The original process: the worker lived and ended in the child.
+            Ok(Side::Parent { status }) => return status,
+            Ok(Side::Child) => {}
+            Err(e) => {
+                eprintln!("hanzo-dev tools worker: cannot enter tier B: {e}");
+                return hanzo_worker::exit::CONFINE_FAILED;
+            }
+        }
+    }
     hanzo_worker::run_with::<ToolsProtocol, _, _>(opts, move |ctx| {
+        // Confined and still single-threaded (the runtime is current-thread and no blocking task
+        // has run yet): every thread and command from here on inherits the filter.
+        if let Err(e) = crate::nosocket::deny_socket_creation() {
+            return ToolsHandler {
+                tools: Err(format!("the tools worker is not fully confined: {e}")),
+            };
+        }
         ToolsHandler::new(&ctx.opts, &limits)
     })
 }

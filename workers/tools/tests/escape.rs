@@ -1,1 +1,566 @@
-// placeholder so the workspace parses; the tools helper writes this file
+//! The escape battery: every attempt is a real process run under the tools confinement (the same
+//! path `hanzo-dev sandbox` takes: this binary re-executes itself, confines that fresh
+//! single-threaded process with the tools profile and runs the attempt as its child), and every
+//! attempt must fail — with the kernel's answer checked where there is one, and the target checked
+//! untouched afterwards. A secret canary sits in the sandbox process's environment, in a fake
+//! `~/.ssh` key and in a credential file under `XDG_CONFIG_HOME`; it must never appear in any
+//! attempt's output. Ordinary work (`git status`, `python3 -c`, `cargo build --offline`) must still
+//! succeed.
+//!
+//! A custom harness (`harness = false`): confinement needs a process of its own, and libtest would
+//! run tests on threads.
+
+use hanzo_tools::limits::Limits;
+use hanzo_tools::oneshot::{self, OneShot};
+use std::ffi::OsString;
+use std::io::{ErrorKind, Read};
+use std::net::{TcpListener, UdpSocket};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const CHILD: &str = "__sandbox";
+const CANARY: &str = "sk-canary-HANZO-7d41c2";
+const PY: &str = "/usr/bin/python3";
+
+/// The sandboxed side: `__sandbox WORKSPACE AS_BYTES READ_PATHS(:-separated or -) TIER(a|b) --
+/// CMD…`.
+fn child(args: &[OsString]) -> i32 {
+    let s = |i: usize| args.get(i).map(|a| a.to_string_lossy().into_owned());
+    let (Some(ws), Some(as_bytes), Some(reads), Some(tier)) = (s(0), s(1), s(2), s(3)) else {
+        eprintln!("bad child arguments");
+        return 100;
+    };
+    let limits = Limits {
+        address_space: as_bytes.parse().ok().or(Limits::default().address_space),
+        ..Limits::default()
+    };
+    let allow_read = if reads == "-" {
+        Vec::new()
+    } else {
+        reads.split(':').map(PathBuf::from).collect()
+    };
+    let spec = OneShot {
+        workspace: PathBuf::from(ws),
+        allow_write: Vec::new(),
+        allow_read,
+        extra_env: Vec::new(),
+        limits,
+        namespaces: tier == "b",
+        command: args[5..].to_vec(),
+    };
+    match oneshot::run(&spec) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("sandbox: {e}");
+            101
+        }
+    }
+}
+
+struct Fixture {
+    tier_b: bool,
+    _root: tempfile::TempDir,
+    root: PathBuf,
+    ws: PathBuf,
+    out: PathBuf,
+    home: PathBuf,
+    xdg: PathBuf,
+}
+
+impl Fixture {
+    fn new(tier_b: bool) -> Fixture {
+        let root_dir = tempfile::Builder::new()
+            .prefix("hanzo-escape-")
+            .tempdir()
+            .expect("tempdir");
+        let root = root_dir.path().canonicalize().expect("canon");
+        let ws = root.join("ws");
+        let out = root.join("out");
+        let home = root.join("home");
+        let xdg = root.join("xdg");
+        for d in [&ws, &out, &home.join(".ssh"), &xdg.join("hanzo")] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        std::fs::write(home.join(".ssh/id_ed25519"), format!("PRIVATE KEY {CANARY}\n"))
+            .expect("key");
+        std::fs::write(
+            xdg.join("hanzo/credentials.json"),
+            format!("{{\"anthropic\": \"{CANARY}\"}}\n"),
+        )
+        .expect("cred");
+        std::fs::write(out.join("victim"), "original\n").expect("victim");
+        std::fs::write(ws.join("file.txt"), "workspace file\n").expect("ws file");
+        std::os::unix::fs::symlink(&out, ws.join("link-out")).expect("symlink");
+        let git = Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&ws)
+            .status()
+            .expect("git init");
+        assert!(git.success());
+        std::fs::create_dir_all(ws.join(".hanzo")).expect("mkdir .hanzo");
+        std::fs::write(ws.join(".hanzo/settings.json"), "{}\n").expect("settings");
+        Fixture {
+            tier_b,
+            _root: root_dir,
+            root,
+            ws,
+            out,
+            home,
+            xdg,
+        }
+    }
+
+    /// Run `sh -c cmd` sandboxed; returns (exit code, combined output).
+    fn sandbox(&self, cmd: &str, as_bytes: Option<u64>, reads: &[PathBuf]) -> (i32, String) {
+        let reads = if reads.is_empty() {
+            "-".to_string()
+        } else {
+            reads
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(":")
+        };
+        let exe = std::env::current_exe().expect("exe");
+        let out = Command::new(exe)
+            .arg(CHILD)
+            .arg(&self.ws)
+            .arg(as_bytes.map(|b| b.to_string()).unwrap_or_else(|| "-".into()))
+            .arg(reads)
+            .arg(if self.tier_b { "b" } else { "a" })
+            .arg("--")
+            .args(["/bin/sh", "-c", cmd])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("XDG_CONFIG_HOME", &self.xdg)
+            .env("HANZO_CANARY_API_KEY", CANARY)
+            .env("SSH_AUTH_SOCK", self.out.join("agent.sock"))
+            .current_dir(&self.ws)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run the sandbox");
+        let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&out.stderr));
+        (out.status.code().unwrap_or(-1), text)
+    }
+}
+
+/// A python snippet that makes one raw syscall and prints `DENIED errno=N` or `ALLOWED`, exiting
+/// 1 or 0.
+fn py_syscall(setup: &str, call: &str) -> String {
+    format!(
+        "{PY} -c '
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+{setup}
+r = {call}
+if r < 0:
+    print(\"DENIED errno=%d\" % ctypes.get_errno()); sys.exit(1)
+print(\"ALLOWED\"); sys.exit(0)
+'"
+    )
+}
+
+struct Report {
+    failures: Vec<String>,
+    passed: usize,
+}
+
+impl Report {
+    fn check(&mut self, name: &str, ok: bool, detail: &str) {
+        if ok {
+            self.passed += 1;
+            println!("ok    {name}");
+        } else {
+            println!("FAIL  {name}\n{detail}");
+            self.failures.push(name.to_string());
+        }
+    }
+}
+
+/// An attempt that must fail: non-zero exit, `expect` (if any) in the output, no canary.
+fn attempt(fx: &Fixture, r: &mut Report, name: &str, cmd: &str, expect: Option<&str>) -> String {
+    let (code, out) = fx.sandbox(cmd, None, &[]);
+    let ok = code != 0
+        && code < 100
+        && expect.is_none_or(|e| out.contains(e))
+        && !out.contains(CANARY);
+    r.check(name, ok, &format!("  exit {code}; output:\n{out}"));
+    out
+}
+
+const EPERM: &str = "DENIED errno=1";
+const EACCES: &str = "DENIED errno=13";
+
+fn main() {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == CHILD) {
+        std::process::exit(child(&args[2..]));
+    }
+    // `cargo test` passes libtest flags; a filter or `--list` is not supported here.
+    if args.iter().any(|a| a == "--list") {
+        println!("escape: test");
+        return;
+    }
+    let mut failed = Vec::new();
+    for tier_b in [false, true] {
+        let tier = if tier_b { "B" } else { "A" };
+        if tier_b {
+            if let Err(why) = hanzo_sandbox::doctor::probe_kernel().tier_b() {
+                println!("\nskip  tier B: {why}");
+                continue;
+            }
+        }
+        println!("\n== tier {tier}");
+        let r = battery(tier_b);
+        println!(
+            "escape battery (tier {tier}): {} passed, {} failed",
+            r.passed,
+            r.failures.len()
+        );
+        failed.extend(r.failures.into_iter().map(|f| format!("tier {tier}: {f}")));
+    }
+    if !failed.is_empty() {
+        println!("failed: {failed:?}");
+        std::process::exit(1);
+    }
+}
+
+fn battery(tier_b: bool) -> Report {
+    let fx = Fixture::new(tier_b);
+    let mut r = Report {
+        failures: Vec::new(),
+        passed: 0,
+    };
+    let me = std::process::id();
+    let out = fx.out.display().to_string();
+    let out_name = fx.out.file_name().expect("name").to_string_lossy().into_owned();
+    let ws_name = fx.ws.file_name().expect("name").to_string_lossy().into_owned();
+
+    // --- Secrets: files and environment.
+    attempt(&fx, &mut r, "read ~/.ssh key", &format!("cat {}/.ssh/id_ed25519", fx.home.display()), None);
+    attempt(
+        &fx,
+        &mut r,
+        "read the credential file",
+        &format!("cat {}/hanzo/credentials.json", fx.xdg.display()),
+        None,
+    );
+    attempt(&fx, &mut r, "list the real $HOME", "ls /root", None);
+    let (code, env_out) = fx.sandbox("env; echo; printenv HANZO_CANARY_API_KEY; exit 0", None, &[]);
+    r.check(
+        "the canary is not in the command's environment",
+        code == 0 && !env_out.contains(CANARY) && !env_out.contains("HANZO_CANARY") && !env_out.contains("SSH_AUTH_SOCK"),
+        &env_out,
+    );
+
+    // --- Writes outside the workspace.
+    let victim_intact = |fx: &Fixture| {
+        std::fs::read_to_string(fx.out.join("victim")).ok().as_deref() == Some("original\n")
+    };
+    let writes = [
+        ("write: absolute path", format!("echo pwned > {out}/abs")),
+        ("write: ..", format!("echo pwned > ../{out_name}/dotdot")),
+        ("write: symlink", "echo pwned > link-out/sym".to_string()),
+        (
+            "write: hard link made inside",
+            format!("ln {out}/victim hl && echo pwned >> hl"),
+        ),
+        ("write: rename out", format!("mv file.txt {out}/moved")),
+        ("write: rename in", format!("mv {out}/victim stolen")),
+        (
+            "write: /proc/self/root",
+            format!("echo pwned > /proc/self/root{out}/procroot"),
+        ),
+        (
+            "write: /proc/self/cwd/..",
+            format!("echo pwned > /proc/self/cwd/../{out_name}/proccwd"),
+        ),
+        ("write: /tmp (shared)", "echo pwned > /tmp/hanzo-escape-tmp-write".to_string()),
+    ];
+    for (name, cmd) in &writes {
+        attempt(&fx, &mut r, name, cmd, None);
+    }
+    let strays: Vec<_> = std::fs::read_dir(&fx.out)
+        .expect("read out")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "victim")
+        .collect();
+    r.check(
+        "nothing was created outside and the victim is intact",
+        strays.is_empty() && victim_intact(&fx) && !Path::new("/tmp/hanzo-escape-tmp-write").exists(),
+        &format!("strays {strays:?}"),
+    );
+    r.check(
+        "the workspace file was not moved",
+        fx.ws.join("file.txt").exists(),
+        "file.txt gone",
+    );
+    let _ = ws_name;
+
+    // --- Network and sockets.
+    let tcp = TcpListener::bind("127.0.0.1:0").expect("tcp");
+    tcp.set_nonblocking(true).expect("nonblocking");
+    let tcp_port = tcp.local_addr().expect("addr").port();
+    let udp = UdpSocket::bind("127.0.0.1:0").expect("udp");
+    udp.set_nonblocking(true).expect("nonblocking");
+    let udp_port = udp.local_addr().expect("addr").port();
+    let sock_path = fx.out.join("host.sock");
+    let unix = UnixListener::bind(&sock_path).expect("unix");
+    unix.set_nonblocking(true).expect("nonblocking");
+    let abstract_name = format!("hanzo-escape-{me}");
+    let abs_listener = {
+        use std::os::linux::net::SocketAddrExt;
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())
+            .expect("abstract addr");
+        UnixListener::bind_addr(&addr).expect("abstract bind")
+    };
+    abs_listener.set_nonblocking(true).expect("nonblocking");
+    let py_net = |body: &str| {
+        format!(
+            "{PY} -c '
+import socket, sys
+try:
+    {body}
+except OSError as e:
+    print(\"DENIED errno=%d\" % e.errno); sys.exit(1)
+print(\"ALLOWED\"); sys.exit(0)
+'"
+        )
+    };
+    attempt(
+        &fx,
+        &mut r,
+        "TCP to 127.0.0.1",
+        &py_net(&format!(
+            "socket.create_connection((\"127.0.0.1\", {tcp_port}), timeout=2)"
+        )),
+        Some("DENIED errno="),
+    );
+    attempt(
+        &fx,
+        &mut r,
+        "UDP to 127.0.0.1",
+        &py_net(&format!(
+            "socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b\"x\", (\"127.0.0.1\", {udp_port}))"
+        )),
+        Some("DENIED errno="),
+    );
+    attempt(
+        &fx,
+        &mut r,
+        "connect to a host unix socket outside the workspace",
+        &py_net(&format!(
+            "s = socket.socket(socket.AF_UNIX); s.connect(\"{}\")",
+            sock_path.display()
+        )),
+        Some(EACCES),
+    );
+    attempt(
+        &fx,
+        &mut r,
+        "connect to an abstract unix socket",
+        &py_net(&format!(
+            "s = socket.socket(socket.AF_UNIX); s.connect(\"\\0{abstract_name}\")"
+        )),
+        Some("DENIED errno="),
+    );
+    attempt(
+        &fx,
+        &mut r,
+        "nc to 127.0.0.1 (if installed) / bash /dev/tcp",
+        &format!("exec 3<>/dev/tcp/127.0.0.1/{tcp_port}"),
+        None,
+    );
+    let mut buf = [0u8; 16];
+    r.check(
+        "no connection or datagram reached the listeners",
+        tcp.accept().is_err_and(|e| e.kind() == ErrorKind::WouldBlock)
+            && udp.recv(&mut buf).is_err_and(|e| e.kind() == ErrorKind::WouldBlock)
+            && unix.accept().is_err_and(|e| e.kind() == ErrorKind::WouldBlock)
+            && abs_listener
+                .accept()
+                .is_err_and(|e| e.kind() == ErrorKind::WouldBlock),
+        "a listener accepted something",
+    );
+    let (code, pair) = fx.sandbox(
+        &format!("{PY} -c 'import socket; a, b = socket.socketpair(); a.send(b\"hi\"); print(b.recv(2))'"),
+        None,
+        &[],
+    );
+    r.check("socketpair still works (in-process plumbing)", code == 0 && pair.contains("b'hi'"), &pair);
+
+    // --- Other processes.
+    let ptrace = |pid: &str| py_syscall(&format!("pid = {pid}"), "libc.ptrace(16, pid, 0, 0)");
+    attempt(&fx, &mut r, "ptrace the supervisor", &ptrace(&me.to_string()), Some(EPERM));
+    attempt(&fx, &mut r, "ptrace the sandbox process (worker)", &ptrace("os.getppid()"), Some(EPERM));
+    let vm_read = |pid: &str| {
+        py_syscall(
+            &format!(
+                "pid = {pid}
+class iovec(ctypes.Structure):
+    _fields_ = [(\"base\", ctypes.c_void_p), (\"len\", ctypes.c_size_t)]
+buf = ctypes.create_string_buffer(64)
+local = iovec(ctypes.cast(buf, ctypes.c_void_p), 64)
+remote = iovec(0x400000, 64)"
+            ),
+            "libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)",
+        )
+    };
+    attempt(&fx, &mut r, "process_vm_readv the supervisor", &vm_read(&me.to_string()), Some(EPERM));
+    attempt(&fx, &mut r, "process_vm_readv the worker", &vm_read("os.getppid()"), Some(EPERM));
+    attempt(
+        &fx,
+        &mut r,
+        "signal the supervisor",
+        &py_syscall("import signal", &format!("libc.kill({me}, signal.SIGWINCH)")),
+        // Landlock's scope refuses it (EPERM); in tier B the pid is not even visible (ESRCH).
+        Some(if tier_b { "DENIED errno=" } else { EPERM }),
+    );
+    attempt(&fx, &mut r, "read the supervisor's environ", &format!("cat /proc/{me}/environ"), None);
+    attempt(&fx, &mut r, "read the supervisor's memory", &format!("head -c 16 /proc/{me}/mem"), None);
+    attempt(&fx, &mut r, "read the worker's environ", "cat /proc/$PPID/environ", None);
+
+    // --- Kernel attack surface.
+    attempt(
+        &fx,
+        &mut r,
+        "mount",
+        &py_syscall("", "libc.mount(b\"none\", b\"/tmp\", b\"tmpfs\", 0, None)"),
+        Some(EPERM),
+    );
+    attempt(
+        &fx,
+        &mut r,
+        "unshare (user namespace)",
+        &py_syscall("", "libc.unshare(0x10000000)"),
+        Some(EPERM),
+    );
+    attempt(&fx, &mut r, "unshare(1) -U", "unshare -U true", None);
+    attempt(&fx, &mut r, "setns", &py_syscall("", "libc.setns(0, 0)"), Some(EPERM));
+    attempt(
+        &fx,
+        &mut r,
+        "io_uring_setup",
+        &py_syscall(
+            "params = ctypes.create_string_buffer(120)",
+            "libc.syscall(425, 8, params)",
+        ),
+        Some(EPERM),
+    );
+    attempt(&fx, &mut r, "setuid binary: mount", &format!("/bin/mount -t tmpfs none {}", fx.ws.display()), None);
+    attempt(&fx, &mut r, "setuid binary: su", "/usr/bin/su -c 'id' root </dev/null", None);
+    attempt(&fx, &mut r, "no privilege: chown", "chown 1:1 file.txt", None);
+    attempt(
+        &fx,
+        &mut r,
+        "no privilege: setgroups",
+        &py_syscall("arr = (ctypes.c_uint * 1)(0)", "libc.setgroups(1, arr)"),
+        Some(EPERM),
+    );
+
+    // --- Limits.
+    let (code, hog) = fx.sandbox(
+        &format!("{PY} -c 'b = bytearray(2 << 30); print(\"ALLOCATED\")'"),
+        Some(1 << 30),
+        &[],
+    );
+    r.check(
+        "a memory hog stays within RLIMIT_AS",
+        code != 0 && hog.contains("MemoryError") && !hog.contains("ALLOCATED"),
+        &hog,
+    );
+    let (code, lim) = fx.sandbox(
+        &format!(
+            "{PY} -c 'import resource as r; [print(*r.getrlimit(x)) for x in (r.RLIMIT_NPROC, r.RLIMIT_NOFILE, r.RLIMIT_CORE, r.RLIMIT_AS)]'"
+        ),
+        None,
+        &[],
+    );
+    r.check(
+        "process, open-file, core and memory limits are set (soft = hard)",
+        code == 0
+            && lim.lines().collect::<Vec<_>>()
+                == ["4096 4096", "1024 1024", "0 0", "8589934592 8589934592"],
+        &lim,
+    );
+
+    // --- Ordinary work still works.
+    let (code, git) = fx.sandbox("git status --short --branch && git add file.txt && git -c user.name=t -c user.email=t@t commit -qm init && git log --oneline | wc -l", None, &[]);
+    r.check("git status/add/commit in the workspace", code == 0 && git.trim_end().ends_with('1'), &git);
+    let (code, py) = fx.sandbox(&format!("{PY} -c 'import json, os; print(json.dumps({{\"sum\": 1 + 2}}))'"), None, &[]);
+    r.check("python3 -c", code == 0 && py.contains("{\"sum\": 3}"), &py);
+    match toolchain_dir() {
+        Some(tc) => {
+            std::fs::create_dir_all(fx.ws.join("tiny/src")).expect("mkdir");
+            std::fs::write(
+                fx.ws.join("tiny/Cargo.toml"),
+                "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+            )
+            .expect("toml");
+            std::fs::write(fx.ws.join("tiny/src/main.rs"), "fn main() { println!(\"tiny ok\"); }\n")
+                .expect("main");
+            let bin = tc.join("bin");
+            let cmd = format!(
+                "export PATH={}:$PATH; cd tiny && cargo build --offline -q && ./target/debug/tiny",
+                bin.display()
+            );
+            let (code, cargo) = fx.sandbox(&cmd, None, &[tc]);
+            r.check("cargo build --offline of a tiny crate", code == 0 && cargo.contains("tiny ok"), &cargo);
+        }
+        None => println!("skip  cargo build (no rustup toolchain found)"),
+    }
+
+    if tier_b {
+        tier_b_only(&fx, &mut r);
+    }
+    let _ = &fx.root;
+    r
+}
+
+/// What only tier B promises: protected paths inside the writable workspace, a private `/tmp`,
+/// a hidden `$HOME`, a pid namespace of its own.
+fn tier_b_only(fx: &Fixture, r: &mut Report) {
+    for (name, cmd) in [
+        ("write .git/hooks/pre-commit", "printf '#!/bin/sh\\necho pwned\\n' > .git/hooks/pre-commit"),
+        ("write .git/config", "echo '[core] hooksPath = /tmp' >> .git/config"),
+        ("write .hanzo/settings.json", "echo '{\"hooks\": 1}' > .hanzo/settings.json"),
+        ("create a file in .hanzo/", "echo x > .hanzo/new.json"),
+        ("replace .git/hooks", "mv .git/hooks .git/hooks-old"),
+    ] {
+        attempt(fx, r, name, cmd, None);
+    }
+    r.check(
+        "protected paths are unchanged",
+        !fx.ws.join(".git/hooks/pre-commit").exists()
+            && !fx.ws.join(".hanzo/new.json").exists()
+            && std::fs::read_to_string(fx.ws.join(".hanzo/settings.json")).ok().as_deref() == Some("{}\n")
+            && !std::fs::read_to_string(fx.ws.join(".git/config")).unwrap_or_default().contains("hooksPath")
+            && fx.ws.join(".git/hooks").is_dir(),
+        "a protected path changed",
+    );
+    let marker = format!("/tmp/hanzo-escape-host-{}", std::process::id());
+    std::fs::write(&marker, "host").expect("marker");
+    attempt(fx, r, "see the host's /tmp", &format!("test -e {marker}"), None);
+    attempt(fx, r, "see the host's $HOME", &format!("test -e {}", fx.home.display()), None);
+    attempt(fx, r, "see /root", "test -e /root/.cargo", None);
+    let _ = std::fs::remove_file(&marker);
+    let (code, out) = fx.sandbox("echo $$", None, &[]);
+    r.check(
+        "the command runs in a pid namespace of its own",
+        code == 0 && out.trim().parse::<u32>().is_ok_and(|p| p < 10),
+        &out,
+    );
+}
+
+/// The active toolchain's directory (`rustc --print sysroot`), read-only in the sandbox.
+fn toolchain_dir() -> Option<PathBuf> {
+    let out = Command::new("rustc").args(["--print", "sysroot"]).output().ok()?;
+    let mut s = String::new();
+    out.stdout.as_slice().read_to_string(&mut s).ok()?;
+    let p = PathBuf::from(s.trim());
+    p.join("bin/cargo").exists().then_some(p)
+}

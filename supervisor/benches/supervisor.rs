@@ -1,0 +1,149 @@
+//! Supervisor ↔ worker round trip against raw socketpair round trips measured in the same run, and
+//! the cold start of the whole tree (spawn, confine, handshake, attest all five workers).
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use hanzo_dev::secrets::StartEnv;
+use hanzo_dev::startup::supervisor_config;
+use hanzo_dev::tree::Supervisor;
+use hanzo_ipc::roles::tools::{Request, Response};
+use hanzo_ipc::roles::{CommonRequest, CommonResponse};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const PAYLOAD: usize = 64;
+
+fn config() -> (hanzo_dev::tree::SupervisorConfig, hanzo_dev::startup::RunDir, tempfile::TempDir) {
+    let ws = tempfile::tempdir().expect("workspace");
+    let env = StartEnv {
+        vars: std::env::vars()
+            .filter(|(k, _)| k == "PATH" || k == "HOME")
+            .collect(),
+    };
+    let abi = hanzo_sandbox::doctor::probe_kernel().landlock_abi;
+    let (mut cfg, run) = supervisor_config(Some(ws.path().to_path_buf()), &env, abi).expect("cfg");
+    cfg.exe = PathBuf::from(env!("CARGO_BIN_EXE_hanzo-dev"));
+    (cfg, run, ws)
+}
+
+/// Baseline 1: one 64-byte frame each way over a socketpair, blocking, peer on another thread.
+fn raw_blocking_round_trips(iters: u64) -> Duration {
+    let (mut a, mut b) = UnixStream::pair().expect("pair");
+    let peer = std::thread::spawn(move || {
+        let mut buf = [0u8; PAYLOAD + 5];
+        while b.read_exact(&mut buf).is_ok() {
+            if b.write_all(&buf).is_err() {
+                break;
+            }
+        }
+    });
+    let msg = [7u8; PAYLOAD + 5];
+    let mut buf = [0u8; PAYLOAD + 5];
+    let t = Instant::now();
+    for _ in 0..iters {
+        a.write_all(&msg).expect("write");
+        a.read_exact(&mut buf).expect("read");
+    }
+    let d = t.elapsed();
+    drop(a);
+    let _ = peer.join();
+    d
+}
+
+/// Baseline 2: the same over tokio sockets, the peer a task on the same runtime.
+fn raw_tokio_round_trips(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
+    rt.block_on(async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut a, mut b) = tokio::net::UnixStream::pair().expect("pair");
+        let peer = tokio::spawn(async move {
+            let mut buf = [0u8; PAYLOAD + 5];
+            while b.read_exact(&mut buf).await.is_ok() {
+                if b.write_all(&buf).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let msg = [7u8; PAYLOAD + 5];
+        let mut buf = [0u8; PAYLOAD + 5];
+        let t = Instant::now();
+        for _ in 0..iters {
+            a.write_all(&msg).await.expect("write");
+            a.read_exact(&mut buf).await.expect("read");
+        }
+        let d = t.elapsed();
+        drop(a);
+        let _ = peer.await;
+        d
+    })
+}
+
+fn round_trip(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (cfg, _run, _ws) = config();
+    let sup = rt.block_on(async {
+        let sup = Supervisor::start(cfg).await.expect("start");
+        sup.wait_ready().await.expect("ready");
+        sup
+    });
+    let mut g = c.benchmark_group("round_trip_64B");
+    g.bench_function("raw_socketpair_blocking", |b| b.iter_custom(raw_blocking_round_trips));
+    g.bench_function("raw_socketpair_tokio", |b| {
+        b.iter_custom(|n| raw_tokio_round_trips(&rt, n))
+    });
+    g.bench_function("supervisor_to_tools_worker", |b| {
+        b.iter_custom(|n| {
+            rt.block_on(async {
+                let t = Instant::now();
+                for _ in 0..n {
+                    let r = sup
+                        .tools
+                        .call(Request::Common(CommonRequest::Echo {
+                            data: vec![7; PAYLOAD],
+                        }))
+                        .await
+                        .expect("echo");
+                    debug_assert!(matches!(r, Response::Common(CommonResponse::Echo { .. })));
+                }
+                t.elapsed()
+            })
+        })
+    });
+    g.finish();
+    rt.block_on(sup.shutdown());
+}
+
+fn cold_start(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut g = c.benchmark_group("cold_start");
+    g.sample_size(20);
+    g.bench_function("five_workers_attested", |b| {
+        b.iter_custom(|n| {
+            let mut total = Duration::ZERO;
+            for _ in 0..n {
+                let (cfg, _run, _ws) = config();
+                total += rt.block_on(async {
+                    let t = Instant::now();
+                    let sup = Supervisor::start(cfg).await.expect("start");
+                    sup.wait_ready().await.expect("ready");
+                    let d = t.elapsed();
+                    sup.shutdown().await;
+                    d
+                });
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, round_trip, cold_start);
+criterion_main!(benches);

@@ -1,0 +1,131 @@
+//! The broker worker process: the supervisor channel (fd 3) configures it and asks what
+//! credentials exist; the direct channel (fd 4) carries the model worker's HTTP requests.
+
+use crate::credentials::CredentialStore;
+use crate::fetch::Broker;
+use hanzo_ipc::channel::{serve, Handler, ItemSink, ServerWriter};
+use hanzo_ipc::frame::DEFAULT_MAX_FRAME;
+use hanzo_ipc::proto::{RemoteError, RemoteErrorKind};
+use hanzo_ipc::roles::broker::{BrokerProtocol, Request, Response};
+use hanzo_ipc::roles::http::{self, direct_handshake, HttpProtocol};
+use hanzo_ipc::roles::{CommonEvent, LogLevel};
+use hanzo_ipc::transport;
+use hanzo_worker::{handle_common, WorkerContext, WorkerOptions};
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::sync::mpsc;
+
+/// The broker worker's entry point (`hanzo-dev __worker broker …`); returns the exit code.
+pub fn worker_main(opts: WorkerOptions) -> i32 {
+    hanzo_worker::run_with::<BrokerProtocol, _, _>(opts, |ctx: WorkerContext<BrokerProtocol>| {
+        // Loaded after confinement: the credential directory is the only path it can reach.
+        let creds = CredentialStore::load(|k| std::env::var(k).ok(), ctx.opts.ctx.config_dir.as_deref());
+        let broker = match Broker::new(creds) {
+            Ok(b) => Some(Arc::new(b)),
+            Err(e) => {
+                eprintln!("hanzo-dev broker worker: {e}");
+                None
+            }
+        };
+        if let Some(b) = &broker {
+            let events = ctx.events.clone();
+            let warnings = b.credentials().warnings().to_vec();
+            tokio::spawn(async move {
+                for message in warnings {
+                    let _ = events
+                        .send(hanzo_ipc::roles::broker::Event::Common(CommonEvent::Log {
+                            level: LogLevel::Warn,
+                            message,
+                        }))
+                        .await;
+                }
+            });
+            if let Some(fd) = ctx.direct {
+                tokio::spawn(serve_direct(fd, b.clone()));
+            }
+        }
+        BrokerHandler { broker }
+    })
+}
+
+async fn serve_direct(fd: OwnedFd, broker: Arc<Broker>) {
+    let result = async {
+        let stream = transport::stream_from_fd(fd)?;
+        let (mut reader, mut writer) = transport::split(stream, DEFAULT_MAX_FRAME);
+        direct_handshake(&mut reader, &mut writer).await?;
+        serve::<HttpProtocol, _, _, _>(reader, ServerWriter::new(writer), Arc::new(DirectHandler { broker }))
+            .await
+    }
+    .await;
+    if let Err(e) = result {
+        eprintln!("hanzo-dev broker worker: direct channel ended: {e}");
+    }
+}
+
+struct BrokerHandler {
+    broker: Option<Arc<Broker>>,
+}
+
+impl Handler<BrokerProtocol, OwnedWriteHalf> for BrokerHandler {
+    async fn handle(
+        &self,
+        request: Request,
+        items: ItemSink<BrokerProtocol, OwnedWriteHalf>,
+    ) -> Result<Response, RemoteError> {
+        if let Request::Common(c) = request {
+            return handle_common::<BrokerProtocol, _>(c, items)
+                .await
+                .map(Response::Common);
+        }
+        let broker = self.broker.as_ref().ok_or_else(|| {
+            RemoteError::new(RemoteErrorKind::Internal, "the broker's HTTP client failed to start")
+        })?;
+        match request {
+            Request::Common(_) => unreachable!("handled above"),
+            Request::AllowEndpoints(endpoints) => {
+                for e in &endpoints {
+                    broker
+                        .allow(e.provider, &e.base_url)
+                        .map_err(|err| RemoteError::new(RemoteErrorKind::Refused, err.to_string()))?;
+                }
+                Ok(Response::Configured {
+                    endpoints: u32::try_from(endpoints.len()).unwrap_or(u32::MAX),
+                })
+            }
+            Request::DescribeCredentials => Ok(Response::Credentials(broker.credentials().report())),
+        }
+    }
+}
+
+struct DirectHandler {
+    broker: Arc<Broker>,
+}
+
+impl<W: tokio::io::AsyncWrite + Unpin + Send + 'static> Handler<HttpProtocol, W> for DirectHandler {
+    async fn handle(
+        &self,
+        request: http::Request,
+        items: ItemSink<HttpProtocol, W>,
+    ) -> Result<http::Response, RemoteError> {
+        let http::Request::Send(req) = request;
+        let (tx, mut rx) = mpsc::channel(16);
+        let fetch = async move {
+            let r = self.broker.fetch(req, &tx).await;
+            drop(tx);
+            r
+        };
+        let pump = async {
+            while let Some(item) = rx.recv().await {
+                items
+                    .send(item)
+                    .await
+                    .map_err(|e| RemoteError::new(RemoteErrorKind::Internal, e.to_string()))?;
+            }
+            Ok::<(), RemoteError>(())
+        };
+        let (response, pumped) = tokio::join!(fetch, pump);
+        pumped?;
+        Ok(response)
+    }
+}

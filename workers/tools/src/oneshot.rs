@@ -1,0 +1,239 @@
+//! One command under the tools confinement, without a supervisor or a worker: what
+//! `hanzo-dev sandbox -- CMD ARGS…` runs. The calling process (still single-threaded) confines
+//! itself with the tools profile, then forks the command with the same pre-exec set-up and
+//! environment allow-list as the `bash` tool, waits for it, removes its private directory and
+//! returns its status. Nothing is re-executed: confining costs a Landlock ruleset and a few
+//! seccomp programs, and the command costs one fork+exec.
+
+use crate::exec::ExecConfig;
+use crate::limits::Limits;
+use hanzo_policy::profile::{profile_for, FsAccess, PathGrant, ProfileContext, SandboxProfile};
+use hanzo_ipc::attest::LandlockStatus;
+use hanzo_sandbox::namespaces::{self, Side, TierB};
+use hanzo_ipc::Role;
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Device nodes ordinary commands open, read-write (writes to them go nowhere or nowhere
+/// harmful; `/dev/tty` is a process's own terminal).
+pub const COMMAND_DEVICES: &[&str] = &["/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum OneShotError {
+    #[error("nothing to run: give a command after `--`")]
+    NoCommand,
+    #[error("workspace {path}: {source}")]
+    Workspace {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("--allow-write/--allow-read {path}: {source}")]
+    Grant {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot create the private directory: {0}")]
+    RunDir(#[source] std::io::Error),
+    #[error("cannot set resource limits: {0}")]
+    Limits(#[from] nix::Error),
+    #[error("cannot confine: {0}")]
+    Confine(#[from] hanzo_sandbox::confine::ConfineError),
+    #[error(
+        "the sandbox could not be fully applied ({0}); refusing to run the command \
+         unconfined. `hanzo-dev doctor` says what the kernel lacks"
+    )]
+    NotConfined(String),
+    #[error("cannot enter tier B: {0}")]
+    Namespaces(#[source] hanzo_sandbox::namespaces::NamespaceError),
+    #[error(transparent)]
+    NoSocket(#[from] crate::nosocket::NoSocketError),
+    #[error("cannot run {program}: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What to run and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OneShot {
+    pub workspace: PathBuf,
+    /// Extra read-write roots (`--allow-write`).
+    pub allow_write: Vec<PathBuf>,
+    /// Extra read-only roots (`--allow-read`), e.g. a toolchain outside the system directories.
+    pub allow_read: Vec<PathBuf>,
+    /// Extra environment variables for the command (secrets are dropped).
+    pub extra_env: Vec<(String, String)>,
+    pub limits: Limits,
+    /// Tier B: run inside user, mount, pid, net and ipc namespaces as well.
+    pub namespaces: bool,
+    pub command: Vec<OsString>,
+}
+
+/// The tools role's profile for `ctx`, with the device nodes commands need and extra roots.
+pub fn tools_profile(
+    ctx: &ProfileContext,
+    allow_write: &[PathBuf],
+    allow_read: &[PathBuf],
+) -> SandboxProfile {
+    let mut p = profile_for(Role::Tools, ctx);
+    for dev in COMMAND_DEVICES {
+        if Path::new(dev).exists() && !p.fs.iter().any(|g| g.path == Path::new(dev)) {
+            p.fs.push(PathGrant {
+                path: PathBuf::from(dev),
+                access: FsAccess::ReadWrite,
+                why: "device nodes commands use",
+            });
+        }
+    }
+    for path in allow_write {
+        p.fs.push(PathGrant {
+            path: path.clone(),
+            access: FsAccess::ReadWrite,
+            why: "allowed with --allow-write",
+        });
+    }
+    for path in allow_read {
+        p.fs.push(PathGrant {
+            path: path.clone(),
+            access: FsAccess::ReadExec,
+            why: "allowed with --allow-read",
+        });
+    }
+    p
+}
+
+/// A private directory for one command, removed when dropped.
+struct RunDir(PathBuf);
+
+impl RunDir {
+    fn create() -> std::io::Result<RunDir> {
+        let base = std::env::temp_dir();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        for attempt in 0..16u32 {
+            let p = base.join(format!(
+                "hanzo-sandbox-{}-{:x}",
+                std::process::id(),
+                nanos.wrapping_add(attempt)
+            ));
+            match std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&p)
+            {
+                Ok(()) => return Ok(RunDir(p)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(std::io::Error::other("no free name for the private directory"))
+    }
+}
+
+use std::os::unix::fs::DirBuilderExt;
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn canon(p: &Path) -> Result<PathBuf, OneShotError> {
+    p.canonicalize().map_err(|source| OneShotError::Grant {
+        path: p.to_path_buf(),
+        source,
+    })
+}
+
+/// Run `spec.command` confined; returns its exit code (128 + signal number when killed).
+///
+/// Confines the *calling process* first, irreversibly: call it from a process that has nothing
+/// else to do (the `sandbox` subcommand, a test's child). It must still be single-threaded.
+pub fn run(spec: &OneShot) -> Result<i32, OneShotError> {
+    let (program, args) = spec.command.split_first().ok_or(OneShotError::NoCommand)?;
+    let workspace = spec
+        .workspace
+        .canonicalize()
+        .map_err(|source| OneShotError::Workspace {
+            path: spec.workspace.clone(),
+            source,
+        })?;
+    let allow_write = spec
+        .allow_write
+        .iter()
+        .map(|p| canon(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let allow_read = spec
+        .allow_read
+        .iter()
+        .map(|p| canon(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let run_dir = RunDir::create().map_err(OneShotError::RunDir)?;
+    let ctx = ProfileContext {
+        workspace: Some(workspace.clone()),
+        config_dir: None,
+        run_dir: Some(run_dir.0.clone()),
+    };
+    let profile = tools_profile(&ctx, &allow_write, &allow_read);
+    spec.limits.apply_process_wide()?;
+    if spec.namespaces {
+        let kept: Vec<PathBuf> = allow_write.iter().chain(&allow_read).cloned().collect();
+        let cfg = TierB::for_workspace(&workspace, Some(&run_dir.0), &kept);
+        match namespaces::enter(&cfg).map_err(OneShotError::Namespaces)? {
+            // The original process: the command ran in the child; clean up and pass its status.
+            Side::Parent { status } => return Ok(status),
+            Side::Child => {}
+        }
+    }
+    let attestation = hanzo_sandbox::confine::confine_current_process(&profile)?;
+    // Tier A is Landlock plus seccomp: without Landlock the command would reach every file.
+    if attestation.landlock.status == LandlockStatus::NotEnforced
+        || attestation.landlock.status == LandlockStatus::Unsupported
+        || !attestation.seccomp.installed
+    {
+        return Err(OneShotError::NotConfined(attestation.notes.join("; ")));
+    }
+    crate::nosocket::deny_socket_creation()?;
+
+    let mut exec = ExecConfig::new(
+        workspace.clone(),
+        run_dir.0.clone(),
+        spec.limits.command_rlimits(),
+    );
+    exec.extra_env = spec.extra_env.clone();
+    exec.prepare_dirs().map_err(OneShotError::RunDir)?;
+    // The caller's directory when it is inside the workspace, else the workspace.
+    let cwd = std::env::current_dir()
+        .ok()
+        .filter(|d| d.starts_with(&workspace))
+        .unwrap_or(workspace);
+    let mut cmd = Command::new(program);
+    cmd.args(args).env_clear().envs(exec.env()).current_dir(cwd);
+    hanzo_sandbox::spawn::configure_command(
+        &mut cmd,
+        hanzo_sandbox::spawn::ChildSetup {
+            fds: Vec::new(),
+            rlimits: exec.rlimits,
+            parent_pid: std::process::id() as i32,
+            // Stays in the terminal's foreground group, so ^C and job control work as usual.
+            new_session: false,
+        },
+    );
+    let status = cmd
+        .spawn()
+        .and_then(|mut c| c.wait())
+        .map_err(|source| OneShotError::Spawn {
+            program: program.to_string_lossy().into_owned(),
+            source,
+        })?;
+    Ok(status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
