@@ -304,8 +304,7 @@ where
         let handled: Result<(), IpcError> = async {
             match frame.frame_type {
                 frame_type::REPLY => {
-                    let env: ReplyEnvelope<P::Response> =
-                        decode_payload("REPLY", &frame.payload)?;
+                    let env: ReplyEnvelope<P::Response> = decode_payload("REPLY", &frame.payload)?;
                     let pending = shared.lock().requests.remove(&env.id);
                     let result = env.result.map_err(|error| CallError::Remote {
                         role: shared.role,

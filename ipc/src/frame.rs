@@ -228,10 +228,16 @@ mod tests {
     fn finish_reports_truncation_sizes() {
         let mut dec = FrameDecoder::new(100);
         dec.feed(&[0, 0]);
-        assert_eq!(dec.finish(), Err(FrameError::Truncated { have: 2, need: 4 }));
+        assert_eq!(
+            dec.finish(),
+            Err(FrameError::Truncated { have: 2, need: 4 })
+        );
         dec.feed(&[0, 3, 9]);
         assert_eq!(dec.next_frame(), Ok(None));
-        assert_eq!(dec.finish(), Err(FrameError::Truncated { have: 5, need: 7 }));
+        assert_eq!(
+            dec.finish(),
+            Err(FrameError::Truncated { have: 5, need: 7 })
+        );
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! fuzzer and the test suite exercise exactly the same code.
 
 use crate::frame::decode_all;
-use crate::proto::{decode_payload, frame_type, Hello, ItemEnvelope, ReplyEnvelope, RequestEnvelope};
+use crate::proto::{
+    decode_payload, frame_type, Hello, ItemEnvelope, ReplyEnvelope, RequestEnvelope,
+};
 use crate::roles::tools;
 
 /// Decode `data` as a frame stream with a small limit, then every frame's payload as each message

@@ -11,7 +11,10 @@ pub enum Probe {
     /// `open(path, O_WRONLY | O_CREAT)` (the file is removed again if it was created).
     OpenWrite { path: String },
     /// `socket(family, kind, 0)`.
-    Socket { family: SocketFamily, kind: SocketKind },
+    Socket {
+        family: SocketFamily,
+        kind: SocketKind,
+    },
     /// `connect` a TCP socket to `addr` (`ip:port`).
     ConnectTcp { addr: String },
     /// `ptrace(PTRACE_ATTACH, pid)` (0: the worker's parent).

@@ -91,7 +91,10 @@ pub enum HandshakeError {
          both ends must come from the same hanzo-dev build",
         ours.0, ours.1, theirs.0, theirs.1
     )]
-    VersionMismatch { ours: (u16, u16), theirs: (u16, u16) },
+    VersionMismatch {
+        ours: (u16, u16),
+        theirs: (u16, u16),
+    },
     #[error("peer says it is the {got} worker, this channel is for {expected}")]
     WrongRole { expected: Role, got: Role },
     #[error("expected a {expected} frame during the handshake, got type 0x{got:02x}")]
@@ -174,7 +177,10 @@ pub fn encode_payload<T: Serialize>(value: &T) -> Vec<u8> {
     postcard::to_stdvec(value).expect("protocol types are postcard-serializable")
 }
 
-pub fn decode_payload<T: DeserializeOwned>(what: &'static str, bytes: &[u8]) -> Result<T, DecodeError> {
+pub fn decode_payload<T: DeserializeOwned>(
+    what: &'static str,
+    bytes: &[u8],
+) -> Result<T, DecodeError> {
     let (value, rest) = postcard::take_from_bytes(bytes).map_err(|e| DecodeError {
         what,
         reason: e.to_string(),

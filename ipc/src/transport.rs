@@ -122,7 +122,10 @@ pub type UnixFrameWriter = FrameWriter<tokio::net::unix::OwnedWriteHalf>;
 /// Split a unix stream into a frame reader and writer with one limit.
 pub fn split(stream: tokio::net::UnixStream, max_frame: u32) -> (UnixFrameReader, UnixFrameWriter) {
     let (r, w) = stream.into_split();
-    (FrameReader::new(r, max_frame), FrameWriter::new(w, max_frame))
+    (
+        FrameReader::new(r, max_frame),
+        FrameWriter::new(w, max_frame),
+    )
 }
 
 /// The default limit, for callers that have no reason to choose another.

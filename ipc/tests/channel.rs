@@ -5,7 +5,9 @@ use hanzo_ipc::attest::{
     Attestation, CapsAttestation, LandlockAttestation, LandlockStatus, SeccompAttestation,
     SocketPolicy,
 };
-use hanzo_ipc::channel::{serve, CallError, ChannelEnd, Client, Handler, ItemSink, ServerWriter, StreamPart};
+use hanzo_ipc::channel::{
+    serve, CallError, ChannelEnd, Client, Handler, ItemSink, ServerWriter, StreamPart,
+};
 use hanzo_ipc::frame::{FrameError, DEFAULT_MAX_FRAME};
 use hanzo_ipc::proto::{self, frame_type, HandshakeError, Hello, RemoteErrorKind};
 use hanzo_ipc::roles::tools::{Item, Request, Response, ToolsProtocol};
@@ -71,7 +73,9 @@ impl Handler<ToolsProtocol, OwnedWriteHalf> for Gated {
         request: Request,
         items: ItemSink<ToolsProtocol, OwnedWriteHalf>,
     ) -> Result<Response, hanzo_ipc::proto::RemoteError> {
-        let Request::Common(req) = request;
+        let Request::Common(req) = request else {
+            panic!("unexpected {request:?}");
+        };
         let resp = match req {
             CommonRequest::Echo { data } => CommonResponse::Echo { data },
             CommonRequest::Sleep { .. } => {
@@ -185,6 +189,7 @@ async fn streamed_response_delivers_every_item_then_done() {
         match stream.next().await.expect("part").expect("ok") {
             StreamPart::Item(Item::Common(CommonItem::Echo { seq, .. })) => seqs.push(seq),
             StreamPart::Done(d) => break d,
+            StreamPart::Item(other) => panic!("unexpected {other:?}"),
         }
     };
     assert_eq!(seqs, (0..100).collect::<Vec<_>>());
@@ -222,7 +227,8 @@ async fn in_flight_requests_fail_at_once_when_the_worker_dies() {
     let p = connected_pair().await;
     let c = p.client.clone();
     let pending = tokio::spawn(async move {
-        c.call(Request::Common(CommonRequest::Sleep { ms: 0 })).await
+        c.call(Request::Common(CommonRequest::Sleep { ms: 0 }))
+            .await
     });
     p.client.ping().await.expect("ping");
     p.server.abort();
@@ -233,9 +239,7 @@ async fn in_flight_requests_fail_at_once_when_the_worker_dies() {
     assert!(again.is_worker_gone());
 }
 
-async fn client_against_raw_peer(
-    bytes: &[u8],
-) -> (ChannelEnd, Result<Response, CallError>) {
+async fn client_against_raw_peer(bytes: &[u8]) -> (ChannelEnd, Result<Response, CallError>) {
     let (a, b) = UnixStream::pair().expect("socketpair");
     let (cr, cw) = transport::split(a, 1024);
     let (client, _events, end) = Client::<ToolsProtocol, _>::start(cr, cw);
@@ -272,8 +276,12 @@ async fn oversized_claim_is_refused_before_allocation() {
 
 #[tokio::test]
 async fn garbage_payload_is_a_decode_error_not_a_panic() {
-    let (end, call) = client_against_raw_peer(&[0, 0, 0, 4, frame_type::REPLY, 0xff, 0xff, 0xff]).await;
-    assert!(matches!(end, ChannelEnd::Error(IpcError::Decode(_))), "{end}");
+    let (end, call) =
+        client_against_raw_peer(&[0, 0, 0, 4, frame_type::REPLY, 0xff, 0xff, 0xff]).await;
+    assert!(
+        matches!(end, ChannelEnd::Error(IpcError::Decode(_))),
+        "{end}"
+    );
     assert!(call.is_err());
 }
 
@@ -344,5 +352,8 @@ async fn request_larger_than_the_channel_limit_is_refused_locally() {
     let (client, _e, _end) = Client::<ToolsProtocol, _>::start(cr, cw);
     let _b = b;
     let err = client.call(echo(&[0; 512])).await.expect_err("too large");
-    assert!(matches!(err, CallError::TooLarge(FrameError::TooLarge { .. })));
+    assert!(matches!(
+        err,
+        CallError::TooLarge(FrameError::TooLarge { .. })
+    ));
 }

@@ -4,7 +4,10 @@ use hanzo_ipc::frame::{decode_all, encode_frame, Frame, FrameDecoder, FrameError
 use proptest::prelude::*;
 
 fn frames_strategy() -> impl Strategy<Value = Vec<(u8, Vec<u8>)>> {
-    prop::collection::vec((any::<u8>(), prop::collection::vec(any::<u8>(), 0..300)), 0..12)
+    prop::collection::vec(
+        (any::<u8>(), prop::collection::vec(any::<u8>(), 0..300)),
+        0..12,
+    )
 }
 
 /// Decode a stream delivered in the given read sizes.

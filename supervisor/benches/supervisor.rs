@@ -14,7 +14,11 @@ use std::time::{Duration, Instant};
 
 const PAYLOAD: usize = 64;
 
-fn config() -> (hanzo_dev::tree::SupervisorConfig, hanzo_dev::startup::RunDir, tempfile::TempDir) {
+fn config() -> (
+    hanzo_dev::tree::SupervisorConfig,
+    hanzo_dev::startup::RunDir,
+    tempfile::TempDir,
+) {
     let ws = tempfile::tempdir().expect("workspace");
     let env = StartEnv {
         vars: std::env::vars()
@@ -91,7 +95,9 @@ fn round_trip(c: &mut Criterion) {
         sup
     });
     let mut g = c.benchmark_group("round_trip_64B");
-    g.bench_function("raw_socketpair_blocking", |b| b.iter_custom(raw_blocking_round_trips));
+    g.bench_function("raw_socketpair_blocking", |b| {
+        b.iter_custom(raw_blocking_round_trips)
+    });
     g.bench_function("raw_socketpair_tokio", |b| {
         b.iter_custom(|n| raw_tokio_round_trips(&rt, n))
     });

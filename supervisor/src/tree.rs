@@ -3,7 +3,7 @@
 
 use crate::spawner::Spawner;
 use crate::worker::{
-    RestartPolicy, Slot, WorkerActor, WorkerArgs, WorkerHandle, WorkerInfo, WorkerMsg, WorkerSpec,
+    RestartPolicy, Slot, WorkerActor, WorkerArgs, WorkerHandle, WorkerInfo, WorkerSpec,
 };
 use hanzo_ipc::channel::CallError;
 use hanzo_ipc::proto::Protocol;
@@ -68,7 +68,7 @@ struct RootArgs {
 struct RootActor;
 
 struct RootState {
-    children: Vec<(Role, ActorRef<WorkerMsg>)>,
+    children: Vec<(Role, ractor::ActorCell)>,
 }
 
 fn spec(cfg: &SupervisorConfig, spawner: &Spawner, role: Role) -> WorkerSpec {
@@ -89,7 +89,7 @@ async fn spawn_child<P: Protocol>(
     args: &RootArgs,
     role: Role,
     slot: watch::Sender<Slot<P>>,
-) -> Result<ActorRef<WorkerMsg>, ActorProcessingErr> {
+) -> Result<ractor::ActorCell, ActorProcessingErr> {
     let (actor, _join) = Actor::spawn_linked(
         Some(format!("tree{}-worker-{role}", args.instance)),
         WorkerActor::<P>::default(),
@@ -100,7 +100,7 @@ async fn spawn_child<P: Protocol>(
         root.get_cell(),
     )
     .await?;
-    Ok(actor)
+    Ok(actor.get_cell())
 }
 
 impl Actor for RootActor {

@@ -68,7 +68,9 @@ pub struct WorkerInfo {
 
 /// Where a role stands.
 pub enum Slot<P: Protocol> {
-    Starting { last_error: Option<String> },
+    Starting {
+        last_error: Option<String>,
+    },
     Ready(WorkerClient<P>, Arc<WorkerInfo>),
     /// Gave up (restart intensity exceeded, or refused confinement).
     Failed(String),
@@ -85,10 +87,26 @@ pub struct WorkerSpec {
     pub spawner: Spawner,
 }
 
-pub enum WorkerMsg {
+pub enum WorkerMsg<P: Protocol> {
     Start,
+    /// The start of `generation` finished (successfully or not).
+    Started {
+        generation: u64,
+        spawned: Instant,
+        result: Box<Result<Running<P>, StartError>>,
+    },
     /// The process of `generation` is gone, for `reason`.
-    Exited { generation: u64, reason: String },
+    Exited {
+        generation: u64,
+        reason: String,
+    },
+}
+
+/// A started, attested worker as the start task hands it to the actor.
+pub struct Running<P: Protocol> {
+    client: WorkerClient<P>,
+    info: WorkerInfo,
+    kill: KillSwitch,
 }
 
 pub struct WorkerActor<P>(std::marker::PhantomData<fn() -> P>);
@@ -100,7 +118,9 @@ impl<P> Default for WorkerActor<P> {
 }
 
 pub struct WorkerState<P: Protocol> {
-    spec: WorkerSpec,
+    spec: Arc<WorkerSpec>,
+    /// The start in progress; aborting it drops (and so kills) the half-started process.
+    starting: Option<tokio::task::AbortHandle>,
     slot: watch::Sender<Slot<P>>,
     generation: u64,
     restarts: VecDeque<Instant>,
@@ -118,7 +138,7 @@ pub struct WorkerArgs<P: Protocol> {
 }
 
 impl<P: Protocol> Actor for WorkerActor<P> {
-    type Msg = WorkerMsg;
+    type Msg = WorkerMsg<P>;
     type State = WorkerState<P>;
     type Arguments = WorkerArgs<P>;
 
@@ -127,10 +147,14 @@ impl<P: Protocol> Actor for WorkerActor<P> {
         myself: ActorRef<Self::Msg>,
         args: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let backoff = Backoff::new(args.spec.restart.backoff_base, args.spec.restart.backoff_max);
+        let backoff = Backoff::new(
+            args.spec.restart.backoff_base,
+            args.spec.restart.backoff_max,
+        );
         myself.send_message(WorkerMsg::Start)?;
         Ok(WorkerState {
-            spec: args.spec,
+            spec: Arc::new(args.spec),
+            starting: None,
             slot: args.slot,
             generation: 0,
             restarts: VecDeque::new(),
@@ -148,11 +172,34 @@ impl<P: Protocol> Actor for WorkerActor<P> {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             WorkerMsg::Start => {
+                // The start runs as its own task so that the actor stays responsive (to a stop,
+                // above all) while a worker is slow to attest.
                 state.generation += 1;
                 let generation = state.generation;
-                let spawned = Instant::now();
-                match start_worker::<P>(&state.spec, generation, myself.clone()).await {
-                    Ok((client, info, kill)) => {
+                let spec = state.spec.clone();
+                let actor = myself.clone();
+                let task = tokio::spawn(async move {
+                    let spawned = Instant::now();
+                    let result = start_worker::<P>(&spec, generation, actor.clone()).await;
+                    let _ = actor.send_message(WorkerMsg::Started {
+                        generation,
+                        spawned,
+                        result: Box::new(result),
+                    });
+                });
+                state.starting = Some(task.abort_handle());
+            }
+            WorkerMsg::Started {
+                generation,
+                spawned,
+                result,
+            } => {
+                if generation != state.generation {
+                    return Ok(()); // dropping a stale result kills its process
+                }
+                state.starting = None;
+                match *result {
+                    Ok(Running { client, info, kill }) => {
                         let info = WorkerInfo {
                             start_time: spawned.elapsed(),
                             ..info
@@ -221,6 +268,9 @@ impl<P: Protocol> Actor for WorkerActor<P> {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        if let Some(starting) = state.starting.take() {
+            starting.abort();
+        }
         if let Some(kill) = state.kill.take() {
             let (ack_tx, ack_rx) = tokio::sync::oneshot::channel();
             if kill.send(ack_tx).is_ok() {
@@ -234,7 +284,7 @@ impl<P: Protocol> Actor for WorkerActor<P> {
     }
 }
 
-enum StartError {
+pub enum StartError {
     /// Could not start, or died during the handshake: counts as a crash.
     Failed(String),
     /// Started but weaker than required: never retried.
@@ -244,8 +294,8 @@ enum StartError {
 async fn start_worker<P: Protocol>(
     spec: &WorkerSpec,
     generation: u64,
-    actor: ActorRef<WorkerMsg>,
-) -> Result<(WorkerClient<P>, WorkerInfo, KillSwitch), StartError> {
+    actor: ActorRef<WorkerMsg<P>>,
+) -> Result<Running<P>, StartError> {
     let role = spec.role;
     let profile = profile_for(role, &spec.ctx);
     let (ours, theirs) =
@@ -320,17 +370,21 @@ async fn start_worker<P: Protocol>(
     let (kill_tx, kill_rx) = tokio::sync::oneshot::channel::<tokio::sync::oneshot::Sender<()>>();
     // Watch the process and its channel: whichever ends first ends the other.
     tokio::spawn(async move {
+        let mut end = end;
         let reason = tokio::select! {
             status = child.wait() => {
-                format!("process exited: {}", status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string()))
+                // The channel's last bytes may still be unread: its end says *how* the worker
+                // failed (a half-written frame, say), the exit status only *that* it did.
+                let what = match tokio::time::timeout(Duration::from_secs(1), &mut end).await {
+                    Ok(Ok(e)) => channel_end_reason(role, pid, e),
+                    _ => "channel still open".to_string(),
+                };
+                format!("{what}; process {}", status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string()))
             }
-            end = end => {
-                let what = match end {
-                    Ok(ChannelEnd::Eof) | Err(_) => "channel closed".to_string(),
-                    Ok(ChannelEnd::Error(e)) => {
-                        tracing::error!(%role, pid, error = %e, "protocol violation by worker; closing its channel");
-                        protocol_violation(&e)
-                    }
+            e = &mut end => {
+                let what = match e {
+                    Ok(e) => channel_end_reason(role, pid, e),
+                    Err(_) => "channel closed".to_string(),
                 };
                 let _ = child.start_kill();
                 let status = child.wait().await;
@@ -347,17 +401,27 @@ async fn start_worker<P: Protocol>(
         };
         let _ = actor.send_message(WorkerMsg::Exited { generation, reason });
     });
-    Ok((
+    Ok(Running {
         client,
-        WorkerInfo {
+        info: WorkerInfo {
             role,
             pid,
             attestation,
             generation,
             start_time: Duration::ZERO,
         },
-        kill_tx,
-    ))
+        kill: kill_tx,
+    })
+}
+
+fn channel_end_reason(role: Role, pid: u32, end: ChannelEnd) -> String {
+    match end {
+        ChannelEnd::Eof => "channel closed".to_string(),
+        ChannelEnd::Error(e) => {
+            tracing::error!(%role, pid, error = %e, "protocol violation by worker; closing its channel");
+            protocol_violation(&e)
+        }
+    }
 }
 
 fn protocol_violation(e: &IpcError) -> String {
@@ -396,6 +460,11 @@ impl<P: Protocol> WorkerHandle<P> {
 
     pub fn role(&self) -> Role {
         self.role
+    }
+
+    /// Free request slots (requests beyond the cap wait for one).
+    pub fn free_slots(&self) -> usize {
+        self.in_flight.available_permits()
     }
 
     /// The running worker, if there is one now.
@@ -445,10 +514,7 @@ impl<P: Protocol> WorkerHandle<P> {
                 };
                 Err(CallError::Unavailable {
                     role: self.role,
-                    reason: format!(
-                        "not ready after waiting {:?}{last}",
-                        self.wait_for_ready
-                    ),
+                    reason: format!("not ready after waiting {:?}{last}", self.wait_for_ready),
                 })
             }
         }
@@ -456,22 +522,54 @@ impl<P: Protocol> WorkerHandle<P> {
 
     /// Send one request and wait for its reply.
     pub async fn call(&self, request: P::Request) -> Result<P::Response, CallError> {
-        let _permit = self.in_flight.acquire().await.map_err(|_| {
-            CallError::Unavailable {
+        let _permit = self
+            .in_flight
+            .acquire()
+            .await
+            .map_err(|_| CallError::Unavailable {
                 role: self.role,
                 reason: "closed".into(),
-            }
-        })?;
+            })?;
         let (client, _) = self.ready().await?;
         client.call(request).await
     }
 
-    /// Send one request whose reply is streamed.
-    pub async fn call_stream(
-        &self,
-        request: P::Request,
-    ) -> Result<ResponseStream<P, OwnedWriteHalf>, CallError> {
+    /// Send one request whose reply is streamed. The stream counts against the in-flight cap
+    /// until it is dropped.
+    pub async fn call_stream(&self, request: P::Request) -> Result<HandleStream<P>, CallError> {
+        let permit =
+            self.in_flight
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|_| CallError::Unavailable {
+                    role: self.role,
+                    reason: "closed".into(),
+                })?;
         let (client, _) = self.ready().await?;
-        client.call_stream(request).await
+        let stream = client.call_stream(request).await?;
+        Ok(HandleStream {
+            stream,
+            _permit: permit,
+        })
+    }
+}
+
+/// A streamed response obtained through a [`WorkerHandle`]; holds an in-flight slot while alive.
+pub struct HandleStream<P: Protocol> {
+    stream: ResponseStream<P, OwnedWriteHalf>,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl<P: Protocol> std::ops::Deref for HandleStream<P> {
+    type Target = ResponseStream<P, OwnedWriteHalf>;
+    fn deref(&self) -> &Self::Target {
+        &self.stream
+    }
+}
+
+impl<P: Protocol> std::ops::DerefMut for HandleStream<P> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.stream
     }
 }

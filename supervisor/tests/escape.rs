@@ -13,7 +13,7 @@ mod sandbox;
 
 use clap::Parser;
 use hanzo_sandbox::doctor::KernelReport;
-use sandbox::{check_isolation, one_shot, Args, Isolation};
+use sandbox::{one_shot, Args, Isolation};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -93,15 +93,28 @@ fn entry_point_and_exit_code_match_the_cli() {
 }
 
 #[test]
-fn strict_fails_closed_with_advice_and_auto_needs_no_probe() {
-    assert_eq!(
-        check_isolation(Isolation::Auto, || panic!("auto must not probe")),
-        Ok(())
+fn strict_failure_names_the_cause_and_the_way_out() {
+    let e =
+        sandbox::strict_unavailable(&"unshare: EPERM", || report(Err("EPERM; sysctl …".into())));
+    assert!(
+        e.contains("needs tier B")
+            && e.contains("unshare: EPERM")
+            && e.contains("sysctl")
+            && e.contains("hanzo-dev doctor")
+            && e.contains("--isolation auto"),
+        "{e}"
     );
-    let e = check_isolation(Isolation::Strict, || report(Err("EPERM".into())))
-        .expect_err("no tier B");
-    assert!(e.contains("needs tier B") && e.contains("hanzo-dev doctor"), "{e}");
-    // Tier B available but not built for one-shot commands yet: still refused, honestly.
-    let e = check_isolation(Isolation::Strict, || report(Ok(()))).expect_err("not built");
-    assert!(e.contains("tier A") && e.contains("--isolation auto"), "{e}");
+}
+
+#[test]
+fn isolation_maps_to_the_one_shot_tier() {
+    let env = hanzo_dev::secrets::StartEnv { vars: Vec::new() };
+    let auto = one_shot(&parse(&["--", "true"]).expect("parse"), &env).expect("spec");
+    assert_eq!(auto.isolation, hanzo_tools::oneshot::Tier::Auto);
+    let strict = one_shot(
+        &parse(&["--isolation", "strict", "--", "true"]).expect("parse"),
+        &env,
+    )
+    .expect("spec");
+    assert_eq!(strict.isolation, hanzo_tools::oneshot::Tier::B);
 }

@@ -107,7 +107,8 @@ fn the_supervisor_wipes_secrets_from_its_own_environ() {
     let pid = sup_pid.expect("supervisor pid") as u32;
     assert_eq!(pid, child.id());
     // /proc/<pid>/environ shows the initial environment block, not what unsetenv left.
-    let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("read environ (as root or owner)");
+    let environ =
+        std::fs::read(format!("/proc/{pid}/environ")).expect("read environ (as root or owner)");
     assert!(
         !String::from_utf8_lossy(&environ).contains(canary),
         "secret still visible in the supervisor's /proc/<pid>/environ"

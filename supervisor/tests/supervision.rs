@@ -60,7 +60,12 @@ async fn start(faults: &[(Role, Fault)]) -> (Supervisor, Setup) {
 }
 
 async fn probe<P: HasCommon>(h: &WorkerHandle<P>, p: Probe) -> ProbeOutcome {
-    match within("probe", h.call(P::common_request(CommonRequest::Probe(p.clone())))).await {
+    match within(
+        "probe",
+        h.call(P::common_request(CommonRequest::Probe(p.clone()))),
+    )
+    .await
+    {
         Ok(r) => match P::into_common_response(r) {
             Some(CommonResponse::Probe(o)) => o,
             other => panic!("unexpected reply to {p:?}: {other:?}"),
@@ -130,14 +135,40 @@ async fn every_worker_is_confined_as_seen_from_inside() {
         ($h:expr, $may_inet:expr) => {{
             let h = &$h;
             let role = h.role();
-            let o = probe(h, Probe::OpenRead { path: secret.clone() }).await;
+            let o = probe(
+                h,
+                Probe::OpenRead {
+                    path: secret.clone(),
+                },
+            )
+            .await;
             assert!(!o.succeeded, "{role} read a file outside its grants");
             assert_eq!(o.errno, Some(libc::EACCES), "{role}: {o:?}");
-            let o = probe(h, Probe::OpenWrite { path: format!("{}/planted", outside.path().display()) }).await;
+            let o = probe(
+                h,
+                Probe::OpenWrite {
+                    path: format!("{}/planted", outside.path().display()),
+                },
+            )
+            .await;
             assert!(!o.succeeded, "{role} wrote outside its grants");
-            let o = probe(h, Probe::Socket { family: SocketFamily::Inet, kind: SocketKind::Stream }).await;
+            let o = probe(
+                h,
+                Probe::Socket {
+                    family: SocketFamily::Inet,
+                    kind: SocketKind::Stream,
+                },
+            )
+            .await;
             assert_eq!(o.succeeded, $may_inet, "{role} inet socket: {o:?}");
-            let o = probe(h, Probe::Socket { family: SocketFamily::Inet6, kind: SocketKind::Datagram }).await;
+            let o = probe(
+                h,
+                Probe::Socket {
+                    family: SocketFamily::Inet6,
+                    kind: SocketKind::Datagram,
+                },
+            )
+            .await;
             assert_eq!(o.succeeded, $may_inet, "{role} inet6 socket: {o:?}");
             for p in [
                 Probe::PtraceAttach { pid: 0 },
@@ -162,11 +193,22 @@ async fn every_worker_is_confined_as_seen_from_inside() {
     check_role!(sup.lsp, false);
 
     // The model worker has no filesystem at all, not even the system directories.
-    let o = probe(&sup.model, Probe::OpenRead { path: "/etc/hostname".into() }).await;
+    let o = probe(
+        &sup.model,
+        Probe::OpenRead {
+            path: "/etc/hostname".into(),
+        },
+    )
+    .await;
     assert!(!o.succeeded, "model read /etc: {o:?}");
     // The tools worker may write its workspace.
     let ws = sup.tools.info().expect("tools info");
-    assert!(ws.attestation.landlock.grants.iter().any(|g| g.starts_with("rw ")));
+    assert!(ws
+        .attestation
+        .landlock
+        .grants
+        .iter()
+        .any(|g| g.starts_with("rw ")));
     sup.shutdown().await;
 }
 
@@ -286,13 +328,20 @@ async fn restart_intensity_marks_a_crash_looping_role_failed() {
         other => panic!("expected Unavailable, got {other:?}"),
     }
     // Calls fail at once with the same clear error, and the other roles are unaffected.
-    let e = within("call", echo(&sup.tools, b"x")).await.expect_err("failed role");
+    let e = within("call", echo(&sup.tools, b"x"))
+        .await
+        .expect_err("failed role");
     assert!(matches!(e, CallError::Unavailable { .. }));
-    within("model", echo(&sup.model, b"x")).await.expect("model fine");
+    within("model", echo(&sup.model, b"x"))
+        .await
+        .expect("model fine");
     sup.shutdown().await;
 }
 
-async fn failed_reason(faults: &[(Role, Fault)], tune: impl FnOnce(&mut SupervisorConfig)) -> String {
+async fn failed_reason(
+    faults: &[(Role, Fault)],
+    tune: impl FnOnce(&mut SupervisorConfig),
+) -> String {
     let mut s = setup(faults);
     tune(&mut s.cfg);
     let sup = Supervisor::start(s.cfg.clone()).await.expect("start");
@@ -354,4 +403,72 @@ async fn a_worker_attesting_weaker_confinement_is_refused() {
     assert!(reason.contains("weaker than its role requires"), "{reason}");
     assert!(reason.contains("no_new_privs"), "{reason}");
     assert!(reason.contains("hanzo-dev doctor"), "{reason}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_waits_for_a_restarting_worker_only_up_to_its_deadline() {
+    let mut s = setup(&[(Role::Lsp, Fault::HangBeforeReady)]);
+    s.cfg.restart.handshake_timeout = Duration::from_secs(60);
+    let sup = Supervisor::start(s.cfg.clone()).await.expect("start");
+    let mut lsp = sup.lsp.clone();
+    lsp.wait_for_ready = Duration::from_millis(200);
+    let err = within("deadline", echo(&lsp, b"x"))
+        .await
+        .expect_err("never ready");
+    match err {
+        CallError::Unavailable { role, reason } => {
+            assert_eq!(role, Role::Lsp);
+            assert!(reason.contains("not ready after waiting"), "{reason}");
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    sup.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_flight_requests_are_capped_per_worker() {
+    let mut s = setup(&[]);
+    s.cfg.max_in_flight = 2;
+    let sup = Supervisor::start(s.cfg.clone()).await.expect("start");
+    within("ready", sup.wait_ready()).await.expect("ready");
+    // Two sleeping requests take both slots; a third waits instead of being sent.
+    let mut sleepers = Vec::new();
+    for _ in 0..2 {
+        let h = sup.tools.clone();
+        sleepers.push(tokio::spawn(async move {
+            h.call(hanzo_ipc::roles::tools::Request::Common(
+                CommonRequest::Sleep { ms: 600_000 },
+            ))
+            .await
+        }));
+    }
+    within("both slots taken", async {
+        while sup.tools.free_slots() > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    let third = tokio::spawn({
+        let h = sup.tools.clone();
+        async move { echo(&h, b"third").await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !third.is_finished(),
+        "a third request went past the cap of 2"
+    );
+    // Killing the worker frees the slots (the sleepers fail); the third then goes through.
+    let pid = sup.tools.info().expect("running").pid;
+    std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("kill");
+    for s in sleepers {
+        assert!(within("sleeper", s).await.expect("join").is_err());
+    }
+    within("third", third)
+        .await
+        .expect("join")
+        .expect("third succeeds after the restart");
+    sup.shutdown().await;
 }

@@ -19,7 +19,9 @@ pub enum Request {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Response {
     /// The body ended normally after this many bytes.
-    Done { body_bytes: u64 },
+    Done {
+        body_bytes: u64,
+    },
     Failed(HttpFailure),
 }
 
@@ -98,12 +100,12 @@ where
 {
     use crate::proto::{decode_payload, encode_payload, frame_type, HandshakeError, Hello};
     writer
-        .send(frame_type::HELLO, &encode_payload(&Hello::new(Role::Broker)))
+        .send(
+            frame_type::HELLO,
+            &encode_payload(&Hello::new(Role::Broker)),
+        )
         .await?;
-    let frame = reader
-        .next()
-        .await?
-        .ok_or(HandshakeError::Closed)?;
+    let frame = reader.next().await?.ok_or(HandshakeError::Closed)?;
     if frame.frame_type != frame_type::HELLO {
         return Err(HandshakeError::UnexpectedFrame {
             expected: "HELLO",

@@ -16,7 +16,9 @@ pub enum Request {
     Complete(CompletionRequest),
     /// Load a cassette (JSONL text, see `workers/model/CASSETTE.md`) for the replay provider;
     /// its exchanges are then played in order. Replies [`Response::CassetteLoaded`].
-    LoadCassette { jsonl: String },
+    LoadCassette {
+        jsonl: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -201,9 +203,15 @@ pub enum StreamEvent {
         input_json: String,
     },
     /// The turn ended normally.
-    MessageStop { stop_reason: StopReason, usage: Usage },
+    MessageStop {
+        stop_reason: StopReason,
+        usage: Usage,
+    },
     /// The turn ended with an error (after which nothing follows).
-    Error { kind: StreamErrorKind, message: String },
+    Error {
+        kind: StreamErrorKind,
+        message: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

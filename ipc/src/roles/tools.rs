@@ -33,7 +33,9 @@ pub enum Item {
     Common(CommonItem),
     /// A chunk of a running command's combined output, as it arrives (`bash` only). The final
     /// [`ToolResult`] carries the (capped) output again, so items may be ignored.
-    Output { chunk: Vec<u8> },
+    Output {
+        chunk: Vec<u8>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -317,11 +317,7 @@ fn print_report(
                         Ok(o) => format!("denied ({})", errno_name(o.errno)),
                         Err(e) => format!("error: {e}"),
                     };
-                    println!(
-                        "          {:<4} {:<32} {got}",
-                        mark(p.ok()),
-                        p.name
-                    );
+                    println!("          {:<4} {:<32} {got}", mark(p.ok()), p.name);
                 }
             }
         }

@@ -2,14 +2,15 @@
 //! ARGS…`: run one command under the tools worker's confinement and exit with its status.
 //!
 //! No supervisor and no worker are started: this process (still single-threaded — the dispatch
-//! must not start a runtime first) confines itself with the tools profile and runs the command
-//! as its child, so the cost over a plain fork+exec is a Landlock ruleset and a few seccomp
-//! programs (see `hanzo_tools::oneshot`).
+//! must not start a runtime first) enters tier B's namespaces when it can (`auto`) or must
+//! (`strict`), confines itself with the tools profile and runs the command as its child, so the
+//! cost over a plain fork+exec is a Landlock ruleset, a few seccomp programs and, in tier B, the
+//! namespaces and a few mounts (see `hanzo_tools::oneshot`).
 
 use crate::secrets::StartEnv;
 use anyhow::Context;
 use hanzo_tools::limits::Limits;
-use hanzo_tools::oneshot::{self, OneShot};
+use hanzo_tools::oneshot::{self, OneShot, OneShotError, Tier};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -18,9 +19,9 @@ pub const ISOLATION_UNAVAILABLE: i32 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Isolation {
-    /// The best tier this machine offers (tier A at least).
+    /// The best tier this machine offers: B when user namespaces work, else A.
     Auto,
-    /// Tier B (namespaces) or nothing: fail closed when it is unavailable.
+    /// Tier B (namespaces) or nothing: fail closed, with advice, when it is unavailable.
     Strict,
 }
 
@@ -44,26 +45,21 @@ pub struct Args {
     pub command: Vec<OsString>,
 }
 
-/// Whether `isolation` can be honoured. `auto` needs no probe (the one-shot run itself refuses
-/// to go on when Landlock or seccomp could not be applied); `strict` needs tier B, which
-/// `hanzo-dev sandbox` does not set up in this build, so it fails closed with advice either way.
-pub fn check_isolation(
-    isolation: Isolation,
+/// The message for `--isolation strict` when tier B could not be set up: what failed, why the
+/// kernel refuses (from `doctor`'s probe), and what to do.
+pub fn strict_unavailable(
+    error: &dyn std::fmt::Display,
     kernel: impl FnOnce() -> hanzo_sandbox::doctor::KernelReport,
-) -> Result<(), String> {
-    match isolation {
-        Isolation::Auto => Ok(()),
-        Isolation::Strict => Err(match kernel().tier_b() {
-            Ok(()) => "--isolation strict: this machine supports tier B (namespaces), but this \
-                       build of `hanzo-dev sandbox` runs commands under tier A (Landlock, seccomp, \
-                       no capabilities) only; use --isolation auto"
-                .to_string(),
-            Err(why) => format!(
-                "--isolation strict needs tier B, which is unavailable: {why}. Run \
-                 `hanzo-dev doctor` for details, or use --isolation auto (tier A)."
-            ),
-        }),
-    }
+) -> String {
+    let why = match kernel().tier_b() {
+        Err(why) => why,
+        Ok(()) => "the kernel offers user namespaces, but setting them up failed".to_string(),
+    };
+    format!(
+        "--isolation strict needs tier B (namespaces), which is unavailable: {error} ({why}). \
+         Run `hanzo-dev doctor` for details, or use --isolation auto to run under tier A \
+         (Landlock, seccomp, no capabilities)."
+    )
 }
 
 /// The one-shot run the arguments describe, with the command's extra environment taken from
@@ -75,6 +71,10 @@ pub fn one_shot(args: &Args, env: &StartEnv) -> anyhow::Result<OneShot> {
     };
     let _ = env;
     Ok(OneShot {
+        isolation: match args.isolation {
+            Isolation::Auto => Tier::Auto,
+            Isolation::Strict => Tier::B,
+        },
         workspace,
         allow_write: args.allow_write.clone(),
         allow_read: args.allow_read.clone(),
@@ -84,12 +84,19 @@ pub fn one_shot(args: &Args, env: &StartEnv) -> anyhow::Result<OneShot> {
     })
 }
 
-/// Run the command; returns its exit code (128 + signal when it was killed).
+/// Run the command; returns its exit code (128 + signal when it was killed). The command sees
+/// the tier it got in `HANZO_SANDBOX_TIER` (`A` or `B`).
 pub fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
-    if let Err(why) = check_isolation(args.isolation, hanzo_sandbox::doctor::probe_kernel) {
-        eprintln!("hanzo-dev sandbox: {why}");
-        return Ok(ISOLATION_UNAVAILABLE);
-    }
     let spec = one_shot(args, &env)?;
-    Ok(oneshot::run(&spec)?)
+    match oneshot::run(&spec) {
+        Ok(code) => Ok(code),
+        Err(OneShotError::Namespaces(e)) if args.isolation == Isolation::Strict => {
+            eprintln!(
+                "hanzo-dev sandbox: {}",
+                strict_unavailable(&e, hanzo_sandbox::doctor::probe_kernel)
+            );
+            Ok(ISOLATION_UNAVAILABLE)
+        }
+        Err(e) => Err(e.into()),
+    }
 }

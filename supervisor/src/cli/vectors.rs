@@ -66,7 +66,11 @@ fn print_results(results: &[CaseResult], failed: usize, json: bool) -> std::io::
     let mut out = std::io::stdout().lock();
     for r in results {
         if json {
-            writeln!(out, "{}", serde_json::to_string(r).map_err(std::io::Error::other)?)?;
+            writeln!(
+                out,
+                "{}",
+                serde_json::to_string(r).map_err(std::io::Error::other)?
+            )?;
         } else if !r.pass {
             writeln!(out, "FAIL {} / {}: {}", r.domain, r.name, r.detail)?;
         }

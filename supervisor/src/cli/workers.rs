@@ -43,7 +43,10 @@ pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
         }
     }
     if args.json {
-        println!("{}", json!({"ready": true, "supervisor_pid": std::process::id()}));
+        println!(
+            "{}",
+            json!({"ready": true, "supervisor_pid": std::process::id()})
+        );
     } else {
         println!("all workers ready; close standard input (Ctrl-D) or press Ctrl-C to stop");
     }

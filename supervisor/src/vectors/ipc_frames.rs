@@ -10,7 +10,8 @@ pub fn run(case: &Value) -> Result<(), String> {
             .map_err(|_| "malformed case: type must fit in a byte".to_string())?;
         let payload = hex_decode(str_field(enc, "payload_hex")?)?;
         let mut out = Vec::new();
-        encode_frame(ty, &payload, u32::MAX, &mut out).map_err(|e| format!("encode failed: {e}"))?;
+        encode_frame(ty, &payload, u32::MAX, &mut out)
+            .map_err(|e| format!("encode failed: {e}"))?;
         let want = str_field(case, "bytes_hex")?;
         let got = hex_encode(&out);
         return if got == want {
@@ -32,7 +33,12 @@ pub fn run(case: &Value) -> Result<(), String> {
         .as_array()
         .ok_or("malformed case: frames must be an array")?
         .iter()
-        .map(|f| Ok((super::u64_field(f, "type")?, str_field(f, "payload_hex")?.to_string())))
+        .map(|f| {
+            Ok((
+                super::u64_field(f, "type")?,
+                str_field(f, "payload_hex")?.to_string(),
+            ))
+        })
         .collect::<Result<_, String>>()?;
     let want_error = match field(case, "error")? {
         Value::Null => None,

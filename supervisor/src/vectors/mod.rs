@@ -69,20 +69,20 @@ pub fn run_file(path: &Path) -> Result<Vec<CaseResult>, FileError> {
         path: p.clone(),
         err,
     })?;
-    let domain = doc
-        .get("domain")
-        .and_then(Value::as_str)
-        .ok_or_else(|| FileError::BadEnvelope {
-            path: p.clone(),
-            what: "missing string key \"domain\"".into(),
-        })?;
-    let cases = doc
-        .get("cases")
-        .and_then(Value::as_array)
-        .ok_or_else(|| FileError::BadEnvelope {
-            path: p.clone(),
-            what: "missing array key \"cases\"".into(),
-        })?;
+    let domain =
+        doc.get("domain")
+            .and_then(Value::as_str)
+            .ok_or_else(|| FileError::BadEnvelope {
+                path: p.clone(),
+                what: "missing string key \"domain\"".into(),
+            })?;
+    let cases =
+        doc.get("cases")
+            .and_then(Value::as_array)
+            .ok_or_else(|| FileError::BadEnvelope {
+                path: p.clone(),
+                what: "missing array key \"cases\"".into(),
+            })?;
     let run = domain_fn(domain).ok_or_else(|| FileError::UnknownDomain {
         path: p.clone(),
         domain: domain.to_string(),

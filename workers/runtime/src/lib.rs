@@ -135,16 +135,15 @@ impl WorkerOptions {
         };
         let mut it = rest.iter();
         while let Some(flag) = it.next() {
-            let value = it
-                .next()
-                .ok_or_else(|| format!("{flag} needs a value"))?;
+            let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
             match flag.as_str() {
                 "--workspace" => opts.ctx.workspace = Some(value.into()),
                 "--config-dir" => opts.ctx.config_dir = Some(value.into()),
                 "--run-dir" => opts.ctx.run_dir = Some(value.into()),
                 "--fault" => {
-                    opts.fault =
-                        Some(Fault::parse(value).ok_or_else(|| format!("unknown fault {value:?}"))?)
+                    opts.fault = Some(
+                        Fault::parse(value).ok_or_else(|| format!("unknown fault {value:?}"))?,
+                    )
                 }
                 _ => return Err(format!("unknown worker option {flag:?}")),
             }
@@ -344,9 +343,9 @@ pub async fn handle_common<P: HasCommon, W: AsyncWrite + Unpin + Send>(
             tokio::time::sleep(Duration::from_millis(ms)).await;
             Ok(CommonResponse::Slept)
         }
-        CommonRequest::Probe(probe) => Ok(CommonResponse::Probe(
-            hanzo_sandbox::probe::run_probe(&probe),
-        )),
+        CommonRequest::Probe(probe) => Ok(CommonResponse::Probe(hanzo_sandbox::probe::run_probe(
+            &probe,
+        ))),
         CommonRequest::Status => Ok(CommonResponse::Status(WorkerStatus {
             pid: std::process::id(),
             role: P::ROLE,

@@ -159,7 +159,15 @@ pub fn enter(cfg: &TierB) -> Result<Side, NamespaceError> {
     }
     // The child: pid 1 of the new pid namespace. Die with the parent (the supervisor's handle).
     // SAFETY: PR_SET_PDEATHSIG takes a signal number only.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) };
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
     let mut notes = Vec::new();
     set_up_mounts(cfg, &mut notes)?;
     let _ = ENTERED.set(NS_NAMES.iter().map(|s| s.to_string()).collect());
@@ -366,7 +374,9 @@ mod tests {
     fn tools_set_up_keeps_workspace_and_run_dir_and_protects_git_and_hanzo() {
         let b = TierB::for_workspace(Path::new("/w"), Some(Path::new("/tmp/run")), &[]);
         assert_eq!(b.keep, [PathBuf::from("/w"), PathBuf::from("/tmp/run")]);
-        assert!(b.hide.contains(&PathBuf::from("/tmp")) && b.hide.contains(&PathBuf::from("/root")));
+        assert!(
+            b.hide.contains(&PathBuf::from("/tmp")) && b.hide.contains(&PathBuf::from("/root"))
+        );
         assert_eq!(
             b.read_only,
             [

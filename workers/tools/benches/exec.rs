@@ -4,7 +4,7 @@
 //!   what the `bash` tool runs);
 //! - `worker/bash-true`: the `bash` tool running `/bin/true` in a warm, confined tools worker,
 //!   request to result over the real channel (target ≤ 1.3× plain);
-//! - `oneshot/true`: a fresh process that confines itself with the tools profile and runs
+//! - `oneshot-tier-a/true` (and `oneshot-tier-b/true`): a fresh process that confines itself with the tools profile and runs
 //!   `/bin/true` — the `hanzo-dev sandbox -- /bin/true` path (this bench binary stands in for
 //!   `hanzo-dev`; set `HANZO_DEV_BIN` to also time the real binary's `sandbox` subcommand)
 //!   (target ≤ plain + 3 ms);
@@ -22,7 +22,7 @@ use hanzo_ipc::Role;
 use hanzo_policy::profile::ProfileContext;
 use hanzo_sandbox::spawn::{configure_command, ChildSetup};
 use hanzo_tools::limits::Limits;
-use hanzo_tools::oneshot::{self, OneShot};
+use hanzo_tools::oneshot::{self, OneShot, Tier};
 use hanzo_worker::WorkerOptions;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -42,13 +42,15 @@ fn main() {
             std::process::exit(code);
         }
         Some(ONESHOT) => {
+            let isolation = if args[2] == "b" { Tier::B } else { Tier::A };
             let spec = OneShot {
-                workspace: PathBuf::from(&args[2]),
+                isolation,
+                workspace: PathBuf::from(&args[3]),
                 allow_write: Vec::new(),
                 allow_read: Vec::new(),
                 extra_env: Vec::new(),
                 limits: Limits::default(),
-                command: args[3..].iter().map(Into::into).collect(),
+                command: args[4..].iter().map(Into::into).collect(),
             };
             let code = oneshot::run(&spec).unwrap_or_else(|e| {
                 eprintln!("{e}");
@@ -80,7 +82,9 @@ fn benches(c: &mut Criterion) {
     let exe = std::env::current_exe().expect("exe");
 
     let mut g = c.benchmark_group("exec");
-    g.bench_function("plain/true", |b| b.iter(|| run_ok(&mut Command::new("/bin/true"))));
+    g.bench_function("plain/true", |b| {
+        b.iter(|| run_ok(&mut Command::new("/bin/true")))
+    });
     g.bench_function("plain/sh-c-true", |b| {
         b.iter(|| run_ok(Command::new("/bin/sh").args(["-c", "/bin/true"])))
     });
@@ -103,9 +107,28 @@ fn benches(c: &mut Criterion) {
         })
     });
 
-    g.bench_function("oneshot/true", |b| {
-        b.iter(|| run_ok(Command::new(&exe).arg(ONESHOT).arg(&ws_path).arg("/bin/true")))
+    g.bench_function("oneshot-tier-a/true", |b| {
+        b.iter(|| {
+            run_ok(
+                Command::new(&exe)
+                    .args([ONESHOT, "a"])
+                    .arg(&ws_path)
+                    .arg("/bin/true"),
+            )
+        })
     });
+    if hanzo_sandbox::doctor::probe_kernel().tier_b().is_ok() {
+        g.bench_function("oneshot-tier-b/true", |b| {
+            b.iter(|| {
+                run_ok(
+                    Command::new(&exe)
+                        .args([ONESHOT, "b"])
+                        .arg(&ws_path)
+                        .arg("/bin/true"),
+                )
+            })
+        });
+    }
     if let Ok(bin) = std::env::var("HANZO_DEV_BIN") {
         g.bench_function("hanzo-dev-sandbox/true", |b| {
             b.iter(|| {

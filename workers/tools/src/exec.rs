@@ -321,11 +321,15 @@ mod tests {
 
     #[test]
     fn env_is_built_from_the_allow_list_only() {
-        let mut cfg = ExecConfig::new("/w".into(), "/r".into(), Rlimits {
-            core: 0,
-            nofile: 256,
-            fsize: None,
-        });
+        let mut cfg = ExecConfig::new(
+            "/w".into(),
+            "/r".into(),
+            Rlimits {
+                core: 0,
+                nofile: 256,
+                fsize: None,
+            },
+        );
         cfg.inherited = vec![
             ("PATH".into(), "/p".into()),
             ("SECRET_API_KEY".into(), "x".into()),

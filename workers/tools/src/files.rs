@@ -181,7 +181,11 @@ pub fn list_dir(roots: &Roots, input: ListInput) -> Outcome {
         .collect::<Vec<_>>()
         .join("\n");
     if total > MAX_DIR_ENTRIES {
-        let _ = write!(out, "\n[… {} more entries not shown]", total - MAX_DIR_ENTRIES);
+        let _ = write!(
+            out,
+            "\n[… {} more entries not shown]",
+            total - MAX_DIR_ENTRIES
+        );
     }
     if total == 0 {
         return Ok(format!("{shown} is empty"));
@@ -214,20 +218,35 @@ mod tests {
     fn read_numbers_lines_and_honours_ranges() {
         let (d, r) = ws();
         fs::write(d.path().join("f"), "a\nb\nc\nd\n").expect("write");
-        assert_eq!(read(&r, "f", None, None), Ok("     1\ta\n     2\tb\n     3\tc\n     4\td\n".into()));
-        assert_eq!(read(&r, "f", Some(2), Some(2)), Ok("     2\tb\n     3\tc\n".into()));
-        assert!(read(&r, "f", Some(9), None).expect_err("past end").contains("past the end"));
+        assert_eq!(
+            read(&r, "f", None, None),
+            Ok("     1\ta\n     2\tb\n     3\tc\n     4\td\n".into())
+        );
+        assert_eq!(
+            read(&r, "f", Some(2), Some(2)),
+            Ok("     2\tb\n     3\tc\n".into())
+        );
+        assert!(read(&r, "f", Some(9), None)
+            .expect_err("past end")
+            .contains("past the end"));
     }
 
     #[test]
     fn read_caps_size_with_a_marker_and_detects_binary() {
         let (d, r) = ws();
         let line = "x".repeat(1000);
-        let big = (0..1000).map(|_| line.as_str()).collect::<Vec<_>>().join("\n");
+        let big = (0..1000)
+            .map(|_| line.as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
         fs::write(d.path().join("big"), big).expect("write");
         let out = read(&r, "big", None, None).expect("read");
         assert!(out.len() <= MAX_READ_BYTES + 200);
-        assert!(out.contains("[… truncated at"), "{}", &out[out.len() - 200..]);
+        assert!(
+            out.contains("[… truncated at"),
+            "{}",
+            &out[out.len() - 200..]
+        );
         assert!(out.contains("of 1000; read on with offset="));
         fs::write(d.path().join("bin"), b"\x7fELF\0\0\x01").expect("write");
         assert_eq!(
@@ -247,7 +266,10 @@ mod tests {
             },
         );
         assert_eq!(out, Ok("wrote 2 bytes to a/b/c.txt".into()));
-        assert_eq!(fs::read_to_string(d.path().join("a/b/c.txt")).expect("read"), "hi");
+        assert_eq!(
+            fs::read_to_string(d.path().join("a/b/c.txt")).expect("read"),
+            "hi"
+        );
         let e = write_file(
             &r,
             WriteInput {
@@ -275,12 +297,21 @@ mod tests {
                 },
             )
         };
-        assert_eq!(edit("three", "3", false), Err("old_string not found in e".into()));
+        assert_eq!(
+            edit("three", "3", false),
+            Err("old_string not found in e".into())
+        );
         let e = edit("one", "1", false).expect_err("ambiguous");
         assert!(e.contains("occurs 2 times"), "{e}");
         assert_eq!(fs::read_to_string(&f).expect("read"), "one two one");
-        assert_eq!(edit("two", "2", false), Ok("replaced 1 occurrence in e".into()));
-        assert_eq!(edit("one", "1", true), Ok("replaced 2 occurrences in e".into()));
+        assert_eq!(
+            edit("two", "2", false),
+            Ok("replaced 1 occurrence in e".into())
+        );
+        assert_eq!(
+            edit("one", "1", true),
+            Ok("replaced 2 occurrences in e".into())
+        );
         assert_eq!(fs::read_to_string(&f).expect("read"), "1 2 1");
         assert!(edit("", "x", false).is_err());
     }

@@ -13,8 +13,8 @@ pub mod hooks;
 pub mod limits;
 pub mod nosocket;
 pub mod oneshot;
-pub mod paths;
 pub mod patch;
+pub mod paths;
 pub mod search;
 pub mod worker;
 

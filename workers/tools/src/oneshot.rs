@@ -7,10 +7,10 @@
 
 use crate::exec::ExecConfig;
 use crate::limits::Limits;
-use hanzo_policy::profile::{profile_for, FsAccess, PathGrant, ProfileContext, SandboxProfile};
 use hanzo_ipc::attest::LandlockStatus;
-use hanzo_sandbox::namespaces::{self, Side, TierB};
 use hanzo_ipc::Role;
+use hanzo_policy::profile::{profile_for, FsAccess, PathGrant, ProfileContext, SandboxProfile};
+use hanzo_sandbox::namespaces::{self, NamespaceError, Side, TierB};
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -18,7 +18,13 @@ use std::process::Command;
 
 /// Device nodes ordinary commands open, read-write (writes to them go nowhere or nowhere
 /// harmful; `/dev/tty` is a process's own terminal).
-pub const COMMAND_DEVICES: &[&str] = &["/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
+pub const COMMAND_DEVICES: &[&str] = &[
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum OneShotError {
@@ -59,6 +65,20 @@ pub enum OneShotError {
     },
 }
 
+/// Which tier a one-shot run asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// Landlock, seccomp, no capabilities, rlimits.
+    A,
+    /// Tier A inside user, mount, pid, net and ipc namespaces; fail when they cannot be made.
+    B,
+    /// B when the kernel lets us create the namespaces, else A.
+    Auto,
+}
+
+/// The variable that tells a command which tier it runs under (`A` or `B`).
+pub const TIER_ENV: &str = "HANZO_SANDBOX_TIER";
+
 /// What to run and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OneShot {
@@ -70,8 +90,7 @@ pub struct OneShot {
     /// Extra environment variables for the command (secrets are dropped).
     pub extra_env: Vec<(String, String)>,
     pub limits: Limits,
-    /// Tier B: run inside user, mount, pid, net and ipc namespaces as well.
-    pub namespaces: bool,
+    pub isolation: Tier,
     pub command: Vec<OsString>,
 }
 
@@ -124,16 +143,15 @@ impl RunDir {
                 std::process::id(),
                 nanos.wrapping_add(attempt)
             ));
-            match std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&p)
-            {
+            match std::fs::DirBuilder::new().mode(0o700).create(&p) {
                 Ok(()) => return Ok(RunDir(p)),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(e),
             }
         }
-        Err(std::io::Error::other("no free name for the private directory"))
+        Err(std::io::Error::other(
+            "no free name for the private directory",
+        ))
     }
 }
 
@@ -183,15 +201,21 @@ pub fn run(spec: &OneShot) -> Result<i32, OneShotError> {
     };
     let profile = tools_profile(&ctx, &allow_write, &allow_read);
     spec.limits.apply_process_wide()?;
-    if spec.namespaces {
-        let kept: Vec<PathBuf> = allow_write.iter().chain(&allow_read).cloned().collect();
-        let cfg = TierB::for_workspace(&workspace, Some(&run_dir.0), &kept);
-        match namespaces::enter(&cfg).map_err(OneShotError::Namespaces)? {
-            // The original process: the command ran in the child; clean up and pass its status.
-            Side::Parent { status } => return Ok(status),
-            Side::Child => {}
+    let tier_b = match spec.isolation {
+        Tier::A => false,
+        Tier::B | Tier::Auto => {
+            let kept: Vec<PathBuf> = allow_write.iter().chain(&allow_read).cloned().collect();
+            let cfg = TierB::for_workspace(&workspace, Some(&run_dir.0), &kept);
+            match namespaces::enter(&cfg) {
+                // The original process: the command ran in the child; clean up, pass its status.
+                Ok(Side::Parent { status }) => return Ok(status),
+                Ok(Side::Child) => true,
+                // `unshare` failing changes nothing: auto goes on with tier A.
+                Err(NamespaceError::Unshare(_)) if spec.isolation == Tier::Auto => false,
+                Err(e) => return Err(OneShotError::Namespaces(e)),
+            }
         }
-    }
+    };
     let attestation = hanzo_sandbox::confine::confine_current_process(&profile)?;
     // Tier A is Landlock plus seccomp: without Landlock the command would reach every file.
     if attestation.landlock.status == LandlockStatus::NotEnforced
@@ -208,6 +232,10 @@ pub fn run(spec: &OneShot) -> Result<i32, OneShotError> {
         spec.limits.command_rlimits(),
     );
     exec.extra_env = spec.extra_env.clone();
+    exec.extra_env.push((
+        TIER_ENV.to_string(),
+        if tier_b { "B" } else { "A" }.to_string(),
+    ));
     exec.prepare_dirs().map_err(OneShotError::RunDir)?;
     // The caller's directory when it is inside the workspace, else the workspace.
     let cwd = std::env::current_dir()

@@ -108,7 +108,9 @@ fn parse(patch: &str) -> Result<Vec<FilePatch>, String> {
                         i += 1;
                         continue;
                     }
-                    Some(_) => return Err(format!("line {}: unexpected {line:?} in a hunk", i + 1)),
+                    Some(_) => {
+                        return Err(format!("line {}: unexpected {line:?} in a hunk", i + 1))
+                    }
                 };
                 match tag {
                     ' ' => {
@@ -212,7 +214,9 @@ pub fn apply_patch(roots: &Roots, input: PatchInput) -> Outcome {
         let (mut lines, had_eol) = match &fp.old_path {
             None => {
                 if path.exists() {
-                    return Err(format!("{name}: the patch creates it, but it already exists"));
+                    return Err(format!(
+                        "{name}: the patch creates it, but it already exists"
+                    ));
                 }
                 (Vec::new(), true)
             }
@@ -295,7 +299,12 @@ mod tests {
     }
 
     fn apply(r: &Roots, patch: &str) -> Outcome {
-        apply_patch(r, PatchInput { patch: patch.into() })
+        apply_patch(
+            r,
+            PatchInput {
+                patch: patch.into(),
+            },
+        )
     }
 
     #[test]
@@ -328,7 +337,10 @@ mod tests {
         fs::write(d.path().join("f"), "x\ny\na\nb\nc\n").expect("write");
         let patch = "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n+B\n";
         assert_eq!(apply(&r, patch), Ok("patched f".into()));
-        assert_eq!(fs::read_to_string(d.path().join("f")).expect("read"), "x\ny\na\nB\nc\n");
+        assert_eq!(
+            fs::read_to_string(d.path().join("f")).expect("read"),
+            "x\ny\na\nB\nc\n"
+        );
     }
 
     #[test]
@@ -336,10 +348,14 @@ mod tests {
         let (d, r) = ws();
         fs::write(d.path().join("f"), "a\nb\n").expect("write");
         fs::write(d.path().join("g"), "c\n").expect("write");
-        let patch = "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+A\n--- a/g\n+++ b/g\n@@ -1 +1 @@\n-zzz\n+Z\n";
+        let patch =
+            "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+A\n--- a/g\n+++ b/g\n@@ -1 +1 @@\n-zzz\n+Z\n";
         let e = apply(&r, patch).expect_err("mismatch");
         assert!(e.contains("g: hunk 1"), "{e}");
-        assert_eq!(fs::read_to_string(d.path().join("f")).expect("read"), "a\nb\n");
+        assert_eq!(
+            fs::read_to_string(d.path().join("f")).expect("read"),
+            "a\nb\n"
+        );
     }
 
     #[test]

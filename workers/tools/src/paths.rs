@@ -203,7 +203,10 @@ mod tests {
         let (ws, _o, roots) = setup();
         fs::write(ws.path().join("a.txt"), "x").expect("write");
         let canon = ws.path().canonicalize().expect("canon");
-        assert_eq!(roots.resolve("a.txt", Intent::Read), Ok(canon.join("a.txt")));
+        assert_eq!(
+            roots.resolve("a.txt", Intent::Read),
+            Ok(canon.join("a.txt"))
+        );
         assert_eq!(
             roots.resolve(&canon.join("a.txt").display().to_string(), Intent::Read),
             Ok(canon.join("a.txt"))
@@ -212,7 +215,10 @@ mod tests {
             roots.resolve("new/dir/b.txt", Intent::Write),
             Ok(canon.join("new/dir/b.txt"))
         );
-        assert_eq!(roots.resolve("sub/../a.txt", Intent::Read), Ok(canon.join("a.txt")));
+        assert_eq!(
+            roots.resolve("sub/../a.txt", Intent::Read),
+            Ok(canon.join("a.txt"))
+        );
     }
 
     #[test]
@@ -221,7 +227,9 @@ mod tests {
         let e = roots.resolve("../x", Intent::Write).expect_err("refused");
         assert!(matches!(e, PathError::DotDot { .. }), "{e}");
         assert!(e.to_string().contains("\"../x\"") && e.to_string().contains("`..`"));
-        let e = roots.resolve("/etc/passwd", Intent::Read).expect_err("refused");
+        let e = roots
+            .resolve("/etc/passwd", Intent::Read)
+            .expect_err("refused");
         assert!(matches!(e, PathError::Absolute { .. }), "{e}");
         assert!(e.to_string().contains("/etc/passwd"));
         assert!(matches!(
@@ -234,11 +242,15 @@ mod tests {
     fn symlinks_leading_outside_are_refused_even_dangling_ones() {
         let (ws, outside, roots) = setup();
         symlink(outside.path(), ws.path().join("out")).expect("symlink");
-        let e = roots.resolve("out/secret", Intent::Write).expect_err("refused");
+        let e = roots
+            .resolve("out/secret", Intent::Write)
+            .expect_err("refused");
         assert!(matches!(e, PathError::Symlink { .. }), "{e}");
         assert!(e.to_string().contains("symlink"));
         symlink(outside.path().join("nope"), ws.path().join("dangling")).expect("symlink");
-        let e = roots.resolve("dangling", Intent::Write).expect_err("refused");
+        let e = roots
+            .resolve("dangling", Intent::Write)
+            .expect_err("refused");
         assert!(matches!(e, PathError::Symlink { .. }), "{e}");
         // A symlink that stays inside is fine.
         fs::write(ws.path().join("real"), "x").expect("write");

@@ -218,9 +218,15 @@ mod tests {
                 },
             )
         };
-        assert_eq!(g("TODO", false, None, None), Ok("src/a.rs:2:// TODO one\n".into()));
+        assert_eq!(
+            g("TODO", false, None, None),
+            Ok("src/a.rs:2:// TODO one\n".into())
+        );
         let both = g("todo", true, None, None).expect("grep");
-        assert!(both.contains("src/a.rs:2:") && both.contains("src/deep/b.rs:1:"), "{both}");
+        assert!(
+            both.contains("src/a.rs:2:") && both.contains("src/deep/b.rs:1:"),
+            "{both}"
+        );
         assert!(!both.contains("target") && !both.contains("x.log") && !both.contains("bin.dat"));
         let limited = g("todo", true, Some(1), None).expect("grep");
         assert_eq!(limited.lines().count(), 2, "{limited}");
@@ -229,6 +235,8 @@ mod tests {
             g("fn", false, None, Some("b.rs")),
             Ok("src/deep/b.rs:2:fn b() {}\n".into())
         );
-        assert!(g("(", false, None, None).expect_err("bad").contains("bad regex"));
+        assert!(g("(", false, None, None)
+            .expect_err("bad")
+            .contains("bad regex"));
     }
 }

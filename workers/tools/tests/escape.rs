@@ -11,7 +11,7 @@
 //! run tests on threads.
 
 use hanzo_tools::limits::Limits;
-use hanzo_tools::oneshot::{self, OneShot};
+use hanzo_tools::oneshot::{self, OneShot, Tier};
 use std::ffi::OsString;
 use std::io::{ErrorKind, Read};
 use std::net::{TcpListener, UdpSocket};
@@ -46,7 +46,7 @@ fn child(args: &[OsString]) -> i32 {
         allow_read,
         extra_env: Vec::new(),
         limits,
-        namespaces: tier == "b",
+        isolation: if tier == "b" { Tier::B } else { Tier::A },
         command: args[5..].to_vec(),
     };
     match oneshot::run(&spec) {
@@ -82,8 +82,11 @@ impl Fixture {
         for d in [&ws, &out, &home.join(".ssh"), &xdg.join("hanzo")] {
             std::fs::create_dir_all(d).expect("mkdir");
         }
-        std::fs::write(home.join(".ssh/id_ed25519"), format!("PRIVATE KEY {CANARY}\n"))
-            .expect("key");
+        std::fs::write(
+            home.join(".ssh/id_ed25519"),
+            format!("PRIVATE KEY {CANARY}\n"),
+        )
+        .expect("key");
         std::fs::write(
             xdg.join("hanzo/credentials.json"),
             format!("{{\"anthropic\": \"{CANARY}\"}}\n"),
@@ -126,7 +129,11 @@ impl Fixture {
         let out = Command::new(exe)
             .arg(CHILD)
             .arg(&self.ws)
-            .arg(as_bytes.map(|b| b.to_string()).unwrap_or_else(|| "-".into()))
+            .arg(
+                as_bytes
+                    .map(|b| b.to_string())
+                    .unwrap_or_else(|| "-".into()),
+            )
             .arg(reads)
             .arg(if self.tier_b { "b" } else { "a" })
             .arg("--")
@@ -183,10 +190,8 @@ impl Report {
 /// An attempt that must fail: non-zero exit, `expect` (if any) in the output, no canary.
 fn attempt(fx: &Fixture, r: &mut Report, name: &str, cmd: &str, expect: Option<&str>) -> String {
     let (code, out) = fx.sandbox(cmd, None, &[]);
-    let ok = code != 0
-        && code < 100
-        && expect.is_none_or(|e| out.contains(e))
-        && !out.contains(CANARY);
+    let ok =
+        code != 0 && code < 100 && expect.is_none_or(|e| out.contains(e)) && !out.contains(CANARY);
     r.check(name, ok, &format!("  exit {code}; output:\n{out}"));
     out
 }
@@ -236,11 +241,27 @@ fn battery(tier_b: bool) -> Report {
     };
     let me = std::process::id();
     let out = fx.out.display().to_string();
-    let out_name = fx.out.file_name().expect("name").to_string_lossy().into_owned();
-    let ws_name = fx.ws.file_name().expect("name").to_string_lossy().into_owned();
+    let out_name = fx
+        .out
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .into_owned();
+    let ws_name = fx
+        .ws
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .into_owned();
 
     // --- Secrets: files and environment.
-    attempt(&fx, &mut r, "read ~/.ssh key", &format!("cat {}/.ssh/id_ed25519", fx.home.display()), None);
+    attempt(
+        &fx,
+        &mut r,
+        "read ~/.ssh key",
+        &format!("cat {}/.ssh/id_ed25519", fx.home.display()),
+        None,
+    );
     attempt(
         &fx,
         &mut r,
@@ -249,16 +270,31 @@ fn battery(tier_b: bool) -> Report {
         None,
     );
     attempt(&fx, &mut r, "list the real $HOME", "ls /root", None);
-    let (code, env_out) = fx.sandbox("env; echo; printenv HANZO_CANARY_API_KEY; exit 0", None, &[]);
+    let (code, env_out) = fx.sandbox(
+        "env; echo; printenv HANZO_CANARY_API_KEY; exit 0",
+        None,
+        &[],
+    );
     r.check(
         "the canary is not in the command's environment",
-        code == 0 && !env_out.contains(CANARY) && !env_out.contains("HANZO_CANARY") && !env_out.contains("SSH_AUTH_SOCK"),
+        code == 0
+            && env_out.contains(if fx.tier_b {
+                "HANZO_SANDBOX_TIER=B"
+            } else {
+                "HANZO_SANDBOX_TIER=A"
+            })
+            && !env_out.contains(CANARY)
+            && !env_out.contains("HANZO_CANARY")
+            && !env_out.contains("SSH_AUTH_SOCK"),
         &env_out,
     );
 
     // --- Writes outside the workspace.
     let victim_intact = |fx: &Fixture| {
-        std::fs::read_to_string(fx.out.join("victim")).ok().as_deref() == Some("original\n")
+        std::fs::read_to_string(fx.out.join("victim"))
+            .ok()
+            .as_deref()
+            == Some("original\n")
     };
     let writes = [
         ("write: absolute path", format!("echo pwned > {out}/abs")),
@@ -278,7 +314,10 @@ fn battery(tier_b: bool) -> Report {
             "write: /proc/self/cwd/..",
             format!("echo pwned > /proc/self/cwd/../{out_name}/proccwd"),
         ),
-        ("write: /tmp (shared)", "echo pwned > /tmp/hanzo-escape-tmp-write".to_string()),
+        (
+            "write: /tmp (shared)",
+            "echo pwned > /tmp/hanzo-escape-tmp-write".to_string(),
+        ),
     ];
     for (name, cmd) in &writes {
         attempt(&fx, &mut r, name, cmd, None);
@@ -291,7 +330,9 @@ fn battery(tier_b: bool) -> Report {
         .collect();
     r.check(
         "nothing was created outside and the victim is intact",
-        strays.is_empty() && victim_intact(&fx) && !Path::new("/tmp/hanzo-escape-tmp-write").exists(),
+        strays.is_empty()
+            && victim_intact(&fx)
+            && !Path::new("/tmp/hanzo-escape-tmp-write").exists(),
         &format!("strays {strays:?}"),
     );
     r.check(
@@ -378,9 +419,14 @@ print(\"ALLOWED\"); sys.exit(0)
     let mut buf = [0u8; 16];
     r.check(
         "no connection or datagram reached the listeners",
-        tcp.accept().is_err_and(|e| e.kind() == ErrorKind::WouldBlock)
-            && udp.recv(&mut buf).is_err_and(|e| e.kind() == ErrorKind::WouldBlock)
-            && unix.accept().is_err_and(|e| e.kind() == ErrorKind::WouldBlock)
+        tcp.accept()
+            .is_err_and(|e| e.kind() == ErrorKind::WouldBlock)
+            && udp
+                .recv(&mut buf)
+                .is_err_and(|e| e.kind() == ErrorKind::WouldBlock)
+            && unix
+                .accept()
+                .is_err_and(|e| e.kind() == ErrorKind::WouldBlock)
             && abs_listener
                 .accept()
                 .is_err_and(|e| e.kind() == ErrorKind::WouldBlock),
@@ -391,12 +437,28 @@ print(\"ALLOWED\"); sys.exit(0)
         None,
         &[],
     );
-    r.check("socketpair still works (in-process plumbing)", code == 0 && pair.contains("b'hi'"), &pair);
+    r.check(
+        "socketpair still works (in-process plumbing)",
+        code == 0 && pair.contains("b'hi'"),
+        &pair,
+    );
 
     // --- Other processes.
     let ptrace = |pid: &str| py_syscall(&format!("pid = {pid}"), "libc.ptrace(16, pid, 0, 0)");
-    attempt(&fx, &mut r, "ptrace the supervisor", &ptrace(&me.to_string()), Some(EPERM));
-    attempt(&fx, &mut r, "ptrace the sandbox process (worker)", &ptrace("os.getppid()"), Some(EPERM));
+    attempt(
+        &fx,
+        &mut r,
+        "ptrace the supervisor",
+        &ptrace(&me.to_string()),
+        Some(EPERM),
+    );
+    attempt(
+        &fx,
+        &mut r,
+        "ptrace the sandbox process (worker)",
+        &ptrace("os.getppid()"),
+        Some(EPERM),
+    );
     let vm_read = |pid: &str| {
         py_syscall(
             &format!(
@@ -410,19 +472,52 @@ remote = iovec(0x400000, 64)"
             "libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)",
         )
     };
-    attempt(&fx, &mut r, "process_vm_readv the supervisor", &vm_read(&me.to_string()), Some(EPERM));
-    attempt(&fx, &mut r, "process_vm_readv the worker", &vm_read("os.getppid()"), Some(EPERM));
+    attempt(
+        &fx,
+        &mut r,
+        "process_vm_readv the supervisor",
+        &vm_read(&me.to_string()),
+        Some(EPERM),
+    );
+    attempt(
+        &fx,
+        &mut r,
+        "process_vm_readv the worker",
+        &vm_read("os.getppid()"),
+        Some(EPERM),
+    );
     attempt(
         &fx,
         &mut r,
         "signal the supervisor",
-        &py_syscall("import signal", &format!("libc.kill({me}, signal.SIGWINCH)")),
+        &py_syscall(
+            "import signal",
+            &format!("libc.kill({me}, signal.SIGWINCH)"),
+        ),
         // Landlock's scope refuses it (EPERM); in tier B the pid is not even visible (ESRCH).
         Some(if tier_b { "DENIED errno=" } else { EPERM }),
     );
-    attempt(&fx, &mut r, "read the supervisor's environ", &format!("cat /proc/{me}/environ"), None);
-    attempt(&fx, &mut r, "read the supervisor's memory", &format!("head -c 16 /proc/{me}/mem"), None);
-    attempt(&fx, &mut r, "read the worker's environ", "cat /proc/$PPID/environ", None);
+    attempt(
+        &fx,
+        &mut r,
+        "read the supervisor's environ",
+        &format!("cat /proc/{me}/environ"),
+        None,
+    );
+    attempt(
+        &fx,
+        &mut r,
+        "read the supervisor's memory",
+        &format!("head -c 16 /proc/{me}/mem"),
+        None,
+    );
+    attempt(
+        &fx,
+        &mut r,
+        "read the worker's environ",
+        "cat /proc/$PPID/environ",
+        None,
+    );
 
     // --- Kernel attack surface.
     attempt(
@@ -440,7 +535,13 @@ remote = iovec(0x400000, 64)"
         Some(EPERM),
     );
     attempt(&fx, &mut r, "unshare(1) -U", "unshare -U true", None);
-    attempt(&fx, &mut r, "setns", &py_syscall("", "libc.setns(0, 0)"), Some(EPERM));
+    attempt(
+        &fx,
+        &mut r,
+        "setns",
+        &py_syscall("", "libc.setns(0, 0)"),
+        Some(EPERM),
+    );
     attempt(
         &fx,
         &mut r,
@@ -451,9 +552,27 @@ remote = iovec(0x400000, 64)"
         ),
         Some(EPERM),
     );
-    attempt(&fx, &mut r, "setuid binary: mount", &format!("/bin/mount -t tmpfs none {}", fx.ws.display()), None);
-    attempt(&fx, &mut r, "setuid binary: su", "/usr/bin/su -c 'id' root </dev/null", None);
-    attempt(&fx, &mut r, "no privilege: chown", "chown 1:1 file.txt", None);
+    attempt(
+        &fx,
+        &mut r,
+        "setuid binary: mount",
+        &format!("/bin/mount -t tmpfs none {}", fx.ws.display()),
+        None,
+    );
+    attempt(
+        &fx,
+        &mut r,
+        "setuid binary: su",
+        "/usr/bin/su -c 'id' root </dev/null",
+        None,
+    );
+    attempt(
+        &fx,
+        &mut r,
+        "no privilege: chown",
+        "chown 1:1 file.txt",
+        None,
+    );
     attempt(
         &fx,
         &mut r,
@@ -490,8 +609,16 @@ remote = iovec(0x400000, 64)"
 
     // --- Ordinary work still works.
     let (code, git) = fx.sandbox("git status --short --branch && git add file.txt && git -c user.name=t -c user.email=t@t commit -qm init && git log --oneline | wc -l", None, &[]);
-    r.check("git status/add/commit in the workspace", code == 0 && git.trim_end().ends_with('1'), &git);
-    let (code, py) = fx.sandbox(&format!("{PY} -c 'import json, os; print(json.dumps({{\"sum\": 1 + 2}}))'"), None, &[]);
+    r.check(
+        "git status/add/commit in the workspace",
+        code == 0 && git.trim_end().ends_with('1'),
+        &git,
+    );
+    let (code, py) = fx.sandbox(
+        &format!("{PY} -c 'import json, os; print(json.dumps({{\"sum\": 1 + 2}}))'"),
+        None,
+        &[],
+    );
     r.check("python3 -c", code == 0 && py.contains("{\"sum\": 3}"), &py);
     match toolchain_dir() {
         Some(tc) => {
@@ -501,15 +628,22 @@ remote = iovec(0x400000, 64)"
                 "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
             )
             .expect("toml");
-            std::fs::write(fx.ws.join("tiny/src/main.rs"), "fn main() { println!(\"tiny ok\"); }\n")
-                .expect("main");
+            std::fs::write(
+                fx.ws.join("tiny/src/main.rs"),
+                "fn main() { println!(\"tiny ok\"); }\n",
+            )
+            .expect("main");
             let bin = tc.join("bin");
             let cmd = format!(
                 "export PATH={}:$PATH; cd tiny && cargo build --offline -q && ./target/debug/tiny",
                 bin.display()
             );
             let (code, cargo) = fx.sandbox(&cmd, None, &[tc]);
-            r.check("cargo build --offline of a tiny crate", code == 0 && cargo.contains("tiny ok"), &cargo);
+            r.check(
+                "cargo build --offline of a tiny crate",
+                code == 0 && cargo.contains("tiny ok"),
+                &cargo,
+            );
         }
         None => println!("skip  cargo build (no rustup toolchain found)"),
     }
@@ -525,9 +659,18 @@ remote = iovec(0x400000, 64)"
 /// a hidden `$HOME`, a pid namespace of its own.
 fn tier_b_only(fx: &Fixture, r: &mut Report) {
     for (name, cmd) in [
-        ("write .git/hooks/pre-commit", "printf '#!/bin/sh\\necho pwned\\n' > .git/hooks/pre-commit"),
-        ("write .git/config", "echo '[core] hooksPath = /tmp' >> .git/config"),
-        ("write .hanzo/settings.json", "echo '{\"hooks\": 1}' > .hanzo/settings.json"),
+        (
+            "write .git/hooks/pre-commit",
+            "printf '#!/bin/sh\\necho pwned\\n' > .git/hooks/pre-commit",
+        ),
+        (
+            "write .git/config",
+            "echo '[core] hooksPath = /tmp' >> .git/config",
+        ),
+        (
+            "write .hanzo/settings.json",
+            "echo '{\"hooks\": 1}' > .hanzo/settings.json",
+        ),
         ("create a file in .hanzo/", "echo x > .hanzo/new.json"),
         ("replace .git/hooks", "mv .git/hooks .git/hooks-old"),
     ] {
@@ -537,15 +680,32 @@ fn tier_b_only(fx: &Fixture, r: &mut Report) {
         "protected paths are unchanged",
         !fx.ws.join(".git/hooks/pre-commit").exists()
             && !fx.ws.join(".hanzo/new.json").exists()
-            && std::fs::read_to_string(fx.ws.join(".hanzo/settings.json")).ok().as_deref() == Some("{}\n")
-            && !std::fs::read_to_string(fx.ws.join(".git/config")).unwrap_or_default().contains("hooksPath")
+            && std::fs::read_to_string(fx.ws.join(".hanzo/settings.json"))
+                .ok()
+                .as_deref()
+                == Some("{}\n")
+            && !std::fs::read_to_string(fx.ws.join(".git/config"))
+                .unwrap_or_default()
+                .contains("hooksPath")
             && fx.ws.join(".git/hooks").is_dir(),
         "a protected path changed",
     );
     let marker = format!("/tmp/hanzo-escape-host-{}", std::process::id());
     std::fs::write(&marker, "host").expect("marker");
-    attempt(fx, r, "see the host's /tmp", &format!("test -e {marker}"), None);
-    attempt(fx, r, "see the host's $HOME", &format!("test -e {}", fx.home.display()), None);
+    attempt(
+        fx,
+        r,
+        "see the host's /tmp",
+        &format!("test -e {marker}"),
+        None,
+    );
+    attempt(
+        fx,
+        r,
+        "see the host's $HOME",
+        &format!("test -e {}", fx.home.display()),
+        None,
+    );
     attempt(fx, r, "see /root", "test -e /root/.cargo", None);
     let _ = std::fs::remove_file(&marker);
     let (code, out) = fx.sandbox("echo $$", None, &[]);
@@ -558,7 +718,10 @@ fn tier_b_only(fx: &Fixture, r: &mut Report) {
 
 /// The active toolchain's directory (`rustc --print sysroot`), read-only in the sandbox.
 fn toolchain_dir() -> Option<PathBuf> {
-    let out = Command::new("rustc").args(["--print", "sysroot"]).output().ok()?;
+    let out = Command::new("rustc")
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()?;
     let mut s = String::new();
     out.stdout.as_slice().read_to_string(&mut s).ok()?;
     let p = PathBuf::from(s.trim());

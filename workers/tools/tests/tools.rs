@@ -93,8 +93,11 @@ async fn bash_runs_in_the_workspace_with_stdin_closed_and_allow_listed_env() {
         .collect();
     for n in &names {
         assert!(
-            ["PATH", "LANG", "LC_ALL", "TERM", "TZ", "HOME", "TMPDIR", "PWD", "SHLVL", "_", "OLDPWD"]
-                .contains(n),
+            [
+                "PATH", "LANG", "LC_ALL", "TERM", "TZ", "HOME", "TMPDIR", "PWD", "SHLVL", "_",
+                "OLDPWD"
+            ]
+            .contains(n),
             "unexpected variable {n} in {names:?}"
         );
     }
@@ -127,7 +130,11 @@ async fn bash_output_is_capped_keeping_head_and_tail() {
     .await;
     assert!(!r.is_error);
     assert!(r.output.starts_with("HEAD\n"));
-    assert!(r.output.ends_with("TAIL\n[exit code 0]"), "{}", &r.output[r.output.len() - 100..]);
+    assert!(
+        r.output.ends_with("TAIL\n[exit code 0]"),
+        "{}",
+        &r.output[r.output.len() - 100..]
+    );
     assert!(r.output.contains("bytes of output omitted"));
     assert!(r.output.len() < hanzo_tools::exec::DEFAULT_OUTPUT_CAP + 200);
 }
@@ -147,7 +154,9 @@ async fn timeout_kills_the_whole_group_even_when_sigterm_is_ignored() {
         .await;
     assert!(r.is_error);
     assert!(
-        r.error.as_deref().is_some_and(|e| e.starts_with("timed out after 500 ms")),
+        r.error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("timed out after 500 ms")),
         "{r:?}"
     );
     let pids = std::fs::read_to_string(&pidfile).expect("pid file");
@@ -171,10 +180,7 @@ async fn background_children_do_not_outlive_a_finished_command() {
 async fn cancelling_a_call_kills_its_process_group() {
     let f = fixture();
     let pidfile = f.ws.path().join("pid");
-    let cmd = format!(
-        "sleep 1000 & echo $! > {p}; wait",
-        p = pidfile.display()
-    );
+    let cmd = format!("sleep 1000 & echo $! > {p}; wait", p = pidfile.display());
     let tools = f.tools.clone();
     let task = tokio::spawn(async move { bash(&tools, &cmd).await });
     // Wait until the command has started its child, then cancel (the channel aborts the task).
@@ -200,7 +206,10 @@ async fn file_tools_work_end_to_end_and_refuse_outside_paths() {
     let f = fixture();
     let t = &f.tools;
     let r = t
-        .run(&call("write_file", json!({"path": "src/x.txt", "content": "alpha\nbeta\n"})))
+        .run(&call(
+            "write_file",
+            json!({"path": "src/x.txt", "content": "alpha\nbeta\n"}),
+        ))
         .await;
     assert_eq!(r, ToolResult::ok("wrote 11 bytes to src/x.txt"));
     let r = t
@@ -210,7 +219,9 @@ async fn file_tools_work_end_to_end_and_refuse_outside_paths() {
         ))
         .await;
     assert!(!r.is_error, "{r:?}");
-    let r = t.run(&call("read_file", json!({"path": "src/x.txt"}))).await;
+    let r = t
+        .run(&call("read_file", json!({"path": "src/x.txt"})))
+        .await;
     assert_eq!(r.output, "     1\talpha\n     2\tgamma\n");
     let r = t.run(&call("grep", json!({"pattern": "gam+a"}))).await;
     assert_eq!(r.output, "src/x.txt:2:gamma\n");
@@ -219,15 +230,29 @@ async fn file_tools_work_end_to_end_and_refuse_outside_paths() {
     let r = t.run(&call("list_dir", json!({}))).await;
     assert_eq!(r.output, "src/");
     let r = t
-        .run(&call("write_file", json!({"path": "/etc/evil", "content": "x"})))
+        .run(&call(
+            "write_file",
+            json!({"path": "/etc/evil", "content": "x"}),
+        ))
         .await;
     assert!(r.is_error);
-    assert!(r.error.as_deref().is_some_and(|e| e.contains("\"/etc/evil\"")));
+    assert!(r
+        .error
+        .as_deref()
+        .is_some_and(|e| e.contains("\"/etc/evil\"")));
     assert!(!Path::new("/etc/evil").exists());
-    let r = t.run(&call("read_file", json!({"path": "x", "bogus": 1}))).await;
-    assert!(r.error.as_deref().is_some_and(|e| e.starts_with("bad tool input")));
+    let r = t
+        .run(&call("read_file", json!({"path": "x", "bogus": 1})))
+        .await;
+    assert!(r
+        .error
+        .as_deref()
+        .is_some_and(|e| e.starts_with("bad tool input")));
     let r = t.run(&call("nope", json!({}))).await;
-    assert!(r.error.as_deref().is_some_and(|e| e.contains("unknown tool")));
+    assert!(r
+        .error
+        .as_deref()
+        .is_some_and(|e| e.contains("unknown tool")));
 }
 
 #[tokio::test]
@@ -244,7 +269,9 @@ async fn every_schema_property_is_accepted_by_its_tool() {
             let value = match (def.name.as_str(), k.as_str(), v["type"].as_str()) {
                 (_, "path", _) => json!("f.txt"),
                 ("bash", "command", _) => json!("true"),
-                ("apply_patch", "patch", _) => json!("--- a/f.txt\n+++ b/f.txt\n@@ -1 +1 @@\n-a\n+b\n"),
+                ("apply_patch", "patch", _) => {
+                    json!("--- a/f.txt\n+++ b/f.txt\n@@ -1 +1 @@\n-a\n+b\n")
+                }
                 ("edit_file", "old_string", _) => json!("a"),
                 (_, _, Some("integer")) => json!(1),
                 (_, _, Some("boolean")) => json!(false),
@@ -264,7 +291,10 @@ async fn every_schema_property_is_accepted_by_its_tool() {
             })
             .await;
         assert!(
-            !r.error.as_deref().unwrap_or("").starts_with("bad tool input"),
+            !r.error
+                .as_deref()
+                .unwrap_or("")
+                .starts_with("bad tool input"),
             "{}: {r:?}",
             def.name
         );

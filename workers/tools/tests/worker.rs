@@ -109,7 +109,10 @@ async fn start(tier: &str) -> Worker {
     let (_hello, att) = transport::supervisor_handshake(&mut reader, &mut writer, Role::Tools)
         .await
         .expect("handshake");
-    assert!(att.seccomp.installed && att.no_new_privs && att.non_dumpable, "{att:?}");
+    assert!(
+        att.seccomp.installed && att.no_new_privs && att.non_dumpable,
+        "{att:?}"
+    );
     let (client, _events, _end) = Client::<ToolsProtocol, _>::start(reader, writer);
     Worker {
         client,
@@ -270,7 +273,9 @@ async fn run_all(tier: &str) -> usize {
     check(
         "file tools write in the workspace",
         !r.is_error
-            && std::fs::read_to_string(w.ws.path().join("made/here.txt")).ok().as_deref()
+            && std::fs::read_to_string(w.ws.path().join("made/here.txt"))
+                .ok()
+                .as_deref()
                 == Some("ok"),
         format!("{r:?}"),
     );
@@ -289,7 +294,11 @@ async fn run_all(tier: &str) -> usize {
     let dead = wait_gone("1001.25").await;
     check(
         "timeout kills a SIGTERM-ignoring command and its children",
-        r.is_error && r.error.as_deref().is_some_and(|e| e.starts_with("timed out")) && dead,
+        r.is_error
+            && r.error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("timed out"))
+            && dead,
         format!("{r:?} children gone {dead}"),
     );
 
@@ -327,7 +336,11 @@ async fn run_all(tier: &str) -> usize {
         assert!(git.success());
         // Mounts are made when the worker starts: a .git created later is not protected, so this
         // worker shows the pid namespace only; `escape.rs` proves the protected paths.
-        let r = run(&w, bash("echo $$; test -e /tmp/.X11-unix || echo private-tmp", None)).await;
+        let r = run(
+            &w,
+            bash("echo $$; test -e /tmp/.X11-unix || echo private-tmp", None),
+        )
+        .await;
         let pid: Option<u32> = r.output.lines().next().and_then(|l| l.parse().ok());
         check(
             "tier B: commands run in the worker's pid namespace",
