@@ -306,7 +306,11 @@ mod tests {
     fn only_the_broker_may_open_network_sockets() {
         for role in Role::ALL {
             let p = profile_for(role, &ProfileContext::default());
-            assert_eq!(p.sockets == SocketPolicy::Any, role == Role::Broker, "{role}");
+            assert_eq!(
+                p.sockets == SocketPolicy::Any,
+                role == Role::Broker,
+                "{role}"
+            );
         }
     }
 
@@ -318,12 +322,11 @@ mod tests {
             run_dir: Some("/tmp/run".into()),
         };
         let p = profile_for(Role::Tools, &ctx);
-        let rw: Vec<_> = p
-            .fs
-            .iter()
-            .filter(|g| g.access == FsAccess::ReadWrite)
-            .map(|g| g.path.clone())
-            .collect();
+        let rw: Vec<_> =
+            p.fs.iter()
+                .filter(|g| g.access == FsAccess::ReadWrite)
+                .map(|g| g.path.clone())
+                .collect();
         assert_eq!(
             rw,
             vec![
