@@ -82,7 +82,7 @@ pub fn supervisor_config(
             run_dir: Some(run_dir.path().to_path_buf()),
         },
         env: env.vars.clone(),
-        secret_names: Vec::new(),
+        secret_names: env.extra_secret_names(),
         restart: RestartPolicy::default(),
         faults,
         kernel_landlock_abi,

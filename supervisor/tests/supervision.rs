@@ -38,6 +38,9 @@ fn setup(faults: &[(Role, Fault)]) -> Setup {
         .collect();
     vars.push(("HANZO_CANARY_API_KEY".into(), CANARY.into()));
     vars.push(("DEPLOY_TOKEN".into(), format!("{CANARY}-token")));
+    // A name no built-in pattern catches, declared secret through HANZO_SECRET_ENV.
+    vars.push(("CORP_VAULT".into(), format!("{CANARY}-vault")));
+    vars.push(("HANZO_SECRET_ENV".into(), "CORP_VAULT".into()));
     let env = StartEnv { vars };
     let abi = hanzo_sandbox::doctor::probe_kernel().landlock_abi;
     let (mut cfg, run_dir) =

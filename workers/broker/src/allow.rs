@@ -68,10 +68,12 @@ fn origin_of(url: &str) -> Result<(Url, String, String, u16), AllowError> {
             reason: "no host".into(),
         })?
         .to_ascii_lowercase();
-    let port = parsed.port_or_known_default().ok_or_else(|| AllowError::BadUrl {
-        url: url.to_string(),
-        reason: "no port".into(),
-    })?;
+    let port = parsed
+        .port_or_known_default()
+        .ok_or_else(|| AllowError::BadUrl {
+            url: url.to_string(),
+            reason: "no port".into(),
+        })?;
     match scheme.as_str() {
         "https" => {}
         "http" if is_loopback(&host) => {}

@@ -71,9 +71,13 @@ impl StoredCredential {
 
 impl Drop for StoredCredential {
     fn drop(&mut self) {
-        for s in [&mut self.api_key, &mut self.access_token, &mut self.refresh_token]
-            .into_iter()
-            .flatten()
+        for s in [
+            &mut self.api_key,
+            &mut self.access_token,
+            &mut self.refresh_token,
+        ]
+        .into_iter()
+        .flatten()
         {
             s.zeroize();
         }
@@ -166,7 +170,10 @@ pub fn read_credential_file(path: &Path) -> Result<Option<CredentialFile>, Crede
 /// Write `creds` to `path` atomically: an exclusive 0600 temporary file in the same directory,
 /// written and fsynced, renamed over `path`, then the directory fsynced. A crash leaves either the
 /// old file or the new one, never a torn one.
-pub fn write_credential_file(path: &Path, creds: &CredentialFile) -> Result<(), CredentialFileError> {
+pub fn write_credential_file(
+    path: &Path,
+    creds: &CredentialFile,
+) -> Result<(), CredentialFileError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::DirBuilder::new()
         .recursive(true)
@@ -225,7 +232,12 @@ impl CredentialStore {
         let mut store = CredentialStore::default();
         for p in ProviderId::DETECT_ORDER {
             if let Some(v) = env(p.env_var()).filter(|v| !v.trim().is_empty()) {
-                store.insert(p, Secret::new(v.trim()), CredentialKind::ApiKey, CredentialSource::Env);
+                store.insert(
+                    p,
+                    Secret::new(v.trim()),
+                    CredentialKind::ApiKey,
+                    CredentialSource::Env,
+                );
             }
         }
         if let Some(dir) = config_dir {
@@ -235,7 +247,13 @@ impl CredentialStore {
         store
     }
 
-    fn insert(&mut self, p: ProviderId, secret: Secret, kind: CredentialKind, source: CredentialSource) {
+    fn insert(
+        &mut self,
+        p: ProviderId,
+        secret: Secret,
+        kind: CredentialKind,
+        source: CredentialSource,
+    ) {
         // Earlier sources take precedence.
         self.creds.entry(p).or_insert(Credential {
             secret,
@@ -292,9 +310,19 @@ impl CredentialStore {
                 continue;
             };
             if let Some(k) = entry.api_key.as_deref().filter(|k| !k.is_empty()) {
-                self.insert(p, Secret::new(k), CredentialKind::ApiKey, CredentialSource::CredentialFile);
+                self.insert(
+                    p,
+                    Secret::new(k),
+                    CredentialKind::ApiKey,
+                    CredentialSource::CredentialFile,
+                );
             } else if let Some(t) = entry.access_token.as_deref().filter(|t| !t.is_empty()) {
-                self.insert(p, Secret::new(t), CredentialKind::AccessToken, CredentialSource::CredentialFile);
+                self.insert(
+                    p,
+                    Secret::new(t),
+                    CredentialKind::AccessToken,
+                    CredentialSource::CredentialFile,
+                );
             }
         }
     }

@@ -94,7 +94,12 @@ impl Broker {
         };
         let method = match reqwest::Method::from_bytes(req.method.as_bytes()) {
             Ok(m) => m,
-            Err(_) => return fail(HttpFailureKind::BadRequest, format!("bad method {:?}", req.method)),
+            Err(_) => {
+                return fail(
+                    HttpFailureKind::BadRequest,
+                    format!("bad method {:?}", req.method),
+                )
+            }
         };
         let mut builder = self.client.request(method, url);
         for (name, value) in &req.headers {
@@ -109,14 +114,19 @@ impl Broker {
             (ProviderId::Anthropic, CredentialKind::ApiKey) => {
                 reqwest::header::HeaderValue::from_str(cred.secret.expose())
             }
-            _ => reqwest::header::HeaderValue::from_str(&format!("Bearer {}", cred.secret.expose())),
+            _ => {
+                reqwest::header::HeaderValue::from_str(&format!("Bearer {}", cred.secret.expose()))
+            }
         }
         .map_err(|_| ());
         let Ok(auth_value) = auth.as_mut() else {
             // The error type says nothing about the value, but say even less.
             return fail(
                 HttpFailureKind::NoCredential,
-                format!("the {} credential contains characters not allowed in a header", req.credential),
+                format!(
+                    "the {} credential contains characters not allowed in a header",
+                    req.credential
+                ),
             );
         };
         auth_value.set_sensitive(true);
@@ -124,7 +134,9 @@ impl Broker {
             (ProviderId::Anthropic, CredentialKind::ApiKey) => "x-api-key",
             _ => "authorization",
         };
-        builder = builder.header(header_name, auth_value.clone()).body(req.body);
+        builder = builder
+            .header(header_name, auth_value.clone())
+            .body(req.body);
 
         let mut resp = match builder.send().await {
             Ok(r) => r,
@@ -138,10 +150,15 @@ impl Broker {
             .filter_map(|(name, value)| {
                 let v = value.to_str().ok()?;
                 // A header that echoes a credential is dropped whatever its name.
-                (!self.contains_secret(v.as_bytes())).then(|| (name.as_str().to_string(), v.to_string()))
+                (!self.contains_secret(v.as_bytes()))
+                    .then(|| (name.as_str().to_string(), v.to_string()))
             })
             .collect();
-        if out.send(Item::Head(HttpHead { status, headers })).await.is_err() {
+        if out
+            .send(Item::Head(HttpHead { status, headers }))
+            .await
+            .is_err()
+        {
             return fail(HttpFailureKind::Body, "the requester went away");
         }
         let success = (200..300).contains(&status);

@@ -20,7 +20,10 @@ use tokio::sync::mpsc;
 pub fn worker_main(opts: WorkerOptions) -> i32 {
     hanzo_worker::run_with::<BrokerProtocol, _, _>(opts, |ctx: WorkerContext<BrokerProtocol>| {
         // Loaded after confinement: the credential directory is the only path it can reach.
-        let creds = CredentialStore::load(|k| std::env::var(k).ok(), ctx.opts.ctx.config_dir.as_deref());
+        let creds = CredentialStore::load(
+            |k| std::env::var(k).ok(),
+            ctx.opts.ctx.config_dir.as_deref(),
+        );
         let broker = match Broker::new(creds) {
             Ok(b) => Some(Arc::new(b)),
             Err(e) => {
@@ -54,8 +57,12 @@ async fn serve_direct(fd: OwnedFd, broker: Arc<Broker>) {
         let stream = transport::stream_from_fd(fd)?;
         let (mut reader, mut writer) = transport::split(stream, DEFAULT_MAX_FRAME);
         direct_handshake(&mut reader, &mut writer).await?;
-        serve::<HttpProtocol, _, _, _>(reader, ServerWriter::new(writer), Arc::new(DirectHandler { broker }))
-            .await
+        serve::<HttpProtocol, _, _, _>(
+            reader,
+            ServerWriter::new(writer),
+            Arc::new(DirectHandler { broker }),
+        )
+        .await
     }
     .await;
     if let Err(e) = result {
@@ -73,28 +80,36 @@ impl Handler<BrokerProtocol, OwnedWriteHalf> for BrokerHandler {
         request: Request,
         items: ItemSink<BrokerProtocol, OwnedWriteHalf>,
     ) -> Result<Response, RemoteError> {
-        if let Request::Common(c) = request {
-            return handle_common::<BrokerProtocol, _>(c, items)
-                .await
-                .map(Response::Common);
-        }
-        let broker = self.broker.as_ref().ok_or_else(|| {
-            RemoteError::new(RemoteErrorKind::Internal, "the broker's HTTP client failed to start")
-        })?;
         match request {
-            Request::Common(_) => unreachable!("handled above"),
+            Request::Common(c) => handle_common::<BrokerProtocol, _>(c, items)
+                .await
+                .map(Response::Common),
             Request::AllowEndpoints(endpoints) => {
+                let broker = self.broker()?;
                 for e in &endpoints {
-                    broker
-                        .allow(e.provider, &e.base_url)
-                        .map_err(|err| RemoteError::new(RemoteErrorKind::Refused, err.to_string()))?;
+                    broker.allow(e.provider, &e.base_url).map_err(|err| {
+                        RemoteError::new(RemoteErrorKind::Refused, err.to_string())
+                    })?;
                 }
                 Ok(Response::Configured {
                     endpoints: u32::try_from(endpoints.len()).unwrap_or(u32::MAX),
                 })
             }
-            Request::DescribeCredentials => Ok(Response::Credentials(broker.credentials().report())),
+            Request::DescribeCredentials => {
+                Ok(Response::Credentials(self.broker()?.credentials().report()))
+            }
         }
+    }
+}
+
+impl BrokerHandler {
+    fn broker(&self) -> Result<&Broker, RemoteError> {
+        self.broker.as_deref().ok_or_else(|| {
+            RemoteError::new(
+                RemoteErrorKind::Internal,
+                "the broker's HTTP client failed to start",
+            )
+        })
     }
 }
 

@@ -2,7 +2,7 @@
 //! `content_block_*` with `text_delta` and `input_json_delta`, `message_delta` usage and stop
 //! reason, `ping`, mid-stream `error`).
 
-use crate::wire::{parse_json, str_at, tool_input, u64_at, WireError, WireParser};
+use crate::wire::{parse_json, str_at, tool_input, u64_at, ProviderRequest, WireError, WireParser};
 use crate::ModelError;
 use hanzo_ipc::roles::model::{
     CompletionRequest, ContentBlock, MessageRole, StopReason, StreamEvent, Usage,
@@ -15,9 +15,7 @@ use std::collections::HashMap;
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// `(path, headers, body)` of a streaming Messages request; the credential is added by the broker.
-pub fn build_request(
-    req: &CompletionRequest,
-) -> Result<(String, Vec<(String, String)>, Vec<u8>), ModelError> {
+pub fn build_request(req: &CompletionRequest) -> Result<ProviderRequest, ModelError> {
     let mut messages = Vec::with_capacity(req.messages.len());
     for m in &req.messages {
         let role = match m.role {
@@ -73,7 +71,11 @@ pub fn build_request(
     ];
     let bytes = serde_json::to_vec(&Value::Object(body))
         .map_err(|e| ModelError::BadInput(format!("cannot encode the request: {e}")))?;
-    Ok(("/v1/messages".into(), headers, bytes))
+    Ok(ProviderRequest {
+        path: "/v1/messages".into(),
+        headers,
+        body: bytes,
+    })
 }
 
 pub(crate) fn parse_input(input_json: &str, name: &str) -> Result<Value, ModelError> {
@@ -98,7 +100,11 @@ pub(crate) fn parse_schema(schema: &str, name: &str) -> Result<Value, ModelError
 
 enum Block {
     Text,
-    Tool { id: String, name: String, json: String },
+    Tool {
+        id: String,
+        name: String,
+        json: String,
+    },
     /// Thinking, redacted thinking, server tools: not part of the HIP-0301 event set.
     Other,
 }
@@ -147,13 +153,16 @@ impl WireParser for AnthropicParser {
             }
             "content_block_start" => {
                 let v = parse_json(&ev.data, "content_block_start")?;
-                let index = u64_at(&v, &["index"])
-                    .ok_or_else(|| WireError::Protocol("content_block_start without index".into()))?;
+                let index = u64_at(&v, &["index"]).ok_or_else(|| {
+                    WireError::Protocol("content_block_start without index".into())
+                })?;
                 let block = v.get("content_block").unwrap_or(&Value::Null);
                 let b = match str_at(block, &["type"]) {
                     Some("text") => {
                         if let Some(t) = str_at(block, &["text"]).filter(|t| !t.is_empty()) {
-                            out.push(StreamEvent::ContentDelta { text: t.to_string() });
+                            out.push(StreamEvent::ContentDelta {
+                                text: t.to_string(),
+                            });
                         }
                         Block::Text
                     }
@@ -168,14 +177,17 @@ impl WireParser for AnthropicParser {
             }
             "content_block_delta" => {
                 let v = parse_json(&ev.data, "content_block_delta")?;
-                let index = u64_at(&v, &["index"])
-                    .ok_or_else(|| WireError::Protocol("content_block_delta without index".into()))?;
+                let index = u64_at(&v, &["index"]).ok_or_else(|| {
+                    WireError::Protocol("content_block_delta without index".into())
+                })?;
                 let delta = v.get("delta").unwrap_or(&Value::Null);
                 match (self.blocks.get_mut(&index), str_at(delta, &["type"])) {
                     (Some(Block::Text), Some("text_delta")) => {
                         let text = str_at(delta, &["text"]).unwrap_or_default();
                         if !text.is_empty() {
-                            out.push(StreamEvent::ContentDelta { text: text.to_string() });
+                            out.push(StreamEvent::ContentDelta {
+                                text: text.to_string(),
+                            });
                         }
                     }
                     (Some(Block::Tool { json, .. }), Some("input_json_delta")) => {
@@ -194,7 +206,11 @@ impl WireParser for AnthropicParser {
                 let index = u64_at(&v, &["index"]).unwrap_or(u64::MAX);
                 if let Some(Block::Tool { id, name, json }) = self.blocks.remove(&index) {
                     let input_json = tool_input(&json, &name)?;
-                    out.push(StreamEvent::ToolUse { id, name, input_json });
+                    out.push(StreamEvent::ToolUse {
+                        id,
+                        name,
+                        input_json,
+                    });
                 }
             }
             "message_delta" => {
@@ -219,13 +235,21 @@ impl WireParser for AnthropicParser {
             }
             "error" => {
                 let v = parse_json(&ev.data, "error")?;
-                let kind = str_at(&v, &["error", "type"]).unwrap_or("error").to_string();
-                let message = str_at(&v, &["error", "message"]).unwrap_or_default().to_string();
+                let kind = str_at(&v, &["error", "type"])
+                    .unwrap_or("error")
+                    .to_string();
+                let message = str_at(&v, &["error", "message"])
+                    .unwrap_or_default()
+                    .to_string();
                 let retryable = matches!(
                     kind.as_str(),
                     "overloaded_error" | "rate_limit_error" | "api_error"
                 );
-                return Err(WireError::Provider { kind, message, retryable });
+                return Err(WireError::Provider {
+                    kind,
+                    message,
+                    retryable,
+                });
             }
             _ => {} // new event types are ignored, as the API documents
         }

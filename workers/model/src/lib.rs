@@ -48,7 +48,10 @@ pub enum ModelError {
     #[error("the provider's stream is malformed: {0}")]
     Protocol(String),
     #[error("{message}")]
-    Transport { kind: HttpFailureKind, message: String },
+    Transport {
+        kind: HttpFailureKind,
+        message: String,
+    },
     #[error("replay: {0}")]
     Cassette(String),
     #[error("invalid request: {0}")]
@@ -62,7 +65,9 @@ impl ModelError {
             ModelError::Auth { .. } => StreamErrorKind::Auth,
             ModelError::BadRequest { .. } | ModelError::BadInput(_) => StreamErrorKind::BadRequest,
             ModelError::ContextOverflow { .. } => StreamErrorKind::ContextOverflow,
-            ModelError::Http { .. } | ModelError::Unavailable { .. } => StreamErrorKind::Unavailable,
+            ModelError::Http { .. } | ModelError::Unavailable { .. } => {
+                StreamErrorKind::Unavailable
+            }
             ModelError::ProviderError { .. } => StreamErrorKind::ProviderError,
             ModelError::Interrupted { .. } => StreamErrorKind::Interrupted,
             ModelError::Protocol(_) => StreamErrorKind::Protocol,

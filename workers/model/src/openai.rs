@@ -3,7 +3,7 @@
 //! several calls in parallel, `finish_reason`, the usage chunk, `[DONE]`).
 
 use crate::anthropic::{parse_input, parse_schema};
-use crate::wire::{parse_json, str_at, tool_input, u64_at, WireError, WireParser};
+use crate::wire::{parse_json, str_at, tool_input, u64_at, ProviderRequest, WireError, WireParser};
 use crate::ModelError;
 use hanzo_ipc::roles::model::{
     CompletionRequest, ContentBlock, MessageRole, StopReason, StreamEvent, Usage,
@@ -13,9 +13,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
 /// `(path, headers, body)` of a streaming chat completion; the credential is added by the broker.
-pub fn build_request(
-    req: &CompletionRequest,
-) -> Result<(String, Vec<(String, String)>, Vec<u8>), ModelError> {
+pub fn build_request(req: &CompletionRequest) -> Result<ProviderRequest, ModelError> {
     let mut messages = Vec::new();
     if let Some(system) = &req.system {
         messages.push(json!({"role": "system", "content": system}));
@@ -66,7 +64,11 @@ pub fn build_request(
                 msg.insert("role".into(), json!("assistant"));
                 msg.insert(
                     "content".into(),
-                    if text.is_empty() { Value::Null } else { json!(text) },
+                    if text.is_empty() {
+                        Value::Null
+                    } else {
+                        json!(text)
+                    },
                 );
                 if !calls.is_empty() {
                     msg.insert("tool_calls".into(), Value::Array(calls));
@@ -100,7 +102,11 @@ pub fn build_request(
     ];
     let bytes = serde_json::to_vec(&Value::Object(body))
         .map_err(|e| ModelError::BadInput(format!("cannot encode the request: {e}")))?;
-    Ok(("/chat/completions".into(), headers, bytes))
+    Ok(ProviderRequest {
+        path: "/chat/completions".into(),
+        headers,
+        body: bytes,
+    })
 }
 
 #[derive(Default)]
@@ -177,7 +183,11 @@ impl WireParser for OpenAiParser {
                 kind.as_str(),
                 "server_error" | "rate_limit_exceeded" | "overloaded" | "overloaded_error"
             );
-            return Err(WireError::Provider { kind, message, retryable });
+            return Err(WireError::Provider {
+                kind,
+                message,
+                retryable,
+            });
         }
         if let Some(usage) = v.get("usage").filter(|u| !u.is_null()) {
             if let Some(n) = u64_at(usage, &["prompt_tokens"]) {
@@ -189,15 +199,16 @@ impl WireParser for OpenAiParser {
         }
         let choices = v.get("choices").and_then(Value::as_array);
         // Only the first choice is a turn; `n > 1` is never requested.
-        let Some(choice) = choices.and_then(|c| {
-            c.iter()
-                .find(|ch| u64_at(ch, &["index"]).unwrap_or(0) == 0)
-        }) else {
+        let Some(choice) =
+            choices.and_then(|c| c.iter().find(|ch| u64_at(ch, &["index"]).unwrap_or(0) == 0))
+        else {
             return Ok(());
         };
         let delta = choice.get("delta").unwrap_or(&Value::Null);
         if let Some(text) = str_at(delta, &["content"]).filter(|t| !t.is_empty()) {
-            out.push(StreamEvent::ContentDelta { text: text.to_string() });
+            out.push(StreamEvent::ContentDelta {
+                text: text.to_string(),
+            });
         }
         if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
             for (pos, c) in calls.iter().enumerate() {

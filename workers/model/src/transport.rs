@@ -3,7 +3,9 @@
 //! status, headers and raw body chunks.
 
 use hanzo_ipc::channel::{Client, StreamPart};
-use hanzo_ipc::roles::http::{self, HttpFailure, HttpFailureKind, HttpHead, HttpProtocol, HttpRequest};
+use hanzo_ipc::roles::http::{
+    self, HttpFailure, HttpFailureKind, HttpHead, HttpProtocol, HttpRequest,
+};
 use std::future::Future;
 use thiserror::Error;
 use tokio::io::AsyncWrite;
@@ -42,7 +44,9 @@ impl TransportError {
 /// The raw body of a response, chunk by chunk.
 pub trait BodyStream: Send {
     /// The next chunk; `None` at the normal end; an error when the body broke off.
-    fn next_chunk(&mut self) -> impl Future<Output = Option<Result<Vec<u8>, TransportError>>> + Send;
+    fn next_chunk(
+        &mut self,
+    ) -> impl Future<Output = Option<Result<Vec<u8>, TransportError>>> + Send;
 }
 
 /// Sends one credential-free request and returns the response head and its body.
@@ -74,7 +78,10 @@ pub struct BrokerBody<W: AsyncWrite + Unpin + Send + 'static> {
 impl<W: AsyncWrite + Unpin + Send + 'static> HttpTransport for BrokerTransport<W> {
     type Body = BrokerBody<W>;
 
-    async fn send(&self, request: &HttpRequest) -> Result<(HttpHead, BrokerBody<W>), TransportError> {
+    async fn send(
+        &self,
+        request: &HttpRequest,
+    ) -> Result<(HttpHead, BrokerBody<W>), TransportError> {
         let mut stream = self
             .client
             .call_stream(http::Request::Send(request.clone()))
@@ -115,12 +122,12 @@ impl<W: AsyncWrite + Unpin + Send + 'static> BodyStream for BrokerBody<W> {
         let part = self.stream.next().await;
         let out = match part {
             Some(Ok(StreamPart::Item(http::Item::Body(b)))) => return Some(Ok(b)),
-            Some(Ok(StreamPart::Item(http::Item::Head(_)))) => Some(Err(TransportError::Http(
-                HttpFailure {
+            Some(Ok(StreamPart::Item(http::Item::Head(_)))) => {
+                Some(Err(TransportError::Http(HttpFailure {
                     kind: HttpFailureKind::Body,
                     message: "the broker sent a second response head".into(),
-                },
-            ))),
+                })))
+            }
             Some(Ok(StreamPart::Done(http::Response::Done { .. }))) | None => None,
             Some(Ok(StreamPart::Done(http::Response::Failed(f)))) => {
                 Some(Err(TransportError::Http(f)))

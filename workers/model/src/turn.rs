@@ -28,19 +28,23 @@ pub fn http_request(req: &CompletionRequest) -> Result<HttpRequest, ModelError> 
             wire,
             credential,
             base_url,
-        } => (*wire, *credential, base_url.trim_end_matches('/').to_string()),
+        } => (
+            *wire,
+            *credential,
+            base_url.trim_end_matches('/').to_string(),
+        ),
         ProviderConfig::Replay { wire } => (*wire, replay_credential(*wire), "replay:".to_string()),
     };
-    let (path, headers, body) = match wire {
+    let built = match wire {
         WireFormat::AnthropicMessages => anthropic::build_request(req)?,
         WireFormat::OpenAiChat => openai::build_request(req)?,
     };
     Ok(HttpRequest {
         credential,
         method: "POST".into(),
-        url: format!("{base}{path}"),
-        headers,
-        body,
+        url: format!("{base}{}", built.path),
+        headers: built.headers,
+        body: built.body,
     })
 }
 
@@ -191,9 +195,9 @@ async fn attempt<T: HttpTransport>(
                 return Err(interrupted(began, format!("the connection broke: {e}")));
             }
         };
-        let frames = sse.feed(&chunk).map_err(|e| {
-            Failure::fatal(ModelError::Protocol(format!("bad event stream: {e}")))
-        })?;
+        let frames = sse
+            .feed(&chunk)
+            .map_err(|e| Failure::fatal(ModelError::Protocol(format!("bad event stream: {e}"))))?;
         for frame in &frames {
             match parser.on_event(frame, &mut out) {
                 Ok(()) => {}
@@ -227,7 +231,10 @@ async fn attempt<T: HttpTransport>(
     let complete = parser.on_end(&mut out);
     flush(&mut out, events, &mut began).await;
     if !complete {
-        return Err(interrupted(began, "the stream ended before the message was complete".into()));
+        return Err(interrupted(
+            began,
+            "the stream ended before the message was complete".into(),
+        ));
     }
     Ok((
         parser.stop_reason().unwrap_or(StopReason::EndTurn),

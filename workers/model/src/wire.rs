@@ -5,6 +5,16 @@ use hanzo_ipc::roles::model::{StopReason, StreamEvent, Usage};
 use hanzo_sse::SseEvent;
 use serde_json::Value;
 
+/// A provider request before the base URL is prefixed (and before the broker adds the
+/// credential).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderRequest {
+    /// Appended to the base URL: `/v1/messages`, `/chat/completions`.
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
 /// An error the provider reported inside a 2xx stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WireError {
@@ -31,7 +41,8 @@ pub trait WireParser: Send {
 }
 
 pub(crate) fn parse_json(data: &str, what: &str) -> Result<Value, WireError> {
-    serde_json::from_str(data).map_err(|e| WireError::Protocol(format!("{what}: invalid JSON ({e})")))
+    serde_json::from_str(data)
+        .map_err(|e| WireError::Protocol(format!("{what}: invalid JSON ({e})")))
 }
 
 pub(crate) fn u64_at(v: &Value, path: &[&str]) -> Option<u64> {

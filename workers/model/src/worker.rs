@@ -157,7 +157,10 @@ impl<T: HttpTransport> HttpTransport for &T {
         &self,
         request: &hanzo_ipc::roles::http::HttpRequest,
     ) -> impl std::future::Future<
-        Output = Result<(hanzo_ipc::roles::http::HttpHead, T::Body), crate::transport::TransportError>,
+        Output = Result<
+            (hanzo_ipc::roles::http::HttpHead, T::Body),
+            crate::transport::TransportError,
+        >,
     > + Send {
         (**self).send(request)
     }

@@ -50,10 +50,16 @@ struct Workers {
     model: Client<ModelProtocol, OwnedWriteHalf>,
     broker_child: Child,
     model_child: Child,
+    hangup: Vec<std::os::unix::net::UnixStream>,
     _config: tempfile::TempDir,
 }
 
-fn spawn_worker(role: Role, ctx: ProfileContext, env: &[(&str, &str)], fds: &[(&OwnedFd, i32)]) -> Child {
+fn spawn_worker(
+    role: Role,
+    ctx: ProfileContext,
+    env: &[(&str, &str)],
+    fds: &[(&OwnedFd, i32)],
+) -> Child {
     let opts = hanzo_worker_args(role, &ctx);
     let mut cmd = Command::new(hanzo_dev());
     cmd.arg("__worker")
@@ -67,7 +73,10 @@ fn spawn_worker(role: Role, ctx: ProfileContext, env: &[(&str, &str)], fds: &[(&
     configure_command(
         &mut cmd,
         ChildSetup {
-            fds: fds.iter().map(|(fd, target)| (fd.as_raw_fd(), *target)).collect(),
+            fds: fds
+                .iter()
+                .map(|(fd, target)| (fd.as_raw_fd(), *target))
+                .collect(),
             rlimits: profile_for(role, &ctx).rlimits,
             parent_pid: std::process::id() as i32,
             new_session: true,
@@ -89,8 +98,13 @@ fn hanzo_worker_args(role: Role, ctx: &ProfileContext) -> Vec<String> {
 async fn connect<P: hanzo_ipc::proto::Protocol>(fd: OwnedFd) -> Client<P, OwnedWriteHalf> {
     let stream = transport::stream_from_fd(fd).expect("stream");
     let (mut r, mut w) = transport::split(stream, DEFAULT_MAX_FRAME);
-    let (_, attestation) = supervisor_handshake(&mut r, &mut w, P::ROLE).await.expect("handshake");
-    assert!(attestation.no_new_privs && attestation.non_dumpable, "{attestation:?}");
+    let (_, attestation) = supervisor_handshake(&mut r, &mut w, P::ROLE)
+        .await
+        .expect("handshake");
+    assert!(
+        attestation.no_new_privs && attestation.non_dumpable,
+        "{attestation:?}"
+    );
     let (client, _events, _end) = Client::<P, _>::start(r, w);
     client
 }
@@ -108,7 +122,10 @@ impl Workers {
         let broker_child = spawn_worker(
             Role::Broker,
             broker_ctx,
-            &[("ANTHROPIC_API_KEY", CANARY), ("OPENAI_API_KEY", CANARY_OPENAI)],
+            &[
+                ("ANTHROPIC_API_KEY", CANARY),
+                ("OPENAI_API_KEY", CANARY_OPENAI),
+            ],
             &[(&child_b, 3), (&direct_b, 4)],
         );
         let model_child = spawn_worker(
@@ -119,6 +136,12 @@ impl Workers {
         );
         // The children have their copies; ours would keep the channels open after they die.
         drop((child_b, child_m, direct_b, direct_m));
+        // Dups of our ends: the clients' reader tasks keep the sockets open after the clients are
+        // dropped, so the test ends the channels with `shutdown` on these.
+        let hangup = vec![
+            std::os::unix::net::UnixStream::from(sup_b.try_clone().expect("dup")),
+            std::os::unix::net::UnixStream::from(sup_m.try_clone().expect("dup")),
+        ];
         let broker = connect::<BrokerProtocol>(sup_b).await;
         let model = connect::<ModelProtocol>(sup_m).await;
         let configured = broker
@@ -140,11 +163,15 @@ impl Workers {
             model,
             broker_child,
             model_child,
+            hangup,
             _config: config,
         }
     }
 
-    async fn complete(&self, req: CompletionRequest) -> (Result<Completion, String>, Vec<model::Item>) {
+    async fn complete(
+        &self,
+        req: CompletionRequest,
+    ) -> (Result<Completion, String>, Vec<model::Item>) {
         let mut stream = self
             .model
             .call_stream(model::Request::Complete(req))
@@ -162,23 +189,39 @@ impl Workers {
         }
     }
 
-    /// Close both channels, wait for the workers to exit, return their stderr.
-    fn finish(mut self) -> (String, String) {
+    /// Close both channels (as a supervisor that goes away), wait for the workers to exit on
+    /// their own, and return their stderr.
+    async fn finish(mut self) -> (String, String) {
         drop(self.broker);
         drop(self.model);
-        let out = |c: &mut Child| {
-            let status = c.wait().expect("wait");
-            let mut s = String::new();
-            if let Some(mut e) = c.stderr.take() {
-                e.read_to_string(&mut s).expect("stderr");
+        for s in &self.hangup {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        let mut logs = Vec::new();
+        for c in [&mut self.broker_child, &mut self.model_child] {
+            // Bounded so a worker that fails to exit fails the test instead of hanging it.
+            let mut status = None;
+            for _ in 0..500 {
+                if let Some(s) = c.try_wait().expect("try_wait") {
+                    status = Some(s);
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             }
-            (status, s)
-        };
-        let (bs, be) = out(&mut self.broker_child);
-        let (ms, me) = out(&mut self.model_child);
-        assert!(bs.success(), "broker exit {bs:?}: {be}");
-        assert!(ms.success(), "model exit {ms:?}: {me}");
-        (be, me)
+            let Some(status) = status else {
+                let _ = c.kill();
+                panic!("worker {} did not exit after its channel closed", c.id());
+            };
+            let mut log = String::new();
+            if let Some(mut e) = c.stderr.take() {
+                e.read_to_string(&mut log).expect("stderr");
+            }
+            assert!(status.success(), "worker exit {status:?}: {log}");
+            logs.push(log);
+        }
+        let model_log = logs.pop().unwrap_or_default();
+        let broker_log = logs.pop().unwrap_or_default();
+        (broker_log, model_log)
     }
 }
 
@@ -230,13 +273,20 @@ async fn anthropic_text_and_tool_calls_through_broker_and_model_workers() {
     ])
     .await;
     let w = Workers::start(&server).await;
-    let r = req(WireFormat::AnthropicMessages, ProviderId::Anthropic, server.base.clone());
+    let r = req(
+        WireFormat::AnthropicMessages,
+        ProviderId::Anthropic,
+        server.base.clone(),
+    );
     let (done, items) = w.complete(r.clone()).await;
     assert_eq!(
         done.expect("completes"),
         Completion {
             stop_reason: StopReason::EndTurn,
-            usage: Usage { input_tokens: 25, output_tokens: 15 },
+            usage: Usage {
+                input_tokens: 25,
+                output_tokens: 15
+            },
             attempts: 1
         }
     );
@@ -263,35 +313,59 @@ async fn anthropic_text_and_tool_calls_through_broker_and_model_workers() {
     let body: serde_json::Value = serde_json::from_slice(&got[0].body).expect("json");
     assert_eq!(body["model"], "test-model");
     assert_eq!(body["stream"], true);
-    let (be, me) = w.finish();
+    let (be, me) = w.finish().await;
     assert!(!be.contains(CANARY) && !me.contains(CANARY));
 }
 
 #[tokio::test]
 async fn openai_compatible_parallel_tools_usage_and_done() {
-    let server = Server::start(vec![Reply::sse(OPENAI_TOOLS, 11), Reply::sse(OPENAI_TEXT, 64)]).await;
+    let server = Server::start(vec![
+        Reply::sse(OPENAI_TOOLS, 11),
+        Reply::sse(OPENAI_TEXT, 64),
+    ])
+    .await;
     let w = Workers::start(&server).await;
-    let r = req(WireFormat::OpenAiChat, ProviderId::OpenAi, format!("{}/v1", server.base));
+    let r = req(
+        WireFormat::OpenAiChat,
+        ProviderId::OpenAi,
+        format!("{}/v1", server.base),
+    );
     let (done, items) = w.complete(r.clone()).await;
     assert_eq!(
         done.expect("completes"),
         Completion {
             stop_reason: StopReason::ToolUse,
-            usage: Usage { input_tokens: 80, output_tokens: 40 },
+            usage: Usage {
+                input_tokens: 80,
+                output_tokens: 40
+            },
             attempts: 1
         }
     );
     let ev = events(&items);
     assert_eq!(ev.len(), 3);
-    assert!(matches!(&ev[0], StreamEvent::ToolUse { id, input_json, .. } if id == "call_abc" && input_json == r#"{"location": "Paris"}"#));
-    assert!(matches!(&ev[1], StreamEvent::ToolUse { id, input_json, .. } if id == "call_def" && input_json == r#"{"tz": "CET"}"#));
+    assert!(
+        matches!(&ev[0], StreamEvent::ToolUse { id, input_json, .. } if id == "call_abc" && input_json == r#"{"location": "Paris"}"#)
+    );
+    assert!(
+        matches!(&ev[1], StreamEvent::ToolUse { id, input_json, .. } if id == "call_def" && input_json == r#"{"tz": "CET"}"#)
+    );
     let (done, items) = w.complete(r).await;
-    assert_eq!(done.expect("completes").usage, Usage { input_tokens: 9, output_tokens: 12 });
+    assert_eq!(
+        done.expect("completes").usage,
+        Usage {
+            input_tokens: 9,
+            output_tokens: 12
+        }
+    );
     assert_eq!(events(&items)[..2], [text("Hello"), text(", wörld")]);
     let got = server.received();
     assert_eq!(got[0].path, "/v1/chat/completions");
-    assert_eq!(got[0].header("authorization"), Some(format!("Bearer {CANARY_OPENAI}").as_str()));
-    w.finish();
+    assert_eq!(
+        got[0].header("authorization"),
+        Some(format!("Bearer {CANARY_OPENAI}").as_str())
+    );
+    w.finish().await;
 }
 
 #[tokio::test]
@@ -305,12 +379,18 @@ async fn rate_limit_with_retry_after_and_overload_are_retried() {
     .await;
     let w = Workers::start(&server).await;
     let (done, items) = w
-        .complete(req(WireFormat::AnthropicMessages, ProviderId::Anthropic, server.base.clone()))
+        .complete(req(
+            WireFormat::AnthropicMessages,
+            ProviderId::Anthropic,
+            server.base.clone(),
+        ))
         .await;
     assert_eq!(done.expect("completes").attempts, 4);
     assert_eq!(server.received().len(), 4);
-    assert!(!events(&items).iter().any(|e| matches!(e, StreamEvent::Error { .. })));
-    w.finish();
+    assert!(!events(&items)
+        .iter()
+        .any(|e| matches!(e, StreamEvent::Error { .. })));
+    w.finish().await;
 }
 
 #[tokio::test]
@@ -319,21 +399,41 @@ async fn midstream_error_and_cut_connection_after_output_are_surfaced_once() {
     cut.cut = true;
     let server = Server::start(vec![Reply::sse(ANTHROPIC_OVERLOADED_AFTER_TEXT, 20), cut]).await;
     let w = Workers::start(&server).await;
-    let r = req(WireFormat::AnthropicMessages, ProviderId::Anthropic, server.base.clone());
+    let r = req(
+        WireFormat::AnthropicMessages,
+        ProviderId::Anthropic,
+        server.base.clone(),
+    );
     let (done, items) = w.complete(r.clone()).await;
     let err = done.expect_err("fails");
     assert!(err.contains("overloaded_error"), "{err}");
     let ev = events(&items);
     assert_eq!(ev[0], text("Partial"));
-    assert!(matches!(ev.last(), Some(StreamEvent::Error { kind: StreamErrorKind::ProviderError, .. })));
-    assert_eq!(server.received().len(), 1, "not replayed after output began");
+    assert!(matches!(
+        ev.last(),
+        Some(StreamEvent::Error {
+            kind: StreamErrorKind::ProviderError,
+            ..
+        })
+    ));
+    assert_eq!(
+        server.received().len(),
+        1,
+        "not replayed after output began"
+    );
     let (done, items) = w.complete(r).await;
     assert!(done.is_err());
     let ev = events(&items);
     assert_eq!(ev[0], text("Hel"));
-    assert!(matches!(ev.last(), Some(StreamEvent::Error { kind: StreamErrorKind::Interrupted, .. })));
+    assert!(matches!(
+        ev.last(),
+        Some(StreamEvent::Error {
+            kind: StreamErrorKind::Interrupted,
+            ..
+        })
+    ));
     assert_eq!(server.received().len(), 2);
-    w.finish();
+    w.finish().await;
 }
 
 #[tokio::test]
@@ -345,15 +445,32 @@ async fn canary_key_stays_in_the_broker() {
     .await;
     let w = Workers::start(&server).await;
     let (done, items) = w
-        .complete(req(WireFormat::OpenAiChat, ProviderId::OpenAi, format!("{}/v1", server.base)))
+        .complete(req(
+            WireFormat::OpenAiChat,
+            ProviderId::OpenAi,
+            format!("{}/v1", server.base),
+        ))
         .await;
     let err = done.expect_err("401");
     assert!(err.contains("OPENAI_API_KEY"), "{err}");
-    assert!(matches!(events(&items).last(), Some(StreamEvent::Error { kind: StreamErrorKind::Auth, .. })));
+    assert!(matches!(
+        events(&items).last(),
+        Some(StreamEvent::Error {
+            kind: StreamErrorKind::Auth,
+            ..
+        })
+    ));
     // The server did get the key, so the key was really in play.
-    assert_eq!(server.received()[0].header("authorization"), Some(format!("Bearer {CANARY_OPENAI}").as_str()));
+    assert_eq!(
+        server.received()[0].header("authorization"),
+        Some(format!("Bearer {CANARY_OPENAI}").as_str())
+    );
     // A recording of the exchange holds everything the model worker saw of it.
-    let mut recorded = req(WireFormat::OpenAiChat, ProviderId::OpenAi, format!("{}/v1", server.base));
+    let mut recorded = req(
+        WireFormat::OpenAiChat,
+        ProviderId::OpenAi,
+        format!("{}/v1", server.base),
+    );
     recorded.record = true;
     server.push(Reply::json(401, &body).header("x-echo-key", CANARY_OPENAI));
     let (_, rec_items) = w.complete(recorded).await;
@@ -367,15 +484,27 @@ async fn canary_key_stays_in_the_broker() {
     assert_eq!(lines.len(), 1);
     assert!(lines[0].contains("[redacted]"), "{}", lines[0]);
     for hay in [err.as_str(), &format!("{items:?}"), &lines[0]] {
-        assert!(!hay.contains(CANARY_OPENAI) && !hay.contains(CANARY), "{hay}");
+        assert!(
+            !hay.contains(CANARY_OPENAI) && !hay.contains(CANARY),
+            "{hay}"
+        );
     }
     // The model worker's environment: readable only if the kernel lets us (it is non-dumpable).
     let model_pid = w.model_child.id();
-    let report = w.broker.call(broker::Request::DescribeCredentials).await.expect("report");
-    let broker::Response::Credentials(report) = report else { panic!("{report:?}") };
+    let report = w
+        .broker
+        .call(broker::Request::DescribeCredentials)
+        .await
+        .expect("report");
+    let broker::Response::Credentials(report) = report else {
+        panic!("{report:?}")
+    };
     assert_eq!(
         report.available,
-        vec![(ProviderId::Anthropic, CredentialSource::Env), (ProviderId::OpenAi, CredentialSource::Env)]
+        vec![
+            (ProviderId::Anthropic, CredentialSource::Env),
+            (ProviderId::OpenAi, CredentialSource::Env)
+        ]
     );
     assert_eq!(report.detected, Some(ProviderId::Anthropic));
     assert!(!format!("{report:?}").contains(CANARY));
@@ -387,9 +516,12 @@ async fn canary_key_stays_in_the_broker() {
         }
         Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}"),
     }
-    let (be, me) = w.finish();
+    let (be, me) = w.finish().await;
     for log in [&be, &me] {
-        assert!(!log.contains(CANARY) && !log.contains(CANARY_OPENAI), "{log}");
+        assert!(
+            !log.contains(CANARY) && !log.contains(CANARY_OPENAI),
+            "{log}"
+        );
     }
 }
 
@@ -400,17 +532,36 @@ async fn destinations_off_the_allow_list_are_refused() {
     // Anthropic's key to the OpenAI-configured origin path is fine origin-wise, so use a port
     // nobody configured.
     let (done, items) = w
-        .complete(req(WireFormat::AnthropicMessages, ProviderId::Anthropic, "http://127.0.0.1:9/".into()))
+        .complete(req(
+            WireFormat::AnthropicMessages,
+            ProviderId::Anthropic,
+            "http://127.0.0.1:9/".into(),
+        ))
         .await;
     let err = done.expect_err("refused");
-    assert!(err.contains("may not be sent to http://127.0.0.1:9"), "{err}");
-    assert!(matches!(events(&items).last(), Some(StreamEvent::Error { kind: StreamErrorKind::Transport, .. })));
+    assert!(
+        err.contains("may not be sent to http://127.0.0.1:9"),
+        "{err}"
+    );
+    assert!(matches!(
+        events(&items).last(),
+        Some(StreamEvent::Error {
+            kind: StreamErrorKind::Transport,
+            ..
+        })
+    ));
     let (done, _) = w
-        .complete(req(WireFormat::OpenAiChat, ProviderId::Hanzo, format!("{}/v1", server.base)))
+        .complete(req(
+            WireFormat::OpenAiChat,
+            ProviderId::Hanzo,
+            format!("{}/v1", server.base),
+        ))
         .await;
-    assert!(done.expect_err("refused").contains("hanzo credentials may not be sent"));
+    assert!(done
+        .expect_err("refused")
+        .contains("hanzo credentials may not be sent"));
     assert!(server.received().is_empty());
-    w.finish();
+    w.finish().await;
 }
 
 #[tokio::test]
@@ -419,11 +570,21 @@ async fn the_model_worker_cannot_open_sockets_or_files_yet_does_its_job() {
     let w = Workers::start(&server).await;
     let addr = server.base.trim_start_matches("http://").to_string();
     for probe in [
-        Probe::Socket { family: SocketFamily::Inet, kind: SocketKind::Stream },
-        Probe::Socket { family: SocketFamily::Inet6, kind: SocketKind::Datagram },
+        Probe::Socket {
+            family: SocketFamily::Inet,
+            kind: SocketKind::Stream,
+        },
+        Probe::Socket {
+            family: SocketFamily::Inet6,
+            kind: SocketKind::Datagram,
+        },
         Probe::ConnectTcp { addr },
-        Probe::OpenRead { path: "/etc/hostname".into() },
-        Probe::OpenWrite { path: "/tmp/hanzo-model-probe".into() },
+        Probe::OpenRead {
+            path: "/etc/hostname".into(),
+        },
+        Probe::OpenWrite {
+            path: "/tmp/hanzo-model-probe".into(),
+        },
     ] {
         let reply = w
             .model
@@ -433,21 +594,37 @@ async fn the_model_worker_cannot_open_sockets_or_files_yet_does_its_job() {
         let model::Response::Common(CommonResponse::Probe(outcome)) = reply else {
             panic!("{reply:?}")
         };
-        assert!(!outcome.succeeded, "{probe:?} succeeded in the model worker: {}", outcome.detail);
+        assert!(
+            !outcome.succeeded,
+            "{probe:?} succeeded in the model worker: {}",
+            outcome.detail
+        );
     }
     let (done, items) = w
-        .complete(req(WireFormat::AnthropicMessages, ProviderId::Anthropic, server.base.clone()))
+        .complete(req(
+            WireFormat::AnthropicMessages,
+            ProviderId::Anthropic,
+            server.base.clone(),
+        ))
         .await;
     assert_eq!(done.expect("completes").stop_reason, StopReason::EndTurn);
     assert_eq!(events(&items)[0], text("Hello"));
-    w.finish();
+    w.finish().await;
 }
 
 #[tokio::test]
 async fn record_then_replay_through_the_model_worker() {
-    let server = Server::start(vec![Reply::json(529, ANTHROPIC_529), Reply::sse(ANTHROPIC_TOOLS, 8)]).await;
+    let server = Server::start(vec![
+        Reply::json(529, ANTHROPIC_529),
+        Reply::sse(ANTHROPIC_TOOLS, 8),
+    ])
+    .await;
     let w = Workers::start(&server).await;
-    let mut live = req(WireFormat::AnthropicMessages, ProviderId::Anthropic, server.base.clone());
+    let mut live = req(
+        WireFormat::AnthropicMessages,
+        ProviderId::Anthropic,
+        server.base.clone(),
+    );
     live.record = true;
     let (done, items) = w.complete(live.clone()).await;
     let live_done = done.expect("completes");
@@ -462,16 +639,20 @@ async fn record_then_replay_through_the_model_worker() {
     assert!(lines.iter().all(|l| !l.contains(CANARY)));
     let loaded = w
         .model
-        .call(model::Request::LoadCassette { jsonl: lines.join("\n") })
+        .call(model::Request::LoadCassette {
+            jsonl: lines.join("\n"),
+        })
         .await
         .expect("loads");
     assert_eq!(loaded, model::Response::CassetteLoaded { exchanges: 2 });
     let mut replay = live;
-    replay.provider = ProviderConfig::Replay { wire: WireFormat::AnthropicMessages };
+    replay.provider = ProviderConfig::Replay {
+        wire: WireFormat::AnthropicMessages,
+    };
     replay.record = false;
     let (done, replayed) = w.complete(replay).await;
     assert_eq!(done.expect("replays"), live_done);
     assert_eq!(events(&replayed), events(&items));
     assert_eq!(server.received().len(), 2, "the replay made no request");
-    w.finish();
+    w.finish().await;
 }

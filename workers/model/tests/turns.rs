@@ -6,8 +6,8 @@ mod fixtures;
 use fixtures::*;
 use hanzo_ipc::roles::http::HttpFailureKind;
 use hanzo_ipc::roles::model::{
-    CompletionRequest, ContentBlock, Message, MessageRole, ProviderConfig, ProviderId,
-    RetryPolicy, StopReason, StreamErrorKind, StreamEvent, ToolDef, Usage, WireFormat,
+    CompletionRequest, ContentBlock, Message, MessageRole, ProviderConfig, ProviderId, RetryPolicy,
+    StopReason, StreamErrorKind, StreamEvent, ToolDef, Usage, WireFormat,
 };
 use hanzo_model::cassette::{
     parse_cassette, to_line, Chunk, Exchange, RecordedFailure, Recording, ReplayTransport,
@@ -70,14 +70,22 @@ fn request(wire: WireFormat) -> CompletionRequest {
 async fn run(
     wire: WireFormat,
     exchanges: Vec<Exchange>,
-) -> (Result<hanzo_ipc::roles::model::Completion, ModelError>, Vec<StreamEvent>, usize) {
+) -> (
+    Result<hanzo_ipc::roles::model::Completion, ModelError>,
+    Vec<StreamEvent>,
+    usize,
+) {
     run_req(request(wire), exchanges).await
 }
 
 async fn run_req(
     req: CompletionRequest,
     exchanges: Vec<Exchange>,
-) -> (Result<hanzo_ipc::roles::model::Completion, ModelError>, Vec<StreamEvent>, usize) {
+) -> (
+    Result<hanzo_ipc::roles::model::Completion, ModelError>,
+    Vec<StreamEvent>,
+    usize,
+) {
     let replay = ReplayTransport::new(exchanges);
     let (tx, mut rx) = mpsc::channel(1024);
     let result = run_turn(&replay, &req, &tx, Some(7)).await;
@@ -95,12 +103,19 @@ fn text(t: &str) -> StreamEvent {
 
 #[tokio::test]
 async fn anthropic_text_stream_gives_deltas_then_stop_with_usage() {
-    let (result, events, _) = run(WireFormat::AnthropicMessages, vec![anth(200, &[], ANTHROPIC_TEXT)]).await;
+    let (result, events, _) = run(
+        WireFormat::AnthropicMessages,
+        vec![anth(200, &[], ANTHROPIC_TEXT)],
+    )
+    .await;
     let c = result.expect("completes");
     assert_eq!(c.attempts, 1);
     let stop = StreamEvent::MessageStop {
         stop_reason: StopReason::EndTurn,
-        usage: Usage { input_tokens: 25, output_tokens: 15 },
+        usage: Usage {
+            input_tokens: 25,
+            output_tokens: 15,
+        },
     };
     assert_eq!(events, vec![text("Hello"), text(", wörld"), stop]);
 }
@@ -127,7 +142,10 @@ async fn anthropic_tool_use_is_assembled_from_input_json_deltas() {
             },
             StreamEvent::MessageStop {
                 stop_reason: StopReason::ToolUse,
-                usage: Usage { input_tokens: 472, output_tokens: 89 },
+                usage: Usage {
+                    input_tokens: 472,
+                    output_tokens: 89
+                },
             },
         ]
     );
@@ -137,12 +155,17 @@ async fn anthropic_tool_use_is_assembled_from_input_json_deltas() {
 async fn overloaded_before_any_output_is_retried() {
     let (result, events, left) = run(
         WireFormat::AnthropicMessages,
-        vec![anth(200, &[], ANTHROPIC_OVERLOADED_AT_START), anth(200, &[], ANTHROPIC_TEXT)],
+        vec![
+            anth(200, &[], ANTHROPIC_OVERLOADED_AT_START),
+            anth(200, &[], ANTHROPIC_TEXT),
+        ],
     )
     .await;
     assert_eq!(result.expect("second attempt completes").attempts, 2);
     assert_eq!(left, 0);
-    assert!(!events.iter().any(|e| matches!(e, StreamEvent::Error { .. })));
+    assert!(!events
+        .iter()
+        .any(|e| matches!(e, StreamEvent::Error { .. })));
     assert_eq!(events.first(), Some(&text("Hello")));
 }
 
@@ -150,7 +173,10 @@ async fn overloaded_before_any_output_is_retried() {
 async fn error_after_output_began_is_surfaced_not_replayed() {
     let (result, events, left) = run(
         WireFormat::AnthropicMessages,
-        vec![anth(200, &[], ANTHROPIC_OVERLOADED_AFTER_TEXT), anth(200, &[], ANTHROPIC_TEXT)],
+        vec![
+            anth(200, &[], ANTHROPIC_OVERLOADED_AFTER_TEXT),
+            anth(200, &[], ANTHROPIC_TEXT),
+        ],
     )
     .await;
     assert_eq!(
@@ -164,7 +190,10 @@ async fn error_after_output_began_is_surfaced_not_replayed() {
     assert_eq!(events[0], text("Partial"));
     assert!(matches!(
         events.last(),
-        Some(StreamEvent::Error { kind: StreamErrorKind::ProviderError, .. })
+        Some(StreamEvent::Error {
+            kind: StreamErrorKind::ProviderError,
+            ..
+        })
     ));
     assert_eq!(events.len(), 2);
 }
@@ -173,7 +202,10 @@ async fn error_after_output_began_is_surfaced_not_replayed() {
 async fn truncated_stream_after_output_is_interrupted() {
     let (result, events, left) = run(
         WireFormat::AnthropicMessages,
-        vec![anth(200, &[], ANTHROPIC_TRUNCATED), anth(200, &[], ANTHROPIC_TEXT)],
+        vec![
+            anth(200, &[], ANTHROPIC_TRUNCATED),
+            anth(200, &[], ANTHROPIC_TEXT),
+        ],
     )
     .await;
     match result.expect_err("interrupted") {
@@ -184,7 +216,10 @@ async fn truncated_stream_after_output_is_interrupted() {
     assert_eq!(events[0], text("Hel"));
     assert!(matches!(
         events.last(),
-        Some(StreamEvent::Error { kind: StreamErrorKind::Interrupted, .. })
+        Some(StreamEvent::Error {
+            kind: StreamErrorKind::Interrupted,
+            ..
+        })
     ));
 }
 
@@ -257,7 +292,10 @@ async fn retry_after_beyond_the_budget_gives_up_at_once() {
     assert_eq!(left, 1);
     assert!(matches!(
         events.last(),
-        Some(StreamEvent::Error { kind: StreamErrorKind::Unavailable, .. })
+        Some(StreamEvent::Error {
+            kind: StreamErrorKind::Unavailable,
+            ..
+        })
     ));
 }
 
@@ -304,15 +342,30 @@ async fn unauthorized_is_a_typed_error_naming_the_credential_without_echoing_it(
 
 #[tokio::test]
 async fn context_overflow_and_bad_request_are_told_apart() {
-    let (r, _, _) = run(WireFormat::AnthropicMessages, vec![anth(400, &[], ANTHROPIC_CONTEXT)]).await;
-    assert!(matches!(r, Err(ModelError::ContextOverflow { ref message }) if message.contains("prompt is too long")));
+    let (r, _, _) = run(
+        WireFormat::AnthropicMessages,
+        vec![anth(400, &[], ANTHROPIC_CONTEXT)],
+    )
+    .await;
+    assert!(
+        matches!(r, Err(ModelError::ContextOverflow { ref message }) if message.contains("prompt is too long"))
+    );
     let (r, _, _) = run(WireFormat::OpenAiChat, vec![oai(400, &[], OPENAI_CONTEXT)]).await;
     assert!(matches!(r, Err(ModelError::ContextOverflow { .. })));
-    let (r, events, _) = run(WireFormat::AnthropicMessages, vec![anth(400, &[], ANTHROPIC_400)]).await;
-    assert!(matches!(r, Err(ModelError::BadRequest { status: 400, ref message }) if message.contains("roles must alternate")));
+    let (r, events, _) = run(
+        WireFormat::AnthropicMessages,
+        vec![anth(400, &[], ANTHROPIC_400)],
+    )
+    .await;
+    assert!(
+        matches!(r, Err(ModelError::BadRequest { status: 400, ref message }) if message.contains("roles must alternate"))
+    );
     assert!(matches!(
         events.last(),
-        Some(StreamEvent::Error { kind: StreamErrorKind::BadRequest, .. })
+        Some(StreamEvent::Error {
+            kind: StreamErrorKind::BadRequest,
+            ..
+        })
     ));
 }
 
@@ -320,7 +373,13 @@ async fn context_overflow_and_bad_request_are_told_apart() {
 async fn openai_text_stream_with_usage_and_done() {
     let (result, events, _) = run(WireFormat::OpenAiChat, vec![oai(200, &[], OPENAI_TEXT)]).await;
     let c = result.expect("completes");
-    assert_eq!(c.usage, Usage { input_tokens: 9, output_tokens: 12 });
+    assert_eq!(
+        c.usage,
+        Usage {
+            input_tokens: 9,
+            output_tokens: 12
+        }
+    );
     assert_eq!(
         events,
         vec![
@@ -328,7 +387,10 @@ async fn openai_text_stream_with_usage_and_done() {
             text(", wörld"),
             StreamEvent::MessageStop {
                 stop_reason: StopReason::EndTurn,
-                usage: Usage { input_tokens: 9, output_tokens: 12 }
+                usage: Usage {
+                    input_tokens: 9,
+                    output_tokens: 12
+                }
             }
         ]
     );
@@ -354,7 +416,10 @@ async fn openai_parallel_tool_calls_are_assembled_by_index() {
             },
             StreamEvent::MessageStop {
                 stop_reason: StopReason::ToolUse,
-                usage: Usage { input_tokens: 80, output_tokens: 40 }
+                usage: Usage {
+                    input_tokens: 80,
+                    output_tokens: 40
+                }
             },
         ]
     );
@@ -362,8 +427,15 @@ async fn openai_parallel_tool_calls_are_assembled_by_index() {
 
 #[tokio::test]
 async fn openai_single_tool_call() {
-    let (result, events, _) = run(WireFormat::OpenAiChat, vec![oai(200, &[], OPENAI_ONE_TOOL)]).await;
-    assert_eq!(result.expect("completes").usage, Usage { input_tokens: 30, output_tokens: 7 });
+    let (result, events, _) =
+        run(WireFormat::OpenAiChat, vec![oai(200, &[], OPENAI_ONE_TOOL)]).await;
+    assert_eq!(
+        result.expect("completes").usage,
+        Usage {
+            input_tokens: 30,
+            output_tokens: 7
+        }
+    );
     assert_eq!(
         events[0],
         StreamEvent::ToolUse {
@@ -376,12 +448,25 @@ async fn openai_single_tool_call() {
 
 #[tokio::test]
 async fn openai_truncated_and_midstream_error() {
-    let (r, events, _) = run(WireFormat::OpenAiChat, vec![oai(200, &[], OPENAI_TRUNCATED)]).await;
-    assert!(matches!(r, Err(ModelError::Interrupted { after_output: true, .. })));
+    let (r, events, _) = run(
+        WireFormat::OpenAiChat,
+        vec![oai(200, &[], OPENAI_TRUNCATED)],
+    )
+    .await;
+    assert!(matches!(
+        r,
+        Err(ModelError::Interrupted {
+            after_output: true,
+            ..
+        })
+    ));
     assert_eq!(events[0], text("Hi"));
     let (r, _, left) = run(
         WireFormat::OpenAiChat,
-        vec![oai(200, &[], OPENAI_MIDSTREAM_ERROR), oai(200, &[], OPENAI_TEXT)],
+        vec![
+            oai(200, &[], OPENAI_MIDSTREAM_ERROR),
+            oai(200, &[], OPENAI_TEXT),
+        ],
     )
     .await;
     assert!(matches!(r, Err(ModelError::ProviderError { ref kind, .. }) if kind == "server_error"));
@@ -390,13 +475,20 @@ async fn openai_truncated_and_midstream_error() {
 
 #[tokio::test]
 async fn replay_mismatch_and_exhaustion_are_cassette_errors() {
-    let (r, _, _) = run(WireFormat::AnthropicMessages, vec![oai(200, &[], OPENAI_TEXT)]).await;
+    let (r, _, _) = run(
+        WireFormat::AnthropicMessages,
+        vec![oai(200, &[], OPENAI_TEXT)],
+    )
+    .await;
     assert!(matches!(r, Err(ModelError::Cassette(ref m)) if m.contains("/v1/chat/completions")));
     let (r, events, _) = run(WireFormat::AnthropicMessages, vec![]).await;
     assert!(matches!(r, Err(ModelError::Cassette(_))));
     assert!(matches!(
         events.last(),
-        Some(StreamEvent::Error { kind: StreamErrorKind::Cassette, .. })
+        Some(StreamEvent::Error {
+            kind: StreamErrorKind::Cassette,
+            ..
+        })
     ));
 }
 
@@ -406,12 +498,18 @@ async fn recording_then_replaying_gives_the_same_events() {
     // recorded lines and compare.
     let source = vec![
         anth(529, &[("x-should-retry", "true")], ANTHROPIC_529),
-        anth(200, &[("content-type", "text/event-stream")], ANTHROPIC_TEXT),
+        anth(
+            200,
+            &[("content-type", "text/event-stream")],
+            ANTHROPIC_TEXT,
+        ),
     ];
     let recording = Recording::new(ReplayTransport::new(source.clone()));
     let req = request(WireFormat::AnthropicMessages);
     let (tx, mut rx) = mpsc::channel(1024);
-    let first = run_turn(&recording, &req, &tx, Some(1)).await.expect("completes");
+    let first = run_turn(&recording, &req, &tx, Some(1))
+        .await
+        .expect("completes");
     drop(tx);
     let mut live = Vec::new();
     while let Some(e) = rx.recv().await {
@@ -421,16 +519,25 @@ async fn recording_then_replaying_gives_the_same_events() {
     assert_eq!(lines.len(), 2);
     let jsonl = lines.join("\n");
     let parsed = parse_cassette(&jsonl).expect("parses");
-    assert_eq!(parsed[1].chunks, source[1].chunks, "chunks recorded exactly as received");
-    assert!(parsed
-        .iter()
-        .any(|e| e.chunks.iter().any(|c| matches!(c, Chunk::Bytes { .. }))), "a split UTF-8 chunk is kept as bytes");
+    assert_eq!(
+        parsed[1].chunks, source[1].chunks,
+        "chunks recorded exactly as received"
+    );
+    assert!(
+        parsed
+            .iter()
+            .any(|e| e.chunks.iter().any(|c| matches!(c, Chunk::Bytes { .. }))),
+        "a split UTF-8 chunk is kept as bytes"
+    );
     assert_eq!(parsed[0].request.url, "replay:/v1/messages");
     let (second, replayed, _) = run_req(req, parsed).await;
     assert_eq!(second.expect("replays"), first);
     assert_eq!(replayed, live);
     // And a line round-trips.
-    assert_eq!(parse_cassette(&to_line(&source[0])).expect("parses")[0], source[0]);
+    assert_eq!(
+        parse_cassette(&to_line(&source[0])).expect("parses")[0],
+        source[0]
+    );
 }
 
 #[test]
@@ -453,7 +560,9 @@ fn conversation() -> CompletionRequest {
         Message {
             role: MessageRole::Assistant,
             content: vec![
-                ContentBlock::Text { text: "Checking.".into() },
+                ContentBlock::Text {
+                    text: "Checking.".into(),
+                },
                 ContentBlock::ToolUse {
                     id: "t1".into(),
                     name: "get_weather".into(),
@@ -478,17 +587,21 @@ fn anthropic_request_shape() {
     let http = http_request(&conversation()).expect("builds");
     assert_eq!(http.url, "https://api.anthropic.com/v1/messages");
     assert_eq!(http.credential, ProviderId::Anthropic);
-    assert!(http.headers.contains(&("anthropic-version".into(), "2023-06-01".into())));
-    assert!(!http
+    assert!(http
         .headers
-        .iter()
-        .any(|(k, _)| k.eq_ignore_ascii_case("x-api-key") || k.eq_ignore_ascii_case("authorization")));
+        .contains(&("anthropic-version".into(), "2023-06-01".into())));
+    assert!(!http.headers.iter().any(
+        |(k, _)| k.eq_ignore_ascii_case("x-api-key") || k.eq_ignore_ascii_case("authorization")
+    ));
     let body: serde_json::Value = serde_json::from_slice(&http.body).expect("json");
     assert_eq!(body["stream"], true);
     assert_eq!(body["system"], "Be brief.");
     assert_eq!(body["max_tokens"], 1024);
     assert_eq!(body["tools"][0]["input_schema"]["type"], "object");
-    assert_eq!(body["messages"][1]["content"][1]["input"]["location"], "Paris");
+    assert_eq!(
+        body["messages"][1]["content"][1]["input"]["location"],
+        "Paris"
+    );
     assert_eq!(body["messages"][2]["content"][0]["type"], "tool_result");
     assert_eq!(body["messages"][2]["content"][0]["tool_use_id"], "t1");
 }
@@ -510,9 +623,12 @@ fn openai_request_shape_for_a_compatible_base_url() {
     assert_eq!(msgs[0]["role"], "system");
     assert_eq!(msgs[1]["content"], "weather?");
     assert_eq!(msgs[2]["tool_calls"][0]["function"]["name"], "get_weather");
-    let args: serde_json::Value =
-        serde_json::from_str(msgs[2]["tool_calls"][0]["function"]["arguments"].as_str().expect("string"))
-            .expect("arguments are JSON text");
+    let args: serde_json::Value = serde_json::from_str(
+        msgs[2]["tool_calls"][0]["function"]["arguments"]
+            .as_str()
+            .expect("string"),
+    )
+    .expect("arguments are JSON text");
     assert_eq!(args["location"], "Paris");
     assert_eq!(msgs[3]["role"], "tool");
     assert_eq!(msgs[3]["tool_call_id"], "t1");

@@ -7,10 +7,11 @@
 //!
 //! 1. `unshare`s the five namespaces and maps the caller's uid and gid to themselves (one id,
 //!    `setgroups` denied);
-//! 2. forks: the child is pid 1 of the new pid namespace and goes on to become the worker; the
-//!    parent only waits and exits with the child's status (the supervisor's pid for the worker
-//!    stays valid, and killing it kills the child through the parent-death signal, and with it —
-//!    pid 1 — every process of the namespace);
+//! 2. forks: the child is pid 1 of the new pid namespace; the parent only waits and returns the
+//!    child's status (the supervisor's pid for the worker stays valid, and killing it kills the
+//!    child through the parent-death signal, and with it — pid 1 — every process of the
+//!    namespace). Pid 1 sets up the mounts (below), then forks the worker (pid 2) and from then
+//!    on only reaps orphans until the worker ends;
 //! 3. in the child, makes every mount private and hides directories behind empty tmpfs mounts
 //!    (`/tmp`, `/var/tmp`, `/dev/shm`, `/run`, `/root`, `/home`: host sockets, agents and other
 //!    users' files), then binds back the paths the worker needs (workspace, run directory) where
@@ -170,6 +171,29 @@ pub fn enter(cfg: &TierB) -> Result<Side, NamespaceError> {
     };
     let mut notes = Vec::new();
     set_up_mounts(cfg, &mut notes)?;
+    // Pid 1 of the namespace only reaps. Orphans (what a command left running, killed with its
+    // group) are re-parented to pid 1; were that the worker, their zombies would pile up, since
+    // tokio waits for its own children only.
+    // SAFETY: still single-threaded; the parent side only runs `reap_until`, which makes raw
+    // syscalls and `_exit`s.
+    let worker = unsafe { libc::fork() };
+    if worker < 0 {
+        return Err(NamespaceError::Fork(io::Error::last_os_error()));
+    }
+    if worker > 0 {
+        reap_until(worker);
+    }
+    // The worker, pid 2: die with pid 1 (and so with the supervisor's handle).
+    // SAFETY: PR_SET_PDEATHSIG takes a signal number only.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
     let _ = ENTERED.set(NS_NAMES.iter().map(|s| s.to_string()).collect());
     let _ = NOTES.set(notes);
     Ok(Side::Child)
@@ -192,10 +216,36 @@ fn wait_for(pid: libc::pid_t) -> i32 {
             break;
         }
     }
+    exit_code(status)
+}
+
+fn exit_code(status: libc::c_int) -> i32 {
     if libc::WIFEXITED(status) {
         libc::WEXITSTATUS(status)
     } else {
         128 + libc::WTERMSIG(status)
+    }
+}
+
+/// Pid 1's whole life: reap every child until `worker` ends, then exit with its status (which
+/// ends the namespace: the kernel kills whatever is left in it).
+fn reap_until(worker: libc::pid_t) -> ! {
+    // SAFETY: close_range closes fds of our own table; pid 1 uses none of them (the worker has
+    // its own copies).
+    unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
+    loop {
+        let mut status = 0;
+        // SAFETY: waiting for any child, writing into our local.
+        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
+        let code = if r == worker {
+            exit_code(status)
+        } else if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            1
+        } else {
+            continue;
+        };
+        // SAFETY: _exit ends the process without running anything else.
+        unsafe { libc::_exit(code) }
     }
 }
 

@@ -54,8 +54,8 @@ fn main() {
         println!("\n== worker isolation: {tier}");
         failures += runtime.block_on(run_all(tier));
     }
+    println!("\nworker checks: {failures} failed");
     if failures > 0 {
-        println!("{failures} failed");
         std::process::exit(1);
     }
 }
