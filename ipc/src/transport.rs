@@ -5,7 +5,7 @@
 //! it. Reading uses the same [`FrameDecoder`] as the test vectors, so the length limit is checked
 //! from the four length bytes before anything is allocated for the frame.
 
-use crate::frame::{encode_frame, Frame, FrameDecoder, FrameError, DEFAULT_MAX_FRAME};
+use crate::frame::{encode_frame, Frame, FrameDecoder, FrameError};
 use crate::proto::{self, frame_type, DecodeError, HandshakeError, Hello};
 use crate::{attest::Attestation, Role};
 use std::io;
@@ -126,11 +126,6 @@ pub fn split(stream: tokio::net::UnixStream, max_frame: u32) -> (UnixFrameReader
         FrameReader::new(r, max_frame),
         FrameWriter::new(w, max_frame),
     )
-}
-
-/// The default limit, for callers that have no reason to choose another.
-pub const fn default_max_frame() -> u32 {
-    DEFAULT_MAX_FRAME
 }
 
 /// Supervisor side: send our hello, check the worker's, receive its attestation.

@@ -59,9 +59,15 @@ mod tests {
     #[test]
     fn extra_names_come_from_hanzo_secret_env() {
         let vars = vec![
-            ("HANZO_SECRET_ENV".to_string(), " CORP_KEY, ,VAULT_ADDR".to_string()),
+            (
+                "HANZO_SECRET_ENV".to_string(),
+                " CORP_KEY, ,VAULT_ADDR".to_string(),
+            ),
             ("PATH".to_string(), "/bin".to_string()),
         ];
-        assert_eq!(super::extra_secret_names(&vars), vec!["CORP_KEY", "VAULT_ADDR"]);
+        assert_eq!(
+            super::extra_secret_names(&vars),
+            vec!["CORP_KEY", "VAULT_ADDR"]
+        );
     }
 }

@@ -656,3 +656,53 @@ async fn record_then_replay_through_the_model_worker() {
     assert_eq!(server.received().len(), 2, "the replay made no request");
     w.finish().await;
 }
+
+#[tokio::test]
+async fn cancelling_a_turn_closes_the_provider_connection_through_both_workers() {
+    // The stream up to the first text delta, then the server holds the connection open.
+    let cut_at = ANTHROPIC_TEXT
+        .find("event: content_block_delta")
+        .expect("delta");
+    let head_end = cut_at + ANTHROPIC_TEXT[cut_at..].find("\n\n").expect("end") + 2;
+    let mut held = Reply::sse(&ANTHROPIC_TEXT[..head_end], 4096);
+    held.hold = true;
+    let server = Server::start(vec![held, Reply::sse(ANTHROPIC_TEXT, 64)]).await;
+    let w = Workers::start(&server).await;
+    let r = req(
+        WireFormat::AnthropicMessages,
+        ProviderId::Anthropic,
+        server.base.clone(),
+    );
+    let mut stream = w
+        .model
+        .call_stream(model::Request::Complete(r.clone()))
+        .await
+        .expect("sent");
+    match stream.next().await {
+        Some(Ok(StreamPart::Item(model::Item::Event(e)))) => assert_eq!(e, text("Hello")),
+        other => panic!("unexpected {other:?}"),
+    }
+    stream.cancel().await.expect("cancel sent");
+    match stream.next().await {
+        Some(Err(e)) => assert!(e.to_string().contains("Cancelled"), "{e}"),
+        other => panic!("unexpected {other:?}"),
+    }
+    // The model worker's abort drops its broker request, whose cancel makes the broker drop the
+    // upstream response: the provider sees the connection close.
+    let mut closed = false;
+    for _ in 0..500 {
+        if server.hung_up.load(std::sync::atomic::Ordering::SeqCst) == 1 {
+            closed = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        closed,
+        "the provider connection stayed open after the cancel"
+    );
+    // Both workers are still serving.
+    let (done, _) = w.complete(r).await;
+    assert_eq!(done.expect("completes").stop_reason, StopReason::EndTurn);
+    w.finish().await;
+}

@@ -365,11 +365,6 @@ fn self_rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-/// The protocol type of a role, for code generic over roles.
-pub fn role_name<P: Protocol>() -> &'static str {
-    P::ROLE.as_str()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -347,6 +347,36 @@ async fn run_all(tier: &str) -> usize {
             pid.is_some_and(|p| p < 100),
             format!("{r:?}"),
         );
+        // Orphans are reaped: the namespace's pid 1 (the host process's only child) keeps exactly
+        // one child, the worker, and the killed background sleep leaves no zombie anywhere.
+        let r = run(&w, bash("sleep 1003.25 & echo started", None)).await;
+        let host_pid = w._child.id().expect("worker pid");
+        let children = |pid: u32| -> Vec<u32> {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        };
+        // host process → pid 1 (reaper) → pid 2 (worker) → nothing once the command is done.
+        let mut reaped = false;
+        let mut seen = Vec::new();
+        for _ in 0..300 {
+            let init = children(host_pid);
+            let workers: Vec<u32> = init.iter().flat_map(|&p| children(p)).collect();
+            let leftovers: Vec<u32> = workers.iter().flat_map(|&p| children(p)).collect();
+            seen = vec![init.clone(), workers.clone(), leftovers.clone()];
+            if init.len() == 1 && workers.len() == 1 && leftovers.is_empty() {
+                reaped = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        check(
+            "tier B: pid 1 reaps what commands leave behind",
+            r.output.starts_with("started") && reaped,
+            format!("{r:?} children of pid 1: {seen:?}"),
+        );
     }
 
     // The worker is still healthy after all that.
