@@ -3,6 +3,7 @@
 #![deny(unsafe_code)]
 
 pub mod cli;
+pub mod pair;
 pub mod secrets;
 pub mod spawner;
 pub mod startup;

@@ -19,6 +19,8 @@ pub struct SpawnRequest {
     pub env: Vec<(String, String)>,
     /// The worker's end of its channel; becomes fd 3.
     pub channel: OwnedFd,
+    /// The worker's end of a direct channel to a peer worker; becomes fd 4.
+    pub direct: Option<OwnedFd>,
     pub rlimits: hanzo_policy::profile::Rlimits,
 }
 
@@ -74,7 +76,13 @@ fn spawn_one(exe: &PathBuf, req: SpawnRequest) -> std::io::Result<tokio::process
     configure_command(
         &mut cmd,
         ChildSetup {
-            fds: vec![(req.channel.as_raw_fd(), hanzo_ipc::transport::SUPERVISOR_FD)],
+            fds: std::iter::once((req.channel.as_raw_fd(), hanzo_ipc::transport::SUPERVISOR_FD))
+                .chain(
+                    req.direct
+                        .as_ref()
+                        .map(|d| (d.as_raw_fd(), hanzo_ipc::transport::DIRECT_FD)),
+                )
+                .collect(),
             rlimits: req.rlimits,
             parent_pid: std::process::id() as i32,
             new_session: true,
@@ -86,6 +94,7 @@ fn spawn_one(exe: &PathBuf, req: SpawnRequest) -> std::io::Result<tokio::process
     // The child holds its own copy now; ours must close so EOF reaches the supervisor when the
     // worker dies.
     drop(req.channel);
+    drop(req.direct);
     child
 }
 

@@ -1,6 +1,7 @@
 //! The actor tree: a root actor supervising one [`WorkerActor`] per role, and the [`Supervisor`]
 //! value callers use — one stable [`WorkerHandle`] per role.
 
+use crate::pair::{DirectPair, Side};
 use crate::spawner::Spawner;
 use crate::worker::{
     RestartPolicy, Slot, WorkerActor, WorkerArgs, WorkerHandle, WorkerInfo, WorkerSpec,
@@ -56,6 +57,8 @@ static TREE_INSTANCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU6
 
 struct RootArgs {
     instance: u64,
+    /// The direct channel between the model and broker workers.
+    model_broker: Arc<DirectPair>,
     cfg: SupervisorConfig,
     spawner: Spawner,
     broker: watch::Sender<Slot<BrokerProtocol>>,
@@ -71,7 +74,12 @@ struct RootState {
     children: Vec<(Role, ractor::ActorCell)>,
 }
 
-fn spec(cfg: &SupervisorConfig, spawner: &Spawner, role: Role) -> WorkerSpec {
+fn spec(
+    cfg: &SupervisorConfig,
+    spawner: &Spawner,
+    role: Role,
+    model_broker: &Arc<DirectPair>,
+) -> WorkerSpec {
     let profile = profile_for(role, &cfg.ctx);
     WorkerSpec {
         role,
@@ -81,6 +89,11 @@ fn spec(cfg: &SupervisorConfig, spawner: &Spawner, role: Role) -> WorkerSpec {
         restart: cfg.restart,
         fault: cfg.faults.get(&role).copied(),
         spawner: spawner.clone(),
+        direct: match role {
+            Role::Broker => Some((model_broker.clone(), Side::A)),
+            Role::Model => Some((model_broker.clone(), Side::B)),
+            _ => None,
+        },
     }
 }
 
@@ -94,7 +107,7 @@ async fn spawn_child<P: Protocol>(
         Some(format!("tree{}-worker-{role}", args.instance)),
         WorkerActor::<P>::default(),
         WorkerArgs {
-            spec: spec(&args.cfg, &args.spawner, role),
+            spec: spec(&args.cfg, &args.spawner, role, &args.model_broker),
             slot,
         },
         root.get_cell(),
@@ -183,6 +196,7 @@ impl Supervisor {
             RootActor,
             RootArgs {
                 instance,
+                model_broker: Arc::new(DirectPair::default()),
                 cfg,
                 spawner,
                 broker: broker_tx,

@@ -5,6 +5,7 @@
 //! restarts. A request made while the worker restarts waits up to the handle's deadline; a crash
 //! fails the requests in flight at once (the channel reader sees EOF and fails them).
 
+use crate::pair::{DirectPair, Side};
 use crate::spawner::{SpawnRequest, Spawner};
 use hanzo_backoff::Backoff;
 use hanzo_ipc::attest::Attestation;
@@ -85,6 +86,8 @@ pub struct WorkerSpec {
     pub restart: RestartPolicy,
     pub fault: Option<Fault>,
     pub spawner: Spawner,
+    /// The direct channel this role holds one end of, if any.
+    pub direct: Option<(Arc<DirectPair>, Side)>,
 }
 
 pub enum WorkerMsg<P: Protocol> {
@@ -300,6 +303,13 @@ async fn start_worker<P: Protocol>(
     let profile = profile_for(role, &spec.ctx);
     let (ours, theirs) =
         transport::socketpair().map_err(|e| StartError::Failed(format!("socketpair: {e}")))?;
+    let direct = match &spec.direct {
+        Some((pair, side)) => Some(
+            pair.take_end(*side)
+                .map_err(|e| StartError::Failed(format!("direct channel: {e}")))?,
+        ),
+        None => None,
+    };
     let mut child = spec
         .spawner
         .spawn(SpawnRequest {
@@ -310,6 +320,7 @@ async fn start_worker<P: Protocol>(
             },
             env: spec.env.clone(),
             channel: theirs,
+            direct,
             rlimits: profile.rlimits,
         })
         .await
@@ -368,6 +379,20 @@ async fn start_worker<P: Protocol>(
         }
     });
     let (kill_tx, kill_rx) = tokio::sync::oneshot::channel::<tokio::sync::oneshot::Sender<()>>();
+    let repair = spec
+        .direct
+        .as_ref()
+        .map(|(pair, side)| pair.register_live(*side));
+    let repaired = async move {
+        // A dropped sender only means the record was replaced: not a request to restart.
+        let asked = match repair {
+            Some(rx) => rx.await.is_ok(),
+            None => false,
+        };
+        if !asked {
+            std::future::pending::<()>().await;
+        }
+    };
     // Watch the process and its channel: whichever ends first ends the other.
     tokio::spawn(async move {
         let mut end = end;
@@ -389,6 +414,11 @@ async fn start_worker<P: Protocol>(
                 let _ = child.start_kill();
                 let status = child.wait().await;
                 format!("{what}; process {}", status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string()))
+            }
+            _ = repaired => {
+                let _ = child.start_kill();
+                let status = child.wait().await;
+                format!("restarted to re-pair its direct channel (its peer restarted); process {}", status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string()))
             }
             ack = kill_rx => {
                 let _ = child.start_kill();

@@ -475,3 +475,44 @@ async fn in_flight_requests_are_capped_per_worker() {
         .expect("third succeeds after the restart");
     sup.shutdown().await;
 }
+
+fn fd4_of(pid: u32) -> String {
+    std::fs::read_link(format!("/proc/{pid}/fd/4"))
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|e| format!("no fd 4: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_and_broker_share_a_direct_channel_and_are_re_paired_on_restart() {
+    let (sup, _s) = start(&[]).await;
+    within("ready", sup.wait_ready()).await.expect("ready");
+    let model = sup.model.info().expect("model").pid;
+    let broker = sup.broker.info().expect("broker").pid;
+    assert!(fd4_of(model).starts_with("socket:"), "{}", fd4_of(model));
+    assert!(fd4_of(broker).starts_with("socket:"), "{}", fd4_of(broker));
+    // No other role holds a direct channel: its fd 4, if any, is not a socket.
+    let tools = sup.tools.info().expect("tools").pid;
+    assert!(!fd4_of(tools).starts_with("socket:"), "{}", fd4_of(tools));
+    // Kill the model: the broker is restarted with it, so both hold ends of a fresh pair.
+    std::process::Command::new("kill")
+        .args(["-9", &model.to_string()])
+        .status()
+        .expect("kill");
+    within("re-paired", async {
+        loop {
+            let m = sup.model.info().map(|i| i.pid);
+            let b = sup.broker.info().map(|i| i.pid);
+            if matches!((m, b), (Some(m), Some(b)) if m != model && b != broker) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    within("model ok", echo(&sup.model, b"m")).await.expect("model answers");
+    within("broker ok", echo(&sup.broker, b"b")).await.expect("broker answers");
+    let (m, b) = (sup.model.info().expect("m").pid, sup.broker.info().expect("b").pid);
+    assert!(fd4_of(m).starts_with("socket:"));
+    assert!(fd4_of(b).starts_with("socket:"));
+    sup.shutdown().await;
+}
