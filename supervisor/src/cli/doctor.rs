@@ -222,7 +222,7 @@ fn json_report(
             "a": tier_json(kernel.tier_a()),
             "b": tier_json(kernel.tier_b()),
         },
-        "isolation": if kernel.tier_b().is_ok() { "b" } else if kernel.tier_a().is_ok() { "a" } else { "none" },
+        "best_available_tier": if kernel.tier_b().is_ok() { "b" } else if kernel.tier_a().is_ok() { "a" } else { "none" },
         "cold_start_ms": cold_start.as_secs_f64() * 1e3,
         "workers": workers,
     })
