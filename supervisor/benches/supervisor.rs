@@ -1,7 +1,7 @@
 //! Supervisor ↔ worker round trip against raw socketpair round trips measured in the same run, and
 //! the cold start of the whole tree (spawn, confine, handshake, attest all five workers).
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, Criterion};
 use hanzo_dev::secrets::StartEnv;
 use hanzo_dev::startup::supervisor_config;
 use hanzo_dev::tree::Supervisor;
@@ -29,6 +29,61 @@ fn config() -> (
     let (mut cfg, run) = supervisor_config(Some(ws.path().to_path_buf()), &env, abi).expect("cfg");
     cfg.exe = PathBuf::from(env!("CARGO_BIN_EXE_hanzo-dev"));
     (cfg, run, ws)
+}
+
+/// Set in the environment of the raw echo peer process.
+const ECHO_PEER_ENV: &str = "HANZO_BENCH_ECHO_PEER";
+
+/// The raw peer: echo fixed-size messages on the inherited socket (fd 3) until EOF.
+fn echo_peer() {
+    use std::os::fd::FromRawFd;
+    // SAFETY: the parent passed a socket as fd 3 and nothing else in this process owns it.
+    #[allow(unsafe_code)]
+    let mut s = unsafe { UnixStream::from_raw_fd(3) };
+    let mut buf = [0u8; PAYLOAD + 5];
+    while s.read_exact(&mut buf).is_ok() {
+        if s.write_all(&buf).is_err() {
+            break;
+        }
+    }
+}
+
+/// Baseline 0: one 64-byte frame each way over a socketpair to another *process* (this bench
+/// binary re-executed as a plain echo loop) — the same process boundary a worker has, without
+/// framing, typing, a runtime or a sandbox.
+fn raw_process_round_trips(iters: u64) -> Duration {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let (mut a, b) = UnixStream::pair().expect("pair");
+    let fd = b.as_raw_fd();
+    let mut cmd = std::process::Command::new(std::env::current_exe().expect("exe"));
+    cmd.env(ECHO_PEER_ENV, "1");
+    // SAFETY: dup2 is async-signal-safe; it only changes this child's fd table.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("echo peer");
+    drop(b);
+    let msg = [7u8; PAYLOAD + 5];
+    let mut buf = [0u8; PAYLOAD + 5];
+    // One round trip before timing, so the peer is up.
+    a.write_all(&msg).expect("write");
+    a.read_exact(&mut buf).expect("read");
+    let t = Instant::now();
+    for _ in 0..iters {
+        a.write_all(&msg).expect("write");
+        a.read_exact(&mut buf).expect("read");
+    }
+    let d = t.elapsed();
+    drop(a);
+    let _ = child.wait();
+    d
 }
 
 /// Baseline 1: one 64-byte frame each way over a socketpair, blocking, peer on another thread.
@@ -83,19 +138,29 @@ fn raw_tokio_round_trips(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
 }
 
 fn round_trip(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    round_trip_on(c, "multi_thread", tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .expect("runtime");
+        .expect("runtime"));
+    round_trip_on(c, "current_thread", tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime"));
+}
+
+fn round_trip_on(c: &mut Criterion, flavor: &str, rt: tokio::runtime::Runtime) {
     let (cfg, _run, _ws) = config();
     let sup = rt.block_on(async {
         let sup = Supervisor::start(cfg).await.expect("start");
         sup.wait_ready().await.expect("ready");
         sup
     });
-    let mut g = c.benchmark_group("round_trip_64B");
-    g.bench_function("raw_socketpair_blocking", |b| {
+    let mut g = c.benchmark_group(format!("round_trip_64B_{flavor}"));
+    g.bench_function("raw_socketpair_process", |b| {
+        b.iter_custom(raw_process_round_trips)
+    });
+    g.bench_function("raw_socketpair_thread", |b| {
         b.iter_custom(raw_blocking_round_trips)
     });
     g.bench_function("raw_socketpair_tokio", |b| {
@@ -152,4 +217,12 @@ fn cold_start(c: &mut Criterion) {
 }
 
 criterion_group!(benches, round_trip, cold_start);
-criterion_main!(benches);
+
+fn main() {
+    if std::env::var_os(ECHO_PEER_ENV).is_some() {
+        echo_peer();
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

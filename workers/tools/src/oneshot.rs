@@ -200,7 +200,7 @@ pub fn run(spec: &OneShot) -> Result<i32, OneShotError> {
         run_dir: Some(run_dir.0.clone()),
     };
     let profile = tools_profile(&ctx, &allow_write, &allow_read);
-    spec.limits.apply_process_wide()?;
+    spec.limits.apply_all_process_wide()?;
     let tier_b = match spec.isolation {
         Tier::A => false,
         Tier::B | Tier::Auto => {
@@ -244,16 +244,12 @@ pub fn run(spec: &OneShot) -> Result<i32, OneShotError> {
         .unwrap_or(workspace);
     let mut cmd = Command::new(program);
     cmd.args(args).env_clear().envs(exec.env()).current_dir(cwd);
-    hanzo_sandbox::spawn::configure_command(
-        &mut cmd,
-        hanzo_sandbox::spawn::ChildSetup {
-            fds: Vec::new(),
-            rlimits: exec.rlimits,
-            parent_pid: std::process::id() as i32,
-            // Stays in the terminal's foreground group, so ^C and job control work as usual.
-            new_session: false,
-        },
-    );
+    // No pre-exec step: the limits are this process's own (set above), `no_new_privs`, Landlock
+    // and seccomp are inherited, and the command stays in the terminal's foreground group so ^C
+    // and job control work as usual. Without a pre-exec closure std spawns with
+    // `posix_spawn` (a vfork), not a full fork: the difference is most of the cost on a busy
+    // machine. (There is no parent-death signal: like `env CMD`, the command outlives a killed
+    // `hanzo-dev sandbox`; in tier B the pid namespace ends it.)
     let status = cmd
         .spawn()
         .and_then(|mut c| c.wait())

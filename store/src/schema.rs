@@ -1,0 +1,140 @@
+//! The store's schema as an ordered list of migrations. `PRAGMA user_version` records how many
+//! have been applied; each migration and its version bump commit together, so a crash mid-upgrade
+//! leaves the previous version intact. Append new migrations; never edit a released one.
+
+use crate::{Result, StoreError};
+use rusqlite::{Connection, TransactionBehavior};
+use std::path::Path;
+
+/// Migration `i` (0-based) takes the file from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 1: the initial schema.
+    "
+    CREATE TABLE agents (
+        name          TEXT PRIMARY KEY NOT NULL,
+        model         TEXT NOT NULL,
+        system_prompt TEXT NOT NULL,
+        tools         TEXT NOT NULL,          -- JSON array of tool names
+        created_ms    INTEGER NOT NULL
+    );
+    CREATE TABLE runs (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        agent       TEXT,                     -- name at the time; no FK, runs outlive agents
+        input       TEXT NOT NULL,
+        model       TEXT NOT NULL,
+        isolation   TEXT NOT NULL,
+        status      TEXT NOT NULL CHECK (status IN
+                        ('running', 'succeeded', 'failed', 'cancelled', 'interrupted')),
+        outcome     TEXT,
+        started_ms  INTEGER NOT NULL,
+        ended_ms    INTEGER,
+        tokens_in   INTEGER NOT NULL DEFAULT 0,
+        tokens_out  INTEGER NOT NULL DEFAULT 0,
+        owner_pid   INTEGER NOT NULL          -- process that began it, to find orphans
+    );
+    CREATE INDEX runs_status ON runs(status);
+    CREATE TABLE steps (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id      INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        idx         INTEGER NOT NULL,
+        started_ms  INTEGER NOT NULL,
+        ended_ms    INTEGER,
+        text        TEXT,
+        tokens_in   INTEGER NOT NULL DEFAULT 0,
+        tokens_out  INTEGER NOT NULL DEFAULT 0,
+        UNIQUE (run_id, idx)
+    );
+    CREATE TABLE tool_calls (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id          INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        step_id         INTEGER NOT NULL REFERENCES steps(id) ON DELETE CASCADE,
+        tool_use_id     TEXT,
+        name            TEXT NOT NULL,
+        input           TEXT NOT NULL,        -- JSON
+        permission      TEXT NOT NULL CHECK (permission IN ('allow', 'deny', 'prompt')),
+        rule            TEXT,                 -- JSON RuleRef, NULL = policy default
+        allowed         INTEGER NOT NULL,
+        decision_reason TEXT NOT NULL,
+        hook_results    TEXT NOT NULL,        -- JSON
+        output          TEXT,
+        error           TEXT,
+        duration_ms     INTEGER NOT NULL,
+        recorded_ms     INTEGER NOT NULL
+    );
+    CREATE INDEX tool_calls_run ON tool_calls(run_id);
+    CREATE TABLE permission_audit (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id        INTEGER REFERENCES runs(id) ON DELETE CASCADE,
+        timestamp_ms  INTEGER NOT NULL,
+        session_id    TEXT NOT NULL,
+        tool_name     TEXT NOT NULL,
+        input_digest  TEXT NOT NULL,
+        mode          TEXT NOT NULL CHECK (mode IN ('allow', 'deny', 'prompt')),
+        rule_tier     TEXT CHECK (rule_tier IN ('user', 'project', 'local')),
+        rule_index    INTEGER,
+        rule_pattern  TEXT,
+        reason        TEXT NOT NULL
+    );
+    CREATE INDEX permission_audit_run ON permission_audit(run_id);
+    CREATE INDEX permission_audit_session ON permission_audit(session_id);
+    CREATE TABLE events (
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id       INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        step_id      INTEGER REFERENCES steps(id) ON DELETE CASCADE,
+        kind         TEXT NOT NULL,
+        data         TEXT NOT NULL,           -- JSON
+        recorded_ms  INTEGER NOT NULL
+    );
+    CREATE INDEX events_run ON events(run_id);
+    ",
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+fn user_version(conn: &Connection) -> Result<i64> {
+    Ok(conn.pragma_query_value(None, "user_version", |r| r.get(0))?)
+}
+
+/// Refuse a file from a newer build before changing anything in it (even its journal mode).
+pub(crate) fn check_not_newer(conn: &Connection, path: &Path) -> Result<()> {
+    let found = user_version(conn)?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            path: path.to_path_buf(),
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}
+
+/// Apply every migration the file lacks, each in its own transaction with its version bump.
+pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
+    // An up-to-date file (every open but the first) needs no write lock at all.
+    if user_version(conn)? == SCHEMA_VERSION {
+        return Ok(());
+    }
+    loop {
+        // IMMEDIATE, and the version re-read inside: two processes opening a fresh file at once
+        // must not both apply the same migration.
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let current = user_version(&tx)?;
+        if current > SCHEMA_VERSION {
+            return Err(StoreError::SchemaTooNew {
+                path: path.to_path_buf(),
+                found: current,
+                known: SCHEMA_VERSION,
+            });
+        }
+        let Some(sql) = usize::try_from(current)
+            .ok()
+            .and_then(|i| MIGRATIONS.get(i))
+        else {
+            return Ok(());
+        };
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", current + 1)?;
+        tx.commit()?;
+    }
+}
