@@ -1,5 +1,6 @@
 //! The command line. Each subcommand lives in its own module; this one parses and dispatches.
 
+pub mod ask;
 pub mod config;
 pub mod doctor;
 pub mod trust;
@@ -54,6 +55,9 @@ pub enum Command {
     /// Report what this machine's kernel offers, start every worker, and show each one's
     /// attested confinement, checked from inside with probes.
     Doctor(doctor::Args),
+    /// One model turn through the real broker and model workers (no tools); `--record` writes a
+    /// cassette, `--replay` plays one offline.
+    Ask(ask::Args),
     /// Run test-vector files against this build.
     Vectors(vectors::Args),
     /// Show the merged configuration.
@@ -89,6 +93,7 @@ pub fn run(cli: Cli, env: StartEnv) -> anyhow::Result<i32> {
         Command::Trust(args) => trust::run(&args),
         Command::Doctor(args) => runtime()?.block_on(doctor::run(&args, env)),
         Command::Workers(args) => runtime()?.block_on(workers::run(&args, env)),
+        Command::Ask(args) => runtime()?.block_on(ask::run(&args, env)),
     }
 }
 
