@@ -78,16 +78,14 @@ async fn probe<P: HasCommon>(h: &WorkerHandle<P>, p: Probe) -> ProbeOutcome {
 }
 
 async fn echo<P: HasCommon>(h: &WorkerHandle<P>, data: &[u8]) -> Result<(), CallError> {
-    match h
+    let reply = h
         .call(P::common_request(CommonRequest::Echo {
             data: data.to_vec(),
         }))
-        .await?
-    {
-        r => match P::into_common_response(r) {
-            Some(CommonResponse::Echo { data: back }) if back == data => Ok(()),
-            other => panic!("bad echo reply {other:?}"),
-        },
+        .await?;
+    match P::into_common_response(reply) {
+        Some(CommonResponse::Echo { data: back }) if back == data => Ok(()),
+        other => panic!("bad echo reply {other:?}"),
     }
 }
 
