@@ -130,6 +130,16 @@ pub struct ProfileContext {
 /// System directories that programs run by a worker need to read and execute.
 pub const SYSTEM_READ_PATHS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/opt"];
 
+/// Device nodes (besides `/dev/null`) that ordinary commands open: randomness, zeros, a full
+/// device for error tests, and the controlling terminal.
+pub const COMMAND_DEVICES: &[&str] = &[
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+];
+
 /// The base environment allow-list: the only variables any worker receives from the supervisor.
 pub const BASE_ENV_ALLOW: &[&str] = &["PATH", "LANG", "LC_ALL", "TERM", "TZ", "RUST_LOG"];
 
@@ -208,6 +218,16 @@ pub fn profile_for(role: Role, ctx: &ProfileContext) -> SandboxProfile {
                 access: FsAccess::ReadWrite,
                 why: "commands redirect to it",
             });
+            fs.extend(
+                COMMAND_DEVICES
+                    .iter()
+                    .filter(|d| Path::new(d).exists())
+                    .map(|d| PathGrant {
+                        path: PathBuf::from(d),
+                        access: FsAccess::ReadWrite,
+                        why: "device nodes ordinary commands use",
+                    }),
+            );
             if let Some(ws) = &ctx.workspace {
                 fs.push(PathGrant {
                     path: ws.clone(),
@@ -315,7 +335,7 @@ mod tests {
     }
 
     #[test]
-    fn tools_writes_only_workspace_run_dir_and_dev_null() {
+    fn tools_writes_only_workspace_run_dir_and_device_nodes() {
         let ctx = ProfileContext {
             workspace: Some("/w".into()),
             config_dir: Some("/home/u/.config/hanzo".into()),
@@ -327,14 +347,7 @@ mod tests {
                 .filter(|g| g.access == FsAccess::ReadWrite)
                 .map(|g| g.path.clone())
                 .collect();
-        assert_eq!(
-            rw,
-            vec![
-                PathBuf::from("/dev/null"),
-                PathBuf::from("/w"),
-                PathBuf::from("/tmp/run")
-            ]
-        );
+        assert_eq!(rw, vec![PathBuf::from("/w"), PathBuf::from("/tmp/run")]);
         assert!(!p.fs.iter().any(|g| g.path.starts_with("/home")));
     }
 

@@ -16,6 +16,7 @@ fn main() -> ExitCode {
             Ok(opts) => match opts.role {
                 hanzo_ipc::Role::Model => hanzo_model::worker_main(opts),
                 hanzo_ipc::Role::Broker => hanzo_broker::worker_main(opts),
+                hanzo_ipc::Role::Tools => hanzo_tools::worker_main(opts),
                 _ => hanzo_worker::run(opts),
             },
             Err(e) => {

@@ -126,13 +126,20 @@ async fn ask(
                 anyhow::bail!("unexpected reply to the cassette: {r:?}");
             }
             ProviderConfig::Replay {
-                wire: args.wire.map(Into::into).unwrap_or(WireFormat::AnthropicMessages),
+                wire: args
+                    .wire
+                    .map(Into::into)
+                    .unwrap_or(WireFormat::AnthropicMessages),
             }
         }
         None => {
             let provider = match provider_flag {
                 Some(p) => p,
-                None => match sup.broker.call(broker::Request::DescribeCredentials).await? {
+                None => match sup
+                    .broker
+                    .call(broker::Request::DescribeCredentials)
+                    .await?
+                {
                     broker::Response::Credentials(report) => match report.detected {
                         Some(p) => p,
                         None => {

@@ -304,6 +304,9 @@ fn print_report(
                         format!(": {}", a.landlock.grants.join(", "))
                     }
                 );
+                if !a.namespaces.is_empty() {
+                    println!("          namespaces {} (tier B)", a.namespaces.join(", "));
+                }
                 match &w.round_trip {
                     Ok(d) => println!(
                         "          round trip (64-byte echo) {:.0} µs",

@@ -3,6 +3,7 @@
 pub mod ask;
 pub mod config;
 pub mod doctor;
+pub mod sandbox;
 pub mod trust;
 pub mod vectors;
 pub mod workers;
@@ -58,6 +59,8 @@ pub enum Command {
     /// One model turn through the real broker and model workers (no tools); `--record` writes a
     /// cassette, `--replay` plays one offline.
     Ask(ask::Args),
+    /// Run one command under the tools sandbox (tier B when available) and exit with its status.
+    Sandbox(sandbox::Args),
     /// Run test-vector files against this build.
     Vectors(vectors::Args),
     /// Show the merged configuration.
@@ -89,6 +92,8 @@ pub fn init_logging(global: &GlobalArgs) {
 pub fn run(cli: Cli, env: StartEnv) -> anyhow::Result<i32> {
     match cli.command {
         Command::Vectors(args) => vectors::run(&args),
+        // Confines this very process, so it must run before any runtime (thread) exists.
+        Command::Sandbox(args) => sandbox::run(&args, env),
         Command::Config(args) => config::run_with_env(&args, &env.vars, Default::default()),
         Command::Trust(args) => trust::run(&args),
         Command::Doctor(args) => runtime()?.block_on(doctor::run(&args, env)),

@@ -208,6 +208,9 @@ where
             return exit::CONFINE_FAILED;
         }
     };
+    // Namespaces a role entered before `run_with` (tier B tools) are part of what it applied.
+    attestation.namespaces = hanzo_sandbox::namespaces::entered();
+    attestation.notes.extend(hanzo_sandbox::namespaces::notes());
     if opts.fault == Some(Fault::UnderReport) {
         attestation.no_new_privs = false;
     }

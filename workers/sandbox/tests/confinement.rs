@@ -70,11 +70,26 @@ fn main() {
         ),
         ("doctor_reports_this_kernel", doctor_reports_this_kernel),
     ];
-    // `cargo test -- NAME` filters by substring, like libtest; flags are accepted and ignored.
+    // nextest lists with `--list --format terse` (and `--ignored` for ignored tests: none here).
+    if args.iter().any(|a| a == "--list") {
+        if !args.iter().any(|a| a == "--ignored") {
+            for (name, _) in cases {
+                println!("{name}: test");
+            }
+        }
+        return;
+    }
+    // `NAME` filters by substring like libtest, or exactly with `--exact` (as nextest runs one).
+    let exact = args.iter().any(|a| a == "--exact");
     let filters: Vec<&String> = args[1..].iter().filter(|a| !a.starts_with('-')).collect();
     let selected: Vec<_> = cases
         .iter()
-        .filter(|(name, _)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
+        .filter(|(name, _)| {
+            filters.is_empty()
+                || filters
+                    .iter()
+                    .any(|f| if exact { *name == f.as_str() } else { name.contains(f.as_str()) })
+        })
         .collect();
     println!("\nrunning {} tests", selected.len());
     let (mut passed, mut failed) = (0usize, Vec::new());

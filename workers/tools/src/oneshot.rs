@@ -16,15 +16,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Device nodes ordinary commands open, read-write (writes to them go nowhere or nowhere
-/// harmful; `/dev/tty` is a process's own terminal).
-pub const COMMAND_DEVICES: &[&str] = &[
-    "/dev/zero",
-    "/dev/full",
-    "/dev/random",
-    "/dev/urandom",
-    "/dev/tty",
-];
+pub use hanzo_policy::profile::COMMAND_DEVICES;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OneShotError {

@@ -205,8 +205,11 @@ fn main() {
         std::process::exit(child(&args[2..]));
     }
     // `cargo test` passes libtest flags; a filter or `--list` is not supported here.
+    // nextest lists with `--list --format terse` (and `--ignored` for ignored tests: none here).
     if args.iter().any(|a| a == "--list") {
-        println!("escape: test");
+        if !args.iter().any(|a| a == "--ignored") {
+            println!("escape: test");
+        }
         return;
     }
     let mut failed = Vec::new();
