@@ -57,8 +57,8 @@ pub enum StoreError {
     AgentExists(String),
     #[error("no run with id {0}")]
     RunNotFound(RunId),
-    #[error("no step with id {0} in run {1}")]
-    StepNotFound(i64, RunId),
+    #[error("no step with id {0}")]
+    StepNotFound(i64),
     #[error("run {id} is already {status}; only a running run can be changed")]
     RunNotRunning { id: RunId, status: RunStatus },
     #[error("cannot finish a run as {0}: choose succeeded, failed, cancelled or interrupted")]
@@ -416,7 +416,40 @@ impl RunStore {
         Ok(())
     }
 
-    fn guard_opt(&self, table: &'static str, field: &'static str, text: Option<&str>) -> Result<()> {
+    /// JSON is checked as serialized and string by string, since serialization escapes a secret
+    /// holding `"` or `\\` and the escaped form would not match.
+    fn guard_json(
+        &self,
+        table: &'static str,
+        field: &'static str,
+        value: &Value,
+    ) -> Result<String> {
+        let text = serde_json::to_string(value).expect("a serde_json::Value always serializes");
+        self.guard(table, field, &text)?;
+        fn walk(v: &Value, f: &mut dyn FnMut(&str) -> bool) -> bool {
+            match v {
+                Value::String(s) => f(s),
+                Value::Array(items) => items.iter().any(|i| walk(i, f)),
+                Value::Object(map) => map.iter().any(|(k, i)| f(k) || walk(i, f)),
+                _ => false,
+            }
+        }
+        if !self.secrets.is_empty()
+            && walk(value, &mut |s| {
+                self.secrets.iter().any(|x| s.contains(x.as_str()))
+            })
+        {
+            return Err(StoreError::SecretInRecord { table, field });
+        }
+        Ok(text)
+    }
+
+    fn guard_opt(
+        &self,
+        table: &'static str,
+        field: &'static str,
+        text: Option<&str>,
+    ) -> Result<()> {
         text.map_or(Ok(()), |t| self.guard(table, field, t))
     }
 
@@ -508,7 +541,9 @@ impl RunStore {
     fn require_running(&self, id: RunId) -> Result<()> {
         let status: Option<String> = self
             .conn
-            .query_row("SELECT status FROM runs WHERE id = ?1", [id.0], |r| r.get(0))
+            .query_row("SELECT status FROM runs WHERE id = ?1", [id.0], |r| {
+                r.get(0)
+            })
             .optional()?;
         match status {
             None => Err(StoreError::RunNotFound(id)),
@@ -527,7 +562,9 @@ impl RunStore {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         let status: Option<String> = tx
-            .query_row("SELECT status FROM runs WHERE id = ?1", [run.0], |r| r.get(0))
+            .query_row("SELECT status FROM runs WHERE id = ?1", [run.0], |r| {
+                r.get(0)
+            })
             .optional()?;
         match status.as_deref() {
             None => return Err(StoreError::RunNotFound(run)),
@@ -559,7 +596,7 @@ impl RunStore {
                 r.get(0).map(RunId)
             })
             .optional()?
-            .ok_or(StoreError::StepNotFound(step.0, RunId(-1)))
+            .ok_or(StoreError::StepNotFound(step.0))
     }
 
     /// Record a step's completion.
@@ -583,18 +620,16 @@ impl RunStore {
 
     /// Record one tool call of `step` (after it ran, or was refused).
     pub fn record_tool_call(&mut self, step: StepId, call: &ToolCall) -> Result<i64> {
-        let input = serde_json::to_string(&call.input).expect("a Value serializes");
-        let hooks = serde_json::to_string(&call.hook_results).expect("a Value serializes");
+        let input = self.guard_json("tool_calls", "input", &call.input)?;
+        let hooks = self.guard_json("tool_calls", "hook_results", &call.hook_results)?;
         let rule = call
             .rule
             .as_ref()
             .map(|r| serde_json::to_string(r).expect("a RuleRef serializes"));
         self.guard_opt("tool_calls", "tool_use_id", call.tool_use_id.as_deref())?;
         self.guard("tool_calls", "name", &call.name)?;
-        self.guard("tool_calls", "input", &input)?;
         self.guard_opt("tool_calls", "rule", rule.as_deref())?;
         self.guard("tool_calls", "decision_reason", &call.decision_reason)?;
-        self.guard("tool_calls", "hook_results", &hooks)?;
         self.guard_opt("tool_calls", "output", call.output.as_deref())?;
         self.guard_opt("tool_calls", "error", call.error.as_deref())?;
         let run = self.step_run(step)?;
@@ -658,7 +693,10 @@ impl RunStore {
 
     /// Audit records of one session id (the loop uses the run id), oldest first.
     pub fn audit_for_session(&self, session_id: &str) -> Result<Vec<AuditRecord>> {
-        self.audit_where("session_id = ?1", rusqlite::types::Value::from(session_id.to_string()))
+        self.audit_where(
+            "session_id = ?1",
+            rusqlite::types::Value::from(session_id.to_string()),
+        )
     }
 
     fn audit_where(&self, cond: &str, arg: rusqlite::types::Value) -> Result<Vec<AuditRecord>> {
@@ -688,9 +726,8 @@ impl RunStore {
         kind: &str,
         data: &Value,
     ) -> Result<i64> {
-        let text = serde_json::to_string(data).expect("a Value serializes");
         self.guard("events", "kind", kind)?;
-        self.guard("events", "data", &text)?;
+        let text = self.guard_json("events", "data", data)?;
         self.run_exists(run)?;
         self.conn.execute(
             "INSERT INTO events (run_id, step_id, kind, data, recorded_ms)
@@ -836,8 +873,22 @@ impl RunStore {
                 ))
             })?;
             for row in rows {
-                let (step_id, cid, tuid, name, input, perm, rule, allowed, reason, hooks, out, err, dur, rec) =
-                    row?;
+                let (
+                    step_id,
+                    cid,
+                    tuid,
+                    name,
+                    input,
+                    perm,
+                    rule,
+                    allowed,
+                    reason,
+                    hooks,
+                    out,
+                    err,
+                    dur,
+                    rec,
+                ) = row?;
                 let call = ToolCall {
                     tool_use_id: tuid,
                     name,
@@ -845,9 +896,8 @@ impl RunStore {
                     permission: parse_mode(&perm)?,
                     rule: rule
                         .map(|r| {
-                            serde_json::from_str(&r).map_err(|e| {
-                                StoreError::Corrupt(format!("tool_calls.rule: {e}"))
-                            })
+                            serde_json::from_str(&r)
+                                .map_err(|e| StoreError::Corrupt(format!("tool_calls.rule: {e}")))
                         })
                         .transpose()?,
                     allowed,

@@ -13,6 +13,9 @@ use std::process::{Command, Stdio};
 const CHILD_ENV: &str = "HANZO_STORE_CRASH_CHILD_DIR";
 const COMMITTED_STEPS: u32 = 5;
 const TEST_NAME: &str = "kill_9_mid_step_loses_only_the_step_in_progress";
+/// libtest may print `test NAME ... ` on the same line before the child's output, so the parent
+/// looks for this marker anywhere in a line.
+const READY: &str = "HANZO-STORE-CHILD-READY";
 
 fn tool_call(i: u32) -> ToolCall {
     ToolCall {
@@ -30,7 +33,8 @@ fn tool_call(i: u32) -> ToolCall {
     }
 }
 
-/// Writer mode: N complete steps, then a step begun and an uncommitted write open, then block.
+/// Writer mode: N complete steps, then a step begun and an uncommitted write open, then block
+/// until killed.
 fn child(dir: &Path) -> ! {
     let mut s = RunStore::open(dir, DEFAULT_ORG).expect("child open");
     let run = s
@@ -66,11 +70,12 @@ fn child(dir: &Path) -> ! {
     ))
     .expect("open uncommitted write");
     let mut out = std::io::stdout();
-    writeln!(out, "ready").expect("stdout");
+    writeln!(out, "{READY}").expect("stdout");
     out.flush().expect("flush");
-    loop {
-        std::thread::park();
-    }
+    // Block "forever", but not longer than any sane test run: if the parent died without
+    // killing us, we must not linger holding the store's write lock.
+    std::thread::sleep(std::time::Duration::from_secs(300));
+    std::process::exit(3)
 }
 
 #[test]
@@ -90,14 +95,14 @@ fn kill_9_mid_step_loses_only_the_step_in_progress() {
     let stdout = proc.stdout.take().expect("piped stdout");
     let mut ready = false;
     for line in BufReader::new(stdout).lines() {
-        if line.expect("child output").trim() == "ready" {
+        if line.expect("child output").contains(READY) {
             ready = true;
             break;
         }
     }
-    assert!(ready, "the child exited before reporting ready");
     // std's Child::kill sends SIGKILL on Unix: the writer gets no chance to clean up.
     proc.kill().expect("kill -9");
+    assert!(ready, "the child exited before reporting ready");
     let status = proc.wait().expect("reap");
     #[cfg(unix)]
     {
@@ -112,13 +117,20 @@ fn kill_9_mid_step_loses_only_the_step_in_progress() {
     assert_eq!(s.mark_interrupted_runs().expect("mark"), 1);
     let rec = s.load_run(runs[0].id).expect("load");
     assert_eq!(rec.run.status, RunStatus::Interrupted);
-    let finished: Vec<_> = rec.steps.iter().filter(|st| st.ended_ms.is_some()).collect();
+    let finished: Vec<_> = rec
+        .steps
+        .iter()
+        .filter(|st| st.ended_ms.is_some())
+        .collect();
     assert_eq!(finished.len(), COMMITTED_STEPS as usize);
     for (i, st) in finished.iter().enumerate() {
         assert_eq!(st.index as usize, i + 1);
         assert_eq!(st.text.as_deref(), Some(format!("step {i}").as_str()));
         assert_eq!(st.tool_calls.len(), 1);
-        assert_eq!(st.tool_calls[0].call, tool_call(u32::try_from(i).expect("small")));
+        assert_eq!(
+            st.tool_calls[0].call,
+            tool_call(u32::try_from(i).expect("small"))
+        );
     }
     // The step in progress is there as begun, with nothing after its start.
     assert_eq!(rec.steps.len(), COMMITTED_STEPS as usize + 1);

@@ -204,6 +204,7 @@ pub fn enter(cfg: &TierB) -> Result<Side, NamespaceError> {
 fn wait_for(pid: libc::pid_t) -> i32 {
     // SAFETY: close_range closes fds of our own table; the parent uses none of them again.
     unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
+    drop_all_privileges();
     let mut status = 0;
     loop {
         // SAFETY: waiting for our own child, writing into our local.
@@ -217,6 +218,52 @@ fn wait_for(pid: libc::pid_t) -> i32 {
         }
     }
     exit_code(status)
+}
+
+/// The waiting parent and pid 1 need nothing but `waitpid`: drop every capability (bounding set
+/// first, while `CAP_SETPCAP` is still held) and become non-dumpable, so that neither is worth
+/// attacking from the worker.
+fn drop_all_privileges() {
+    #[repr(C)]
+    struct CapHeader {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct CapData {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+    for cap in 0..64 {
+        // SAFETY: PR_CAPBSET_DROP takes a capability number; unknown numbers fail with EINVAL.
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+    }
+    // SAFETY: PR_CAP_AMBIENT_CLEAR_ALL and PR_SET_DUMPABLE take integers only.
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+    let mut header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: capset reads a v3 header and two data structs, both valid for the call; clearing
+    // every set is always permitted.
+    unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut CapHeader, data.as_ptr()) };
 }
 
 fn exit_code(status: libc::c_int) -> i32 {
@@ -233,6 +280,7 @@ fn reap_until(worker: libc::pid_t) -> ! {
     // SAFETY: close_range closes fds of our own table; pid 1 uses none of them (the worker has
     // its own copies).
     unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
+    drop_all_privileges();
     loop {
         let mut status = 0;
         // SAFETY: waiting for any child, writing into our local.
