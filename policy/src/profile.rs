@@ -342,12 +342,11 @@ mod tests {
             run_dir: Some("/tmp/run".into()),
         };
         let p = profile_for(Role::Tools, &ctx);
-        let (devices, rw): (Vec<_>, Vec<_>) = p
-            .fs
-            .iter()
-            .filter(|g| g.access == FsAccess::ReadWrite)
-            .map(|g| g.path.clone())
-            .partition(|path| path.starts_with("/dev"));
+        let (devices, rw): (Vec<_>, Vec<_>) =
+            p.fs.iter()
+                .filter(|g| g.access == FsAccess::ReadWrite)
+                .map(|g| g.path.clone())
+                .partition(|path| path.starts_with("/dev"));
         assert_eq!(rw, vec![PathBuf::from("/w"), PathBuf::from("/tmp/run")]);
         for d in devices {
             let d = d.to_str().expect("utf-8");

@@ -138,15 +138,23 @@ fn raw_tokio_round_trips(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
 }
 
 fn round_trip(c: &mut Criterion) {
-    round_trip_on(c, "multi_thread", tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime"));
-    round_trip_on(c, "current_thread", tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime"));
+    round_trip_on(
+        c,
+        "multi_thread",
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime"),
+    );
+    round_trip_on(
+        c,
+        "current_thread",
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime"),
+    );
 }
 
 fn round_trip_on(c: &mut Criterion, flavor: &str, rt: tokio::runtime::Runtime) {

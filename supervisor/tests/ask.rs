@@ -12,7 +12,9 @@ const CANARY: &str = "sk-ant-CANARY-ask-cli-8e1f";
 
 async fn hanzo(args: Vec<String>, key: bool) -> Output {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_hanzo-dev"));
-    cmd.args(&args).env_remove("HANZO_API_KEY").env_remove("OPENAI_API_KEY");
+    cmd.args(&args)
+        .env_remove("HANZO_API_KEY")
+        .env_remove("OPENAI_API_KEY");
     if key {
         cmd.env("ANTHROPIC_API_KEY", CANARY);
     } else {
@@ -79,7 +81,11 @@ async fn ask_records_a_cassette_and_replays_it_offline() {
         String::from_utf8_lossy(&replay.stderr)
     );
     assert_eq!(replay_out, live_out);
-    assert_eq!(server.received().len(), 1, "replay must not call the provider");
+    assert_eq!(
+        server.received().len(),
+        1,
+        "replay must not call the provider"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

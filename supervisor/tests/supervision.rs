@@ -96,7 +96,11 @@ fn process_chain(pid: u32) -> Vec<u32> {
         let last = *chain.last().expect("non-empty");
         let children = std::fs::read_to_string(format!("/proc/{last}/task/{last}/children"))
             .unwrap_or_default();
-        match children.split_whitespace().next().and_then(|c| c.parse().ok()) {
+        match children
+            .split_whitespace()
+            .next()
+            .and_then(|c| c.parse().ok())
+        {
             Some(child) => chain.push(child),
             None => return chain,
         }
@@ -122,7 +126,11 @@ async fn every_worker_is_confined_as_seen_from_outside() {
         let chain = process_chain(info.pid);
         assert_eq!(
             chain.len(),
-            if info.attestation.namespaces.is_empty() { 1 } else { 3 },
+            if info.attestation.namespaces.is_empty() {
+                1
+            } else {
+                3
+            },
             "{}: process chain {chain:?}",
             info.role
         );
@@ -539,9 +547,16 @@ async fn model_and_broker_share_a_direct_channel_and_are_re_paired_on_restart() 
         }
     })
     .await;
-    within("model ok", echo(&sup.model, b"m")).await.expect("model answers");
-    within("broker ok", echo(&sup.broker, b"b")).await.expect("broker answers");
-    let (m, b) = (sup.model.info().expect("m").pid, sup.broker.info().expect("b").pid);
+    within("model ok", echo(&sup.model, b"m"))
+        .await
+        .expect("model answers");
+    within("broker ok", echo(&sup.broker, b"b"))
+        .await
+        .expect("broker answers");
+    let (m, b) = (
+        sup.model.info().expect("m").pid,
+        sup.broker.info().expect("b").pid,
+    );
     assert!(fd4_of(m).starts_with("socket:"));
     assert!(fd4_of(b).starts_with("socket:"));
     sup.shutdown().await;

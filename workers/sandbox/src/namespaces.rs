@@ -263,7 +263,13 @@ fn drop_all_privileges() {
     }; 2];
     // SAFETY: capset reads a v3 header and two data structs, both valid for the call; clearing
     // every set is always permitted.
-    unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut CapHeader, data.as_ptr()) };
+    unsafe {
+        libc::syscall(
+            libc::SYS_capset,
+            &mut header as *mut CapHeader,
+            data.as_ptr(),
+        )
+    };
 }
 
 fn exit_code(status: libc::c_int) -> i32 {

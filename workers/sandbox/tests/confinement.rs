@@ -86,9 +86,13 @@ fn main() {
         .iter()
         .filter(|(name, _)| {
             filters.is_empty()
-                || filters
-                    .iter()
-                    .any(|f| if exact { *name == f.as_str() } else { name.contains(f.as_str()) })
+                || filters.iter().any(|f| {
+                    if exact {
+                        *name == f.as_str()
+                    } else {
+                        name.contains(f.as_str())
+                    }
+                })
         })
         .collect();
     println!("\nrunning {} tests", selected.len());
