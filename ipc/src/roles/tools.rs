@@ -16,6 +16,35 @@ pub enum Request {
     /// Run one tool call. Cancel it with the channel's cancel: the worker aborts the request and
     /// kills any command it started together with its process group.
     Run(ToolCall),
+    /// Run the matching pre-tool-use hooks (HIP-0301 §9) here, under this worker's sandbox.
+    RunPreHooks(HookCall),
+    /// Run the matching post-tool-use hooks; they never block.
+    RunPostHooks(HookCall),
+}
+
+/// Hooks to run for one tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookCall {
+    /// The configured hooks (`hanzo_policy::hooks::HookConfig` list) as JSON text.
+    pub hooks_json: String,
+    pub session_id: String,
+    pub tool: String,
+    /// The tool input, a JSON object as text.
+    pub input_json: String,
+    /// The tool's result as JSON text (post hooks only).
+    pub output_json: Option<String>,
+}
+
+/// The verdict of the pre-tool-use hooks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreHookReply {
+    pub allowed: bool,
+    /// Why not: a denying hook's stderr, or how a hook failed.
+    pub reason: Option<String>,
+    /// The command of the hook that decided.
+    pub decided_by: Option<String>,
+    /// The hook failed (non-0/2 exit, signal, timeout, could not start) rather than denied.
+    pub failed: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,6 +55,11 @@ pub enum Response {
     /// that exits non-zero) still answers with a result whose `is_error` is set; channel-level
     /// failures are `RemoteError`s.
     Result(ToolResult),
+    PreHooks(PreHookReply),
+    /// Post hooks that failed, described (they never block the call).
+    PostHooks {
+        failures: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,6 +12,7 @@ mod backoff;
 mod config_merge;
 mod ipc_frames;
 mod permission_policy;
+mod session_compaction;
 mod sse;
 
 /// The result of one case.
@@ -52,6 +53,7 @@ pub const DOMAINS: &[(&str, CaseFn)] = &[
     ("sse-frames", sse::run),
     ("permission-policy", permission_policy::run),
     ("config-merge", config_merge::run),
+    ("session-compaction", session_compaction::run),
 ];
 
 fn domain_fn(domain: &str) -> Option<CaseFn> {

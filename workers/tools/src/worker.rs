@@ -4,7 +4,8 @@ use crate::limits::Limits;
 use crate::{SetupError, Tools};
 use hanzo_ipc::channel::{Handler, ItemSink};
 use hanzo_ipc::proto::{RemoteError, RemoteErrorKind};
-use hanzo_ipc::roles::tools::{Item, Request, Response, ToolsProtocol};
+use hanzo_ipc::roles::tools::{HookCall, Item, PreHookReply, Request, Response, ToolsProtocol};
+use hanzo_policy::hooks::PreHookVerdict;
 use hanzo_sandbox::namespaces::{self, Side, TierB};
 use hanzo_worker::{handle_common, WorkerOptions};
 use tokio::io::AsyncWrite;
@@ -32,6 +33,33 @@ impl ToolsHandler {
 
     pub fn from_tools(tools: Tools) -> ToolsHandler {
         ToolsHandler { tools: Ok(tools) }
+    }
+}
+
+impl ToolsHandler {
+    /// A hook runner for `call`, working in the workspace with this worker's (allow-listed)
+    /// environment, and the parsed tool input.
+    fn hook_runner(
+        &self,
+        call: &HookCall,
+    ) -> Result<(crate::hooks::HookRunner, serde_json::Value), RemoteError> {
+        let bad = |what: &str, e: String| {
+            RemoteError::new(RemoteErrorKind::BadRequest, format!("{what}: {e}"))
+        };
+        let tools = self
+            .tools
+            .as_ref()
+            .map_err(|e| RemoteError::new(RemoteErrorKind::Internal, e.clone()))?;
+        let configs: Vec<hanzo_policy::hooks::HookConfig> =
+            serde_json::from_str(&call.hooks_json).map_err(|e| bad("hooks", e.to_string()))?;
+        let set = hanzo_policy::hooks::HookSet::new(configs)
+            .map_err(|(i, e)| bad(&format!("hook #{i}"), e.to_string()))?;
+        let input = serde_json::from_str(&call.input_json)
+            .map_err(|e| bad("tool input", e.to_string()))?;
+        Ok((
+            crate::hooks::HookRunner::new(set, tools.roots.workspace().to_path_buf()),
+            input,
+        ))
     }
 }
 
@@ -67,6 +95,44 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Handler<ToolsProtocol, W> for Tools
                 };
                 let (result, ()) = tokio::join!(run, forward);
                 Ok(Response::Result(result))
+            }
+            Request::RunPreHooks(call) => {
+                let (runner, input) = self.hook_runner(&call)?;
+                let r = runner.run_pre(&call.session_id, &call.tool, &input).await;
+                let decided_by = r.denied_by.map(|h| h.command);
+                Ok(Response::PreHooks(match r.verdict {
+                    PreHookVerdict::Allow => PreHookReply {
+                        allowed: true,
+                        reason: None,
+                        decided_by,
+                        failed: false,
+                    },
+                    PreHookVerdict::Deny { reason } => PreHookReply {
+                        allowed: false,
+                        reason: Some(reason),
+                        decided_by,
+                        failed: false,
+                    },
+                    PreHookVerdict::Failed { reason, .. } => PreHookReply {
+                        allowed: false,
+                        reason: Some(reason),
+                        decided_by,
+                        failed: true,
+                    },
+                }))
+            }
+            Request::RunPostHooks(call) => {
+                let (runner, input) = self.hook_runner(&call)?;
+                let output: serde_json::Value = match &call.output_json {
+                    Some(o) => serde_json::from_str(o).map_err(|e| {
+                        RemoteError::new(RemoteErrorKind::BadRequest, format!("hook output: {e}"))
+                    })?,
+                    None => serde_json::Value::Null,
+                };
+                let failures = runner
+                    .run_post(&call.session_id, &call.tool, &input, &output)
+                    .await;
+                Ok(Response::PostHooks { failures })
             }
         }
     }

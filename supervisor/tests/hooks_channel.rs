@@ -1,0 +1,116 @@
+//! Hooks run in the tools worker, through the tools channel, under its sandbox: the verdicts of
+//! HIP-0301 §9 (allow, deny with the reason, failure denies) and a hook that tries to read outside
+//! the workspace being refused by the kernel.
+
+use hanzo_dev::secrets::StartEnv;
+use hanzo_dev::startup::supervisor_config;
+use hanzo_dev::tree::Supervisor;
+use hanzo_ipc::roles::tools::{HookCall, PreHookReply, Request, Response};
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn call(hooks: serde_json::Value, output: Option<&str>) -> HookCall {
+    HookCall {
+        hooks_json: hooks.to_string(),
+        session_id: "s-1".into(),
+        tool: "bash".into(),
+        input_json: r#"{"command":"ls"}"#.into(),
+        output_json: output.map(str::to_string),
+    }
+}
+
+fn hook(event: &str, command: &str) -> serde_json::Value {
+    json!({"event": event, "command": command, "tool_pattern": "bash", "timeout_ms": 5000})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_run_in_the_tools_worker_with_their_verdicts() {
+    let ws = tempfile::tempdir().expect("ws");
+    let env = StartEnv {
+        vars: std::env::vars().filter(|(k, _)| k == "PATH").collect(),
+    };
+    let abi = hanzo_sandbox::doctor::probe_kernel().landlock_abi;
+    let (mut cfg, _run) = supervisor_config(Some(ws.path().to_path_buf()), &env, abi).expect("cfg");
+    cfg.exe = PathBuf::from(env!("CARGO_BIN_EXE_hanzo-dev"));
+    let sup = Supervisor::start(cfg).await.expect("start");
+    let pre = |hooks| {
+        let sup = &sup;
+        async move {
+            match tokio::time::timeout(
+                Duration::from_secs(30),
+                sup.tools.call(Request::RunPreHooks(call(hooks, None))),
+            )
+            .await
+            .expect("hang guard")
+            .expect("call")
+            {
+                Response::PreHooks(r) => r,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    };
+
+    let r = pre(json!([hook("pre_tool_use", "cat >/dev/null; exit 0")])).await;
+    assert!(r.allowed, "{r:?}");
+
+    let r: PreHookReply = pre(json!([hook(
+        "pre_tool_use",
+        "echo 'no ls on Fridays' >&2; exit 2"
+    )]))
+    .await;
+    assert!(!r.allowed && !r.failed, "{r:?}");
+    assert_eq!(r.reason.as_deref(), Some("no ls on Fridays"));
+
+    let r = pre(json!([hook("pre_tool_use", "exit 1")])).await;
+    assert!(!r.allowed && r.failed, "{r:?}");
+
+    // The hook sees the tool call on stdin and in its environment.
+    let r = pre(json!([hook(
+        "pre_tool_use",
+        r#"grep -q '"command":"ls"' && [ "$HANZO_TOOL_NAME" = bash ] && [ "$HANZO_SESSION_ID" = s-1 ] || exit 2"#
+    )]))
+    .await;
+    assert!(r.allowed, "{r:?}");
+
+    // Confinement: a hook cannot read outside the workspace (Landlock, and in tier B the host's
+    // home is not even mounted), but can write inside it.
+    let r = pre(json!([hook(
+        "pre_tool_use",
+        "if ls /root >/dev/null 2>&1; then echo escaped >&2; exit 2; fi; echo ok > hook-was-here"
+    )]))
+    .await;
+    assert!(r.allowed, "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("hook-was-here")).expect("written in workspace"),
+        "ok\n"
+    );
+
+    // Post hooks never block; their failures come back described.
+    let r = tokio::time::timeout(
+        Duration::from_secs(30),
+        sup.tools.call(Request::RunPostHooks(call(
+            json!([hook("post_tool_use", "exit 3")]),
+            Some(r#"{"output":"x"}"#),
+        ))),
+    )
+    .await
+    .expect("hang guard")
+    .expect("call");
+    match r {
+        Response::PostHooks { failures } => assert_eq!(failures.len(), 1, "{failures:?}"),
+        other => panic!("unexpected {other:?}"),
+    }
+
+    // A malformed hook list is a clear error, not a crash of the worker.
+    let e = sup
+        .tools
+        .call(Request::RunPreHooks(HookCall {
+            hooks_json: "[{\"event\":\"sometimes\"}]".into(),
+            ..call(json!([]), None)
+        }))
+        .await
+        .expect_err("bad hooks");
+    assert!(e.to_string().contains("hooks"), "{e}");
+    sup.shutdown().await;
+}
