@@ -54,8 +54,8 @@ impl ToolsHandler {
             serde_json::from_str(&call.hooks_json).map_err(|e| bad("hooks", e.to_string()))?;
         let set = hanzo_policy::hooks::HookSet::new(configs)
             .map_err(|(i, e)| bad(&format!("hook #{i}"), e.to_string()))?;
-        let input = serde_json::from_str(&call.input_json)
-            .map_err(|e| bad("tool input", e.to_string()))?;
+        let input =
+            serde_json::from_str(&call.input_json).map_err(|e| bad("tool input", e.to_string()))?;
         Ok((
             crate::hooks::HookRunner::new(set, tools.roots.workspace().to_path_buf()),
             input,
