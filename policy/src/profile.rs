@@ -114,6 +114,9 @@ pub struct SandboxProfile {
     pub requires: Requirement,
     /// Environment variables (beyond the base allow-list) the role receives.
     pub env_allow: &'static [&'static str],
+    /// Most processes (the worker and everything it runs) at once, enforced by a pids cgroup
+    /// where the host offers one. `RLIMIT_NPROC` cannot do this for uid 0: the kernel exempts it.
+    pub max_pids: Option<u64>,
 }
 
 /// Paths a profile is computed from. Everything is absolute.
@@ -129,6 +132,10 @@ pub struct ProfileContext {
 
 /// System directories that programs run by a worker need to read and execute.
 pub const SYSTEM_READ_PATHS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/opt"];
+
+/// The tools worker's process budget: its commands' builds and test runners fit; a fork bomb
+/// stops here.
+pub const TOOLS_MAX_PIDS: u64 = 512;
 
 /// Device nodes (besides `/dev/null`) that ordinary commands open: randomness, zeros, a full
 /// device for error tests, and the controlling terminal.
@@ -179,6 +186,7 @@ pub fn profile_for(role: Role, ctx: &ProfileContext) -> SandboxProfile {
         rlimits: BASE_RLIMITS,
         requires: STRICT,
         env_allow: &[],
+        max_pids: None,
     };
     match role {
         // Parses untrusted model output: no files, no network. Talks HTTP through the broker.
@@ -242,7 +250,11 @@ pub fn profile_for(role: Role, ctx: &ProfileContext) -> SandboxProfile {
                     why: "private temporary directory",
                 });
             }
-            SandboxProfile { fs, ..base }
+            SandboxProfile {
+                fs,
+                max_pids: Some(TOOLS_MAX_PIDS),
+                ..base
+            }
         }
         // Spawns MCP servers (node, python): the system read-only, the workspace read-only, its run
         // directory for server state. Per-server network profiles come with the MCP issue.

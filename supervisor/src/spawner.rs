@@ -21,6 +21,8 @@ pub struct SpawnRequest {
     pub channel: OwnedFd,
     /// The worker's end of a direct channel to a peer worker; becomes fd 4.
     pub direct: Option<OwnedFd>,
+    /// The worker's pids cgroup's `cgroup.procs`, which it joins first thing; becomes fd 5.
+    pub cgroup: Option<std::fs::File>,
     pub rlimits: hanzo_policy::profile::Rlimits,
 }
 
@@ -82,6 +84,11 @@ fn spawn_one(exe: &PathBuf, req: SpawnRequest) -> std::io::Result<tokio::process
                         .as_ref()
                         .map(|d| (d.as_raw_fd(), hanzo_ipc::transport::DIRECT_FD)),
                 )
+                .chain(
+                    req.cgroup
+                        .as_ref()
+                        .map(|f| (f.as_raw_fd(), crate::cgroup::CGROUP_FD)),
+                )
                 .collect(),
             rlimits: req.rlimits,
             parent_pid: std::process::id() as i32,
@@ -95,6 +102,7 @@ fn spawn_one(exe: &PathBuf, req: SpawnRequest) -> std::io::Result<tokio::process
     // worker dies.
     drop(req.channel);
     drop(req.direct);
+    drop(req.cgroup);
     child
 }
 

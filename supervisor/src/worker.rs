@@ -65,6 +65,8 @@ pub struct WorkerInfo {
     pub generation: u64,
     /// Time from spawn to attested.
     pub start_time: Duration,
+    /// The pids cgroup bounding this worker's process tree, if the host offers one.
+    pub pids_cgroup: Option<std::path::PathBuf>,
 }
 
 /// Where a role stands.
@@ -303,6 +305,24 @@ async fn start_worker<P: Protocol>(
     let profile = profile_for(role, &spec.ctx);
     let (ours, theirs) =
         transport::socketpair().map_err(|e| StartError::Failed(format!("socketpair: {e}")))?;
+    // The role's process budget, where the host has a pids cgroup for us.
+    let cgroup = profile.max_pids.and_then(|max| {
+        let name = format!("hanzo-{}-{role}-{generation}", std::process::id());
+        match crate::cgroup::PidsCgroup::create(&name, max) {
+            Ok(cg) => Some(cg),
+            Err(e) => {
+                tracing::warn!(%role, error = %e, "no pids cgroup: the worker's process count is not bounded");
+                None
+            }
+        }
+    });
+    let cgroup_procs = match &cgroup {
+        Some(cg) => Some(
+            cg.procs_file()
+                .map_err(|e| StartError::Failed(format!("pids cgroup: {e}")))?,
+        ),
+        None => None,
+    };
     let direct = match &spec.direct {
         Some((pair, side)) => Some(
             pair.take_end(*side)
@@ -321,6 +341,7 @@ async fn start_worker<P: Protocol>(
             env: spec.env.clone(),
             channel: theirs,
             direct,
+            cgroup: cgroup_procs,
             rlimits: profile.rlimits,
         })
         .await
@@ -393,9 +414,12 @@ async fn start_worker<P: Protocol>(
             std::future::pending::<()>().await;
         }
     };
+    let cgroup_dir = cgroup.as_ref().map(|c| c.dir().to_path_buf());
     // Watch the process and its channel: whichever ends first ends the other.
     tokio::spawn(async move {
         let mut end = end;
+        // Held until the worker is gone; dropping it kills what is left in the group.
+        let _cgroup = cgroup;
         let reason = tokio::select! {
             status = child.wait() => {
                 // The channel's last bytes may still be unread: its end says *how* the worker
@@ -439,6 +463,7 @@ async fn start_worker<P: Protocol>(
             attestation,
             generation,
             start_time: Duration::ZERO,
+            pids_cgroup: cgroup_dir,
         },
         kill: kill_tx,
     })

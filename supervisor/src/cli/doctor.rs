@@ -201,6 +201,7 @@ fn json_report(
                 "generation": w.info.generation,
                 "start_ms": w.info.start_time.as_secs_f64() * 1e3,
                 "attestation": w.info.attestation,
+                "pids_cgroup": w.info.pids_cgroup,
                 "round_trip_us": w.round_trip.as_ref().ok().map(|d| d.as_secs_f64() * 1e6),
                 "round_trip_error": w.round_trip.as_ref().err(),
                 "probes": w.probes.iter().map(|p| json!({
@@ -304,6 +305,9 @@ fn print_report(
                         format!(": {}", a.landlock.grants.join(", "))
                     }
                 );
+                if let Some(cg) = &w.info.pids_cgroup {
+                    println!("          pids cgroup {}", cg.display());
+                }
                 if !a.namespaces.is_empty() {
                     println!("          namespaces {} (tier B)", a.namespaces.join(", "));
                 }

@@ -77,6 +77,36 @@ pub fn adopt_inherited_fd(fd: RawFd) -> io::Result<OwnedFd> {
     Ok(owned)
 }
 
+/// In a worker right after exec: if the supervisor passed its pids cgroup's `cgroup.procs` file as
+/// `fd`, join that cgroup (write `0`: "this process") and close the fd. Must run before the worker
+/// forks anything (tier B forks while entering its namespaces), so every process it ever has is
+/// counted against the cgroup's `pids.max`. Returns whether a cgroup was joined.
+pub fn join_inherited_cgroup(fd: RawFd) -> io::Result<bool> {
+    // SAFETY: F_GETFD on an integer is memory-safe; EBADF tells us the fd is not open.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return Ok(false);
+    }
+    // SAFETY: the fd is open and was passed to this process for it to own; nothing else in the
+    // worker refers to it. It is closed when `file` drops.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut file = std::fs::File::from(owned);
+    // SAFETY: fstat writes into the zero-initialised stat buffer we own.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat on an fd we own, writing into `st`.
+    if unsafe { libc::fstat(file.as_raw_fd(), &mut st) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("inherited fd {fd} is not a cgroup.procs file"),
+        ));
+    }
+    use std::io::Write;
+    file.write_all(b"0")?;
+    Ok(true)
+}
+
 /// Apply `profile` to the calling process and attest the result.
 ///
 /// Must be called before any other thread exists (checked: `/proc/self/status` `Threads:` must be

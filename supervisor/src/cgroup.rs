@@ -1,0 +1,116 @@
+//! A pids cgroup per worker process tree, where the host offers one: `pids.max` bounds the worker
+//! and everything it runs (a fork bomb stops there — `RLIMIT_NPROC` cannot, because the kernel
+//! exempts uid 0 from it), and when the worker ends every process left in the group is killed,
+//! including any that left its process group with `setsid`.
+//!
+//! The worker joins the group itself, first thing after exec, through the group's `cgroup.procs`
+//! file passed as fd 5 (`hanzo_sandbox::confine::join_inherited_cgroup`), so that nothing it forks
+//! can be created outside it.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The fd number the `cgroup.procs` file is passed as.
+pub const CGROUP_FD: i32 = 5;
+
+/// Where pids cgroups can be made: the v1 `pids` hierarchy. (A v2-only host needs the pids
+/// controller delegated to us; not handled yet — the worker then runs without the cgroup and
+/// `doctor` says so.)
+const V1_PIDS_ROOT: &str = "/sys/fs/cgroup/pids";
+
+/// One worker's pids cgroup. Dropping it kills what is left in it and removes it.
+#[derive(Debug)]
+pub struct PidsCgroup {
+    dir: PathBuf,
+}
+
+impl PidsCgroup {
+    /// Create `name` under the pids hierarchy with `pids.max = max`.
+    pub fn create(name: &str, max: u64) -> io::Result<PidsCgroup> {
+        let root = Path::new(V1_PIDS_ROOT);
+        if !root.join("cgroup.procs").exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "no writable pids cgroup hierarchy at /sys/fs/cgroup/pids",
+            ));
+        }
+        // Nest under the cgroup we are in, so a delegated subtree is respected.
+        let own = own_v1_pids_path().unwrap_or_default();
+        let dir = root.join(own.trim_start_matches('/')).join(name);
+        fs::create_dir(&dir)?;
+        let cg = PidsCgroup { dir };
+        fs::write(cg.dir.join("pids.max"), max.to_string())?;
+        Ok(cg)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The `cgroup.procs` file, opened for the worker to join with.
+    pub fn procs_file(&self) -> io::Result<fs::File> {
+        fs::OpenOptions::new()
+            .write(true)
+            .open(self.dir.join("cgroup.procs"))
+    }
+
+    /// Processes now in the group.
+    pub fn pids(&self) -> Vec<u32> {
+        fs::read_to_string(self.dir.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    /// How many forks the limit refused so far (`pids.events`: `max N`).
+    pub fn refused_forks(&self) -> u64 {
+        fs::read_to_string(self.dir.join("pids.events"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("max "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// SIGKILL everything in the group until it is empty (bounded: a few rounds).
+    pub fn kill_all(&self) {
+        for _ in 0..50 {
+            let pids = self.pids();
+            if pids.is_empty() {
+                return;
+            }
+            for pid in pids {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .stderr(std::process::Stdio::null())
+                    .status();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for PidsCgroup {
+    fn drop(&mut self) {
+        self.kill_all();
+        let _ = fs::remove_dir(&self.dir);
+    }
+}
+
+/// This process's path in the v1 pids hierarchy (from `/proc/self/cgroup`).
+fn own_v1_pids_path() -> Option<String> {
+    fs::read_to_string("/proc/self/cgroup")
+        .ok()?
+        .lines()
+        .find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            controllers
+                .split(',')
+                .any(|c| c == "pids")
+                .then(|| path.to_string())
+        })
+}
