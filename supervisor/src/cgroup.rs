@@ -38,7 +38,9 @@ impl PidsCgroup {
         }
         // Nest under the cgroup we are in, so a delegated subtree is respected.
         let own = own_v1_pids_path().unwrap_or_default();
-        let dir = root.join(own.trim_start_matches('/')).join(name);
+        let parent = root.join(own.trim_start_matches('/'));
+        sweep_stale(&parent);
+        let dir = parent.join(name);
         fs::create_dir(&dir)?;
         let cg = PidsCgroup { dir };
         fs::write(cg.dir.join("pids.max"), max.to_string())?;
@@ -100,6 +102,28 @@ impl Drop for PidsCgroup {
     }
 }
 
+/// Remove the groups of supervisors that died without cleaning up (`kill -9`): their names carry
+/// the supervisor's pid. Their processes died with the supervisor; anything left is killed.
+fn sweep_stale(parent: &Path) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("hanzo-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            drop(PidsCgroup { dir: entry.path() });
+        }
+    }
+}
+
 /// This process's path in the v1 pids hierarchy (from `/proc/self/cgroup`).
 fn own_v1_pids_path() -> Option<String> {
     fs::read_to_string("/proc/self/cgroup")
@@ -113,4 +137,26 @@ fn own_v1_pids_path() -> Option<String> {
                 .any(|c| c == "pids")
                 .then(|| path.to_string())
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweep_removes_only_groups_of_dead_supervisors() {
+        let parent = tempfile::tempdir().expect("tmp");
+        let dead = parent.path().join("hanzo-4194303999-tools-1");
+        let live = parent
+            .path()
+            .join(format!("hanzo-{}-tools-1", std::process::id()));
+        let other = parent.path().join("someone-else");
+        for d in [&dead, &live, &other] {
+            fs::create_dir(d).expect("mkdir");
+        }
+        sweep_stale(parent.path());
+        assert!(!dead.exists());
+        assert!(live.exists());
+        assert!(other.exists());
+    }
 }
