@@ -7,6 +7,8 @@
 //! file passed as fd 5 (`hanzo_sandbox::confine::join_inherited_cgroup`), so that nothing it forks
 //! can be created outside it.
 
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -77,7 +79,8 @@ impl PidsCgroup {
             .unwrap_or(0)
     }
 
-    /// SIGKILL everything in the group until it is empty (bounded: a few rounds).
+    /// SIGKILL everything in the group until it is empty. Blocking (it waits for the kernel to
+    /// remove the dead between rounds), bounded to 50 rounds of 10 ms.
     pub fn kill_all(&self) {
         for _ in 0..50 {
             let pids = self.pids();
@@ -85,10 +88,9 @@ impl PidsCgroup {
                 return;
             }
             for pid in pids {
-                let _ = std::process::Command::new("kill")
-                    .args(["-KILL", &pid.to_string()])
-                    .stderr(std::process::Stdio::null())
-                    .status();
+                if let Ok(pid) = i32::try_from(pid) {
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                }
             }
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -418,8 +418,8 @@ async fn start_worker<P: Protocol>(
     // Watch the process and its channel: whichever ends first ends the other.
     tokio::spawn(async move {
         let mut end = end;
-        // Held until the worker is gone; dropping it kills what is left in the group.
-        let _cgroup = cgroup;
+        // Held until the worker is gone; releasing it kills what is left in the group.
+        let mut cgroup = cgroup;
         let reason = tokio::select! {
             status = child.wait() => {
                 // The channel's last bytes may still be unread: its end says *how* the worker
@@ -447,12 +447,14 @@ async fn start_worker<P: Protocol>(
             ack = kill_rx => {
                 let _ = child.start_kill();
                 let _ = child.wait().await;
+                release_cgroup(&mut cgroup).await;
                 if let Ok(ack) = ack {
                     let _ = ack.send(());
                 }
                 return;
             }
         };
+        release_cgroup(&mut cgroup).await;
         let _ = actor.send_message(WorkerMsg::Exited { generation, reason });
     });
     Ok(Running {
@@ -467,6 +469,14 @@ async fn start_worker<P: Protocol>(
         },
         kill: kill_tx,
     })
+}
+
+/// Empty and remove a worker's pids cgroup. Killing its stragglers polls until the group is
+/// empty, so it runs on the blocking pool, never on a runtime thread.
+async fn release_cgroup(cgroup: &mut Option<crate::cgroup::PidsCgroup>) {
+    if let Some(cg) = cgroup.take() {
+        let _ = tokio::task::spawn_blocking(move || drop(cg)).await;
+    }
 }
 
 fn channel_end_reason(role: Role, pid: u32, end: ChannelEnd) -> String {

@@ -3,22 +3,16 @@
 //! no pids cgroup the test says so and checks nothing (the worker then runs unbounded, and
 //! `doctor`/the logs say why).
 
-use hanzo_dev::secrets::StartEnv;
-use hanzo_dev::startup::supervisor_config;
+mod common;
+
 use hanzo_dev::tree::Supervisor;
 use hanzo_ipc::roles::tools::{Request, Response, ToolCall};
-use std::path::PathBuf;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fork_bomb_stays_within_the_tools_workers_process_budget() {
     let ws = tempfile::tempdir().expect("ws");
-    let env = StartEnv {
-        vars: std::env::vars().filter(|(k, _)| k == "PATH").collect(),
-    };
-    let abi = hanzo_sandbox::doctor::probe_kernel().landlock_abi;
-    let (mut cfg, _run) = supervisor_config(Some(ws.path().to_path_buf()), &env, abi).expect("cfg");
-    cfg.exe = PathBuf::from(env!("CARGO_BIN_EXE_hanzo-dev"));
+    let (cfg, _run) = common::tree_config(ws.path(), common::path_only());
     let sup = Supervisor::start(cfg).await.expect("start");
     let (_, info) = tokio::time::timeout(Duration::from_secs(30), sup.tools.ready())
         .await

@@ -2,12 +2,11 @@
 //! HIP-0301 §9 (allow, deny with the reason, failure denies) and a hook that tries to read outside
 //! the workspace being refused by the kernel.
 
-use hanzo_dev::secrets::StartEnv;
-use hanzo_dev::startup::supervisor_config;
+mod common;
+
 use hanzo_dev::tree::Supervisor;
 use hanzo_ipc::roles::tools::{HookCall, PreHookReply, Request, Response};
 use serde_json::json;
-use std::path::PathBuf;
 use std::time::Duration;
 
 fn call(hooks: serde_json::Value, output: Option<&str>) -> HookCall {
@@ -27,12 +26,7 @@ fn hook(event: &str, command: &str) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hooks_run_in_the_tools_worker_with_their_verdicts() {
     let ws = tempfile::tempdir().expect("ws");
-    let env = StartEnv {
-        vars: std::env::vars().filter(|(k, _)| k == "PATH").collect(),
-    };
-    let abi = hanzo_sandbox::doctor::probe_kernel().landlock_abi;
-    let (mut cfg, _run) = supervisor_config(Some(ws.path().to_path_buf()), &env, abi).expect("cfg");
-    cfg.exe = PathBuf::from(env!("CARGO_BIN_EXE_hanzo-dev"));
+    let (cfg, _run) = common::tree_config(ws.path(), common::path_only());
     let sup = Supervisor::start(cfg).await.expect("start");
     let pre = |hooks| {
         let sup = &sup;

@@ -2,12 +2,11 @@
 //! local provider server; the model worker, connected to it by the fd-4 direct channel, parses the
 //! stream; the key never reaches the model worker.
 
+mod common;
 #[path = "../../workers/model/tests/fixtures/mod.rs"]
 mod fixtures;
 
 use fixtures::server::{Reply, Server};
-use hanzo_dev::secrets::StartEnv;
-use hanzo_dev::startup::supervisor_config;
 use hanzo_dev::tree::Supervisor;
 use hanzo_ipc::channel::StreamPart;
 use hanzo_ipc::roles::broker::{self, Endpoint};
@@ -15,7 +14,6 @@ use hanzo_ipc::roles::model::{
     self, CompletionRequest, Message, ProviderConfig, ProviderId, RetryPolicy, StreamEvent,
     WireFormat,
 };
-use std::path::PathBuf;
 use std::time::Duration;
 
 const CANARY: &str = "sk-ant-CANARY-through-supervisor-42";
@@ -32,14 +30,7 @@ async fn a_turn_through_the_supervisor_tree() {
         .filter(|(k, _)| k == "PATH" || k == "HOME")
         .collect();
     vars.push(("ANTHROPIC_API_KEY".into(), CANARY.into()));
-    let abi = hanzo_sandbox::doctor::probe_kernel().landlock_abi;
-    let (mut cfg, _run) = supervisor_config(
-        Some(workspace.path().to_path_buf()),
-        &StartEnv { vars },
-        abi,
-    )
-    .expect("cfg");
-    cfg.exe = PathBuf::from(env!("CARGO_BIN_EXE_hanzo-dev"));
+    let (cfg, _run) = common::tree_config(workspace.path(), vars);
     let sup = Supervisor::start(cfg).await.expect("start");
     tokio::time::timeout(Duration::from_secs(30), sup.wait_ready())
         .await
