@@ -2,6 +2,7 @@
 //! is a thin entry over this library so that integration tests can drive the same code.
 #![deny(unsafe_code)]
 
+pub mod agent;
 pub mod cgroup;
 pub mod cli;
 pub mod pair;

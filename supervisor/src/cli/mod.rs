@@ -1,9 +1,13 @@
 //! The command line. Each subcommand lives in its own module; this one parses and dispatches.
 
+pub mod agents;
 pub mod ask;
 pub mod config;
 pub mod doctor;
+pub mod run;
+pub mod runs;
 pub mod sandbox;
+pub mod store;
 pub mod trust;
 pub mod vectors;
 pub mod workers;
@@ -53,6 +57,13 @@ pub enum LogFormat {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run an agent on a task, under policy and isolation, and keep the run (`--demo` for the
+    /// offline demo).
+    Run(run::Args),
+    /// Create, list, show and delete agent definitions.
+    Agents(agents::Args),
+    /// List, show and export recorded runs.
+    Runs(runs::Args),
     /// Report what this machine's kernel offers, start every worker, and show each one's
     /// attested confinement, checked from inside with probes.
     Doctor(doctor::Args),
@@ -92,6 +103,9 @@ pub fn init_logging(global: &GlobalArgs) {
 pub fn run(cli: Cli, env: StartEnv) -> anyhow::Result<i32> {
     match cli.command {
         Command::Vectors(args) => vectors::run(&args),
+        Command::Agents(args) => agents::run(&args, &env),
+        Command::Runs(args) => runs::run(&args, &env),
+        Command::Run(args) => runtime()?.block_on(run::run(&args, env)),
         // Confines this very process, so it must run before any runtime (thread) exists.
         Command::Sandbox(args) => sandbox::run(&args, env),
         Command::Config(args) => config::run_with_env(&args, &env.vars, Default::default()),

@@ -1,0 +1,10 @@
+//! `hanzo-dev run` (being written).
+
+use crate::secrets::StartEnv;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub async fn run(_args: &Args, _env: StartEnv) -> anyhow::Result<i32> {
+    anyhow::bail!("not yet available")
+}
