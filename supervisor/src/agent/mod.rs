@@ -1,4 +1,21 @@
-//! The agent loop (HIP-0301 §2): model turn → tool calls under policy, hooks and the sandbox →
-//! results back to the model, recorded as it happens.
+//! The agent loop (HIP-0301 §2, design §7): model turn → tool calls under policy, approval, hooks
+//! and the sandbox → results back to the model, every step and decision recorded as it happens.
+//!
+//! - [`traits`]: the three seams (`ApiClient`, `ToolExecutor`, `PermissionPrompter`).
+//! - [`workers`]: their production implementations over the model and tools workers.
+//! - [`approval`]: the terminal prompter and the non-interactive approval modes.
+//! - [`run`]: the loop, limits, cancellation and compaction.
+//! - [`events`]: what a run reports as it goes (live view, `--json`).
+//! - [`defs`]: the built-in agents.
 
+pub mod approval;
 pub mod defs;
+pub mod events;
+pub mod run;
+pub mod traits;
+pub mod workers;
+
+pub use approval::{ApprovalMode, Prompter};
+pub use events::{EventSink, RunEvent};
+pub use run::{AgentLoop, Limits, LoopConfig, RunReport, RunSpec};
+pub use traits::{ApiClient, PermissionDecision, PermissionPrompter, ToolExecutor};

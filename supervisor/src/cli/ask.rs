@@ -63,7 +63,7 @@ pub struct Args {
     pub json: bool,
 }
 
-fn default_base_url(p: ProviderId) -> &'static str {
+pub(crate) fn default_base_url(p: ProviderId) -> &'static str {
     match p {
         ProviderId::Anthropic => "https://api.anthropic.com",
         ProviderId::OpenAi => "https://api.openai.com/v1",
@@ -71,14 +71,14 @@ fn default_base_url(p: ProviderId) -> &'static str {
     }
 }
 
-fn default_model(wire: WireFormat) -> &'static str {
+pub(crate) fn default_model(wire: WireFormat) -> &'static str {
     match wire {
         WireFormat::AnthropicMessages => "claude-sonnet-4-20250514",
         WireFormat::OpenAiChat => "gpt-4o-mini",
     }
 }
 
-fn lookup<'a>(env: &'a StartEnv, name: &str) -> Option<&'a str> {
+pub(crate) fn lookup<'a>(env: &'a StartEnv, name: &str) -> Option<&'a str> {
     env.vars
         .iter()
         .find(|(k, _)| k == name)

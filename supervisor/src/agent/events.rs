@@ -1,0 +1,99 @@
+//! What a run reports as it goes: one [`RunEvent`] per happening, shown live on a terminal or
+//! written one JSON object per line with `run --json` (schema in `docs/run-events.md`).
+
+use serde::Serialize;
+
+/// A run's progress. Serialized with a `type` tag in snake_case; fields are stable (additions
+/// only).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RunEvent {
+    RunStarted {
+        run_id: i64,
+        agent: String,
+        model: String,
+        /// `A` or `B`, as the tools worker attested it.
+        isolation: String,
+        approval: String,
+        workspace: String,
+        /// True when the model is a recording (replay provider).
+        replay: bool,
+    },
+    /// An `auto` pipeline moved to its next stage.
+    StageStarted {
+        stage: String,
+    },
+    StepStarted {
+        step: u32,
+    },
+    /// Streamed assistant text.
+    Text {
+        text: String,
+    },
+    ToolCall {
+        id: String,
+        name: String,
+        input: serde_json::Value,
+    },
+    /// Whether the call may run, and who decided (`rule`, `default`, `approval`, `hook`, `agent`).
+    ToolDecision {
+        id: String,
+        allowed: bool,
+        decided_by: String,
+        reason: String,
+    },
+    ToolResult {
+        id: String,
+        is_error: bool,
+        /// The first 2000 characters of the output (or error) the model was given.
+        preview: String,
+        duration_ms: u64,
+    },
+    Compacted {
+        dropped_messages: usize,
+        summarized: bool,
+        tokens_before: u64,
+        tokens_after: u64,
+    },
+    StepFinished {
+        step: u32,
+        input_tokens: u64,
+        output_tokens: u64,
+    },
+    RunFinished {
+        run_id: i64,
+        /// `succeeded`, `failed` or `cancelled`.
+        status: String,
+        outcome: String,
+        steps: u32,
+        input_tokens: u64,
+        output_tokens: u64,
+        duration_ms: u64,
+    },
+}
+
+/// Where events go. Called on the loop's task; must not block for long.
+pub trait EventSink: Sync {
+    fn emit(&self, event: &RunEvent);
+}
+
+/// Drops every event (benchmarks, tests that read the store instead).
+#[derive(Debug, Default)]
+pub struct NoEvents;
+
+impl EventSink for NoEvents {
+    fn emit(&self, _event: &RunEvent) {}
+}
+
+/// Collects events (tests).
+#[derive(Debug, Default)]
+pub struct CollectEvents(pub std::sync::Mutex<Vec<RunEvent>>);
+
+impl EventSink for CollectEvents {
+    fn emit(&self, event: &RunEvent) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(event.clone());
+    }
+}
