@@ -295,7 +295,7 @@ where
             match self.tools.definitions().await {
                 Ok(all) => all
                     .into_iter()
-                    .filter(|d| agent.tools.iter().any(|t| *t == d.name))
+                    .filter(|d| agent.tools.contains(&d.name))
                     .collect(),
                 Err(e) => {
                     return Ok(Err(Stop::Failed(format!(
@@ -422,7 +422,7 @@ where
             content.push(ContentBlock::ToolUse {
                 id: u.id.clone(),
                 name: u.name.clone(),
-                input_json: u.input_json.clone(),
+                input_json: self.scrub(&u.input_json),
             });
         }
         if !content.is_empty() {
@@ -626,7 +626,7 @@ where
         input: &Value,
         progress: &Progress,
     ) -> anyhow::Result<Gate> {
-        if !agent.tools.iter().any(|t| *t == call.name) {
+        if !agent.tools.contains(&call.name) {
             let reason = if call.name.starts_with("mcp__") {
                 format!(
                     "{} is an MCP tool, and MCP tools are not available to runs in this build",

@@ -488,6 +488,8 @@ impl EventSink for JsonLines {
 struct TerminalView {
     spinner: Option<Spinner>,
     names: Mutex<std::collections::HashMap<String, String>>,
+    /// The model's text on stdout does not end in a newline yet.
+    mid_line: AtomicBool,
 }
 
 impl TerminalView {
@@ -495,6 +497,16 @@ impl TerminalView {
         TerminalView {
             spinner: std::io::stderr().is_terminal().then(Spinner::start),
             names: Mutex::new(Default::default()),
+            mid_line: AtomicBool::new(false),
+        }
+    }
+
+    /// End the model's text line before anything else is shown.
+    fn end_text_line(&self) {
+        if self.mid_line.swap(false, Ordering::Relaxed) {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(b"\n");
+            let _ = out.flush();
         }
     }
 
@@ -507,6 +519,9 @@ impl TerminalView {
 
 impl EventSink for TerminalView {
     fn emit(&self, event: &RunEvent) {
+        if !matches!(event, RunEvent::Text { .. } | RunEvent::StepFinished { .. }) {
+            self.end_text_line();
+        }
         let mut err = std::io::stderr().lock();
         match event {
             RunEvent::RunStarted {
@@ -532,6 +547,8 @@ impl EventSink for TerminalView {
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(text.as_bytes());
                 let _ = out.flush();
+                self.mid_line
+                    .store(!text.ends_with('\n'), Ordering::Relaxed);
             }
             RunEvent::ToolCall { id, name, input } => {
                 self.spin(None);
