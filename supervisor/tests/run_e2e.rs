@@ -664,3 +664,55 @@ fn a_prompt_injected_model_cannot_read_secrets_leak_env_or_reach_the_network() {
     }
     let _ = std::fs::remove_dir_all("/tmp/hanzo-injection-canary");
 }
+
+#[test]
+fn json_logs_carry_the_run_step_and_tool_spans() {
+    let env = Env::new();
+    let cassette = env.cassette(&[
+        ScriptTurn::tool("t1", "list_dir", json!({"path": "."})),
+        ScriptTurn::text("done"),
+    ]);
+    let out = env
+        .command(&[
+            "-v",
+            "--log-format",
+            "json",
+            "run",
+            "--json",
+            "--approval",
+            "allow",
+            "--replay",
+            &cassette,
+            "look",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let logs: Vec<Value> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let decided = logs
+        .iter()
+        .find(|l| l["fields"]["message"] == "tool call decided")
+        .unwrap_or_else(|| panic!("no tool log line in {logs:#?}"));
+    let spans: Vec<&str> = decided["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(spans, ["agent.run", "agent.step", "agent.tool"]);
+    let run_id = decided["spans"][0]["run_id"].as_i64().unwrap();
+    assert_eq!(decided["spans"][2]["run_id"].as_i64(), Some(run_id));
+    assert_eq!(decided["spans"][2]["tool"], "list_dir");
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(run_id, run_id_of(&events));
+}
+
+fn run_id_of(events: &[Value]) -> i64 {
+    run_id(events).0
+}

@@ -227,6 +227,12 @@ where
             }
         };
         let outcome = self.scrub(&outcome);
+        tracing::info!(
+            run_id = run.0,
+            status = status.as_str(),
+            steps = progress.steps,
+            "run finished"
+        );
         self.store
             .finish_run(run, status, Some(&outcome), progress.usage)?;
         self.events.emit(&RunEvent::RunFinished {
@@ -351,6 +357,7 @@ where
         step_no: u32,
     ) -> anyhow::Result<StepOutcome> {
         let step = self.store.begin_step(progress.run)?;
+        tracing::info!("step started");
         self.events.emit(&RunEvent::StepStarted { step: step_no });
         let mut text = String::new();
         let mut uses: Vec<ToolInvocation> = Vec::new();
@@ -549,6 +556,7 @@ where
             }
         }
         let reason = self.scrub(&reason);
+        tracing::info!(tool = %call.name, allowed, decided_by = %decided_by, "tool call decided");
         self.events.emit(&RunEvent::ToolDecision {
             id: call.id.clone(),
             allowed,
@@ -592,6 +600,11 @@ where
             is_error: result.is_error,
         };
         let duration_ms = millis(started.elapsed());
+        tracing::info!(
+            is_error = result.is_error,
+            duration_ms,
+            "tool call finished"
+        );
         self.store.record_tool_call(
             step,
             &hanzo_store::ToolCall {

@@ -9,6 +9,7 @@
 pub mod anthropic;
 pub mod cassette;
 pub mod openai;
+pub mod script;
 pub mod transport;
 pub mod turn;
 pub mod wire;
