@@ -716,3 +716,87 @@ fn json_logs_carry_the_run_step_and_tool_spans() {
 fn run_id_of(events: &[Value]) -> i64 {
     run_id(events).0
 }
+
+#[test]
+fn ctrl_c_cancels_the_run_kills_its_command_and_records_cancelled() {
+    let env = Env::new();
+    let mut run = sleeping_run(&env);
+    let started = run.wait_for("run_started", |e| e["type"] == "run_started");
+    let id = RunId(started["run_id"].as_i64().unwrap());
+    run.wait_for("tool_decision", |e| e["type"] == "tool_decision");
+    let root = run.child.id();
+    let mut sleeper = Vec::new();
+    for _ in 0..200 {
+        sleeper = descendants_with(root, &["sleep", "60"]);
+        if !sleeper.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert!(!sleeper.is_empty(), "the command never started");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(root as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let (code, events, stderr) = run.finish();
+    assert_eq!(code, Some(130), "{stderr}");
+    let fin = of_type(&events, "run_finished")[0];
+    assert_eq!(fin["status"], "cancelled");
+    for p in sleeper {
+        assert!(!alive(p), "the command {p} survived the cancel");
+    }
+    let rec = env.store().load_run(id).unwrap();
+    assert_eq!(rec.run.status, RunStatus::Cancelled);
+    let c = &rec.steps[0].tool_calls[0].call;
+    assert!(
+        c.error.as_deref().unwrap().starts_with("cancelled"),
+        "{c:?}"
+    );
+}
+
+#[test]
+fn approval_prompt_reads_the_answers_from_stdin() {
+    use std::io::Write;
+    let env = Env::new();
+    let cassette = env.cassette(&[
+        ScriptTurn::tool(
+            "t1",
+            "write_file",
+            json!({"path": "yes.txt", "content": "y"}),
+        )
+        .and_tool(
+            "t2",
+            "write_file",
+            json!({"path": "no.txt", "content": "n"}),
+        ),
+        ScriptTurn::text("done"),
+    ]);
+    let mut cmd = env.command(&[
+        "run",
+        "--json",
+        "--approval",
+        "prompt",
+        "--replay",
+        &cassette,
+        "write",
+    ]);
+    cmd.stdin(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(b"y\nn\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr.matches("allow write_file(").count(), 2, "{stderr}");
+    assert!(env.ws().join("yes.txt").exists());
+    assert!(!env.ws().join("no.txt").exists());
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let d = of_type(&events, "tool_decision");
+    assert_eq!(d[0]["allowed"], true);
+    assert_eq!(d[0]["decided_by"], "approval:prompt");
+    assert_eq!(d[1]["allowed"], false);
+    assert_eq!(d[1]["reason"], "the user declined");
+}
