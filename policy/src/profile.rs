@@ -175,6 +175,21 @@ fn system_grants(why: &'static str) -> impl Iterator<Item = PathGrant> {
         })
 }
 
+/// The profile of the *commands* the tools role runs in tier B: the tools profile with any socket
+/// family at the profile level (no inet `socket` filter, no Landlock TCP rules), because tier B's
+/// commands live in a private network namespace whose only interface is `lo`: loopback servers
+/// and clients (test suites, dev servers) work, and nothing outside the namespace is reachable.
+/// Enforcement narrows it again: only `AF_INET`/`AF_INET6` may be created (unix sockets would
+/// reach host sockets by path). Only a process that is inside that namespace gets this profile —
+/// the one-shot sandbox after entering tier B, and the tools worker's command launcher; the tools
+/// worker itself keeps [`profile_for`]`(Role::Tools, …)`, unix only, and refuses every `socket`.
+pub fn tools_tier_b_commands(ctx: &ProfileContext) -> SandboxProfile {
+    SandboxProfile {
+        sockets: SocketPolicy::Any,
+        ..profile_for(Role::Tools, ctx)
+    }
+}
+
 /// The profile of `role` in `ctx`.
 pub fn profile_for(role: Role, ctx: &ProfileContext) -> SandboxProfile {
     let base = SandboxProfile {
@@ -382,5 +397,25 @@ mod tests {
             assert!(!is_secret_env(n, &[]), "{n}");
         }
         assert!(is_secret_env("CORP_KEY", &["CORP_KEY".to_string()]));
+    }
+
+    #[test]
+    fn tier_b_commands_differ_from_the_tools_worker_in_sockets_only() {
+        let ctx = ProfileContext {
+            workspace: Some(PathBuf::from("/w")),
+            config_dir: None,
+            run_dir: Some(PathBuf::from("/r")),
+        };
+        let worker = profile_for(Role::Tools, &ctx);
+        let commands = tools_tier_b_commands(&ctx);
+        assert_eq!(worker.sockets, SocketPolicy::UnixOnly);
+        assert_eq!(commands.sockets, SocketPolicy::Any);
+        assert_eq!(
+            SandboxProfile {
+                sockets: SocketPolicy::UnixOnly,
+                ..commands
+            },
+            worker
+        );
     }
 }

@@ -23,8 +23,7 @@ use hanzo_dev::secrets::StartEnv;
 use hanzo_dev::startup::supervisor_config;
 use hanzo_dev::tree::Supervisor;
 use hanzo_ipc::roles::model::{
-    self, Message, ProviderConfig, RetryPolicy, StopReason, StreamEvent, ToolDef, Usage,
-    WireFormat,
+    self, Message, ProviderConfig, RetryPolicy, StopReason, StreamEvent, ToolDef, Usage, WireFormat,
 };
 use hanzo_ipc::roles::tools::{PreHookReply, ToolResult};
 use hanzo_model::script::{anthropic_cassette, ScriptTurn};

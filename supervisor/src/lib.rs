@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod cgroup;
 pub mod cli;
+pub mod demo;
 pub mod pair;
 pub mod secrets;
 pub mod spawner;

@@ -118,3 +118,273 @@ fn isolation_maps_to_the_one_shot_tier() {
     .expect("spec");
     assert_eq!(strict.isolation, hanzo_tools::oneshot::Tier::B);
 }
+
+// --- Commands that leave their process group, through the real supervisor and tools worker.
+//
+// The tools worker runs each command under a keeper (`hanzo_sandbox::keeper`) that kills every
+// process of the command's Landlock domain, whatever its session or group. This runs the tier
+// the host offers (`auto`: B here when user namespaces work); `workers/tools/tests/worker.rs`
+// runs the same checks against a worker forced to tier A and one in tier B.
+
+mod common;
+
+use hanzo_dev::tree::Supervisor;
+use hanzo_ipc::channel::StreamPart;
+use hanzo_ipc::roles::tools::{Item, Request, Response, ToolCall};
+use std::time::Duration;
+
+/// Leaves the group every way a shell can (`setsid`; a double-forked `setsid` daemon ignoring
+/// SIGTERM/SIGHUP; a SIGTERM-ignoring child; `setpgid(0, 0)` from python), each writing its pid
+/// (as its own pid namespace sees it) to `pids`; prints `ready` once all five are written.
+const ESCAPER: &str = r#"trap '' TERM
+echo $$ >> pids
+setsid sh -c 'echo $$ >> pids; exec sleep 310' &
+sh -c 'setsid sh -c "trap \"\" TERM HUP; echo \$\$ >> pids; exec sleep 311" & exit 0'
+sh -c 'trap "" TERM; echo $$ >> pids; exec sleep 312' &
+/usr/bin/python3 -c 'import os, time; os.setpgid(0, 0); open("pids", "a").write("%d\n" % os.getpid()); time.sleep(313)' &
+while [ "$(wc -l < pids)" -lt 5 ]; do sleep 0.05; done
+echo ready
+wait
+"#;
+
+fn bash(command: &str, timeout_ms: Option<u64>) -> Request {
+    let mut input = serde_json::json!({ "command": command });
+    if let Some(t) = timeout_ms {
+        input["timeout_ms"] = t.into();
+    }
+    Request::Run(ToolCall {
+        id: "e".into(),
+        name: "bash".into(),
+        input: input.to_string(),
+    })
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
+}
+
+/// Live (non-zombie) processes of pid namespace `ns` whose pid there is one of `inner`, as
+/// (pid in the namespace, host pid).
+fn live_in_ns(ns: &str, inner: &[i32]) -> Vec<(i32, i32)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|host| {
+            let link = std::fs::read_link(format!("/proc/{host}/ns/pid")).ok()?;
+            if link.display().to_string() != ns {
+                return None;
+            }
+            let status = std::fs::read_to_string(format!("/proc/{host}/status")).ok()?;
+            let nspid: i32 = status
+                .lines()
+                .find_map(|l| l.strip_prefix("NSpid:"))?
+                .split_whitespace()
+                .last()?
+                .parse()
+                .ok()?;
+            (inner.contains(&nspid) && alive(host)).then_some((nspid, host))
+        })
+        .collect()
+}
+
+fn recorded_pids(ws: &std::path::Path) -> Vec<i32> {
+    std::fs::read_to_string(ws.join("pids"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// The supervisor's tools worker, its workspace, and the pid namespace its commands run in
+/// (`pid_for_children` of the worker process: the namespace tier B made, or the host's).
+struct Tree {
+    sup: Supervisor,
+    ws: tempfile::TempDir,
+    _run: hanzo_dev::startup::RunDir,
+    ns: String,
+    tier: &'static str,
+}
+
+async fn tools_tree() -> Tree {
+    let ws = tempfile::tempdir().expect("ws");
+    let (cfg, run) = common::tree_config(ws.path(), common::path_only());
+    let sup = Supervisor::start(cfg).await.expect("start");
+    let (_, info) = tokio::time::timeout(Duration::from_secs(30), sup.tools.ready())
+        .await
+        .expect("hang guard")
+        .expect("tools ready");
+    let ns = std::fs::read_link(format!("/proc/{}/ns/pid_for_children", info.pid))
+        .expect("worker pid namespace")
+        .display()
+        .to_string();
+    let tier = if info.attestation.namespaces.is_empty() {
+        "A"
+    } else {
+        "B"
+    };
+    Tree {
+        sup,
+        ws,
+        _run: run,
+        ns,
+        tier,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_command_leaves_nothing_even_after_setsid_double_fork_or_setpgid() {
+    let Tree {
+        sup,
+        ws,
+        _run,
+        ns,
+        tier,
+    } = tools_tree().await;
+    let r = tokio::time::timeout(
+        Duration::from_secs(60),
+        sup.tools.call(bash(ESCAPER, Some(4000))),
+    )
+    .await
+    .expect("hang guard")
+    .expect("the call completes");
+    let Response::Result(res) = r else {
+        panic!("unexpected {r:?}")
+    };
+    // Checked the moment the call has returned: the worker answers only once the command's
+    // keeper has swept and reaped everything.
+    let pids = recorded_pids(ws.path());
+    let left = live_in_ns(&ns, &pids);
+    assert!(
+        res.error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("timed out"))
+            && res.output.contains("ready"),
+        "tier {tier}: {res:?}"
+    );
+    assert_eq!(pids.len(), 5, "tier {tier}: {pids:?}");
+    assert!(
+        left.is_empty(),
+        "tier {tier}: still alive (ns pid, host pid): {left:?}"
+    );
+    sup.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_command_leaves_nothing_even_after_setsid_double_fork_or_setpgid() {
+    let Tree {
+        sup,
+        ws,
+        _run,
+        ns,
+        tier,
+    } = tools_tree().await;
+    let mut stream = sup
+        .tools
+        .call_stream(bash(ESCAPER, None))
+        .await
+        .expect("stream");
+    let mut seen = Vec::new();
+    let ready = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(part) = stream.next().await {
+            if let Ok(StreamPart::Item(Item::Output { chunk })) = part {
+                seen.extend(chunk);
+                if String::from_utf8_lossy(&seen).contains("ready") {
+                    return true;
+                }
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false);
+    assert!(ready, "tier {tier}: {}", String::from_utf8_lossy(&seen));
+    let pids = recorded_pids(ws.path());
+    assert_eq!(pids.len(), 5, "tier {tier}: {pids:?}");
+    assert_eq!(live_in_ns(&ns, &pids).len(), 5, "tier {tier}: all run");
+    stream.cancel().await.expect("cancel");
+    drop(stream);
+    // Cancellation is asynchronous (the worker drops the call; the keeper sweeps).
+    let gone = async {
+        loop {
+            if live_in_ns(&ns, &pids).is_empty() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let swept = tokio::time::timeout(Duration::from_secs(20), gone).await;
+    assert!(
+        swept.is_ok(),
+        "tier {tier}: still alive after cancel: {:?}",
+        live_in_ns(&ns, &pids)
+    );
+    sup.shutdown().await;
+}
+
+/// Tier B: commands have a loopback of their own (a TCP server and client inside one command
+/// work) and cannot reach a listener the test opened on the host's 127.0.0.1; tier A: no inet
+/// socket at all. The tools worker itself refuses inet sockets in both tiers (its attestation).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_get_their_own_loopback_in_tier_b_and_never_the_hosts() {
+    let Tree {
+        sup,
+        ws: _ws,
+        _run,
+        ns: _,
+        tier,
+    } = tools_tree().await;
+    let host = std::net::TcpListener::bind("127.0.0.1:0").expect("tcp");
+    host.set_nonblocking(true).expect("nonblocking");
+    let port = host.local_addr().expect("addr").port();
+    let script = format!(
+        "/usr/bin/python3 -c '
+import socket, threading
+try:
+    srv = socket.socket(); srv.bind((\"127.0.0.1\", 0)); srv.listen(1)
+    threading.Thread(target=lambda: srv.accept()[0].sendall(b\"hello\")).start()
+    print(\"own\", socket.create_connection(srv.getsockname(), timeout=5).recv(5).decode())
+except OSError as e:
+    print(\"own denied\", e.errno)
+try:
+    socket.create_connection((\"127.0.0.1\", {port}), timeout=2); print(\"HOST REACHED\")
+except OSError as e:
+    print(\"host denied\", e.errno)
+'"
+    );
+    let r = sup.tools.call(bash(&script, None)).await.expect("call");
+    let Response::Result(res) = r else {
+        panic!("unexpected {r:?}")
+    };
+    let (_, info) = sup.tools.ready().await.expect("ready");
+    assert_eq!(
+        info.attestation.seccomp.sockets,
+        hanzo_ipc::attest::SocketPolicy::UnixOnly,
+        "the worker itself stays unix-only"
+    );
+    if tier == "B" {
+        assert!(res.output.contains("own hello"), "tier B: {res:?}");
+        assert!(
+            info.attestation
+                .namespaces
+                .iter()
+                .any(|n| n == "net (loopback only, for commands)"),
+            "{:?}",
+            info.attestation.namespaces
+        );
+    } else {
+        assert!(res.output.contains("own denied 13"), "tier A: {res:?}");
+    }
+    assert!(
+        res.output.contains("host denied") && !res.output.contains("REACHED"),
+        "tier {tier}: {res:?}"
+    );
+    assert!(host
+        .accept()
+        .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock));
+    sup.shutdown().await;
+}

@@ -14,6 +14,8 @@
 pub mod confine;
 pub mod doctor;
 pub mod env;
+pub mod fdpass;
+pub mod keeper;
 pub mod namespaces;
 pub mod probe;
 pub mod procfs;

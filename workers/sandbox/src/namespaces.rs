@@ -20,7 +20,11 @@
 //!    kernel allows it (a container's masked `/proc` makes the kernel refuse; the old one stays,
 //!    and Landlock keeps `/proc` out of the tools role's reach anyway).
 //!
-//! The new network namespace has no interface up: no network at all, loopback included.
+//! In the new network namespace pid 1 brings `lo` up (`SIOCSIFFLAGS`, while it still holds
+//! `CAP_NET_ADMIN` over the namespace): commands that may create inet sockets (see
+//! `hanzo_policy::profile::tools_tier_b_commands`) get a loopback of their own — a test suite's
+//! local server works — and no route anywhere else: the host's `127.0.0.1` is another
+//! namespace's loopback.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -39,6 +43,8 @@ pub struct TierB {
     pub keep: Vec<PathBuf>,
     /// Paths bound read-only over themselves (skipped when absent).
     pub read_only: Vec<PathBuf>,
+    /// An fd the original (waiting) process keeps open; it closes every other one above 2.
+    pub parent_keeps: Option<i32>,
 }
 
 /// Directories tier B hides by default.
@@ -61,6 +67,7 @@ impl TierB {
                 .iter()
                 .map(|p| workspace.join(p))
                 .collect(),
+            parent_keeps: None,
         }
     }
 }
@@ -91,8 +98,26 @@ pub enum NamespaceError {
 }
 
 /// The namespaces this process entered with [`enter`], for its attestation (empty otherwise).
+/// The network namespace says what its processes can reach (see [`describe_net`]).
 pub fn entered() -> Vec<String> {
-    ENTERED.get().cloned().unwrap_or_default()
+    ENTERED.lock().map(|v| v.clone()).unwrap_or_default()
+}
+
+/// Say what the network namespace gives the commands, e.g. `net (loopback for commands)`; the
+/// default after [`enter`] is `net (lo up)` or `net (no interface up)`.
+pub fn describe_net(what: &str) {
+    if let Ok(mut v) = ENTERED.lock() {
+        for name in v.iter_mut() {
+            if name == "net" || name.starts_with("net (") {
+                *name = format!("net ({what})");
+            }
+        }
+    }
+}
+
+/// Whether `lo` came up in the namespace [`enter`] made.
+pub fn loopback_up() -> bool {
+    LOOPBACK_UP.get().copied().unwrap_or(false)
 }
 
 /// Notes about parts of tier B the kernel refused (e.g. a fresh `/proc`), for the attestation.
@@ -100,8 +125,9 @@ pub fn notes() -> Vec<String> {
     NOTES.get().cloned().unwrap_or_default()
 }
 
-static ENTERED: OnceLock<Vec<String>> = OnceLock::new();
+static ENTERED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 static NOTES: OnceLock<Vec<String>> = OnceLock::new();
+static LOOPBACK_UP: OnceLock<bool> = OnceLock::new();
 
 const NS_NAMES: [&str; 5] = ["user", "mount", "pid", "net", "ipc"];
 
@@ -118,6 +144,14 @@ pub enum Side {
 /// Enter tier B (see the module documentation). Returns twice: in the child (`Side::Child`), and
 /// in the parent once the child has ended (`Side::Parent`).
 pub fn enter(cfg: &TierB) -> Result<Side, NamespaceError> {
+    enter_with(cfg, |_| {})
+}
+
+/// [`enter`], with `pid1` run by pid 1 once the mounts are made and `lo` is up (its argument:
+/// whether `lo` came up), just before it forks the worker: still single-threaded, unconfined and
+/// holding its capabilities over the namespaces. The tools worker forks its command launcher
+/// there, as the worker's sibling; whatever `pid1` sets in memory, the worker inherits.
+pub fn enter_with(cfg: &TierB, pid1: impl FnOnce(bool)) -> Result<Side, NamespaceError> {
     let threads = std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -155,7 +189,7 @@ pub fn enter(cfg: &TierB) -> Result<Side, NamespaceError> {
     }
     if pid > 0 {
         return Ok(Side::Parent {
-            status: wait_for(pid),
+            status: wait_for(pid, cfg.parent_keeps),
         });
     }
     // The child: pid 1 of the new pid namespace. Die with the parent (the supervisor's handle).
@@ -171,6 +205,16 @@ pub fn enter(cfg: &TierB) -> Result<Side, NamespaceError> {
     };
     let mut notes = Vec::new();
     set_up_mounts(cfg, &mut notes)?;
+    let lo = match bring_loopback_up() {
+        Ok(()) => true,
+        Err(e) => {
+            notes.push(format!(
+                "lo could not be brought up ({e}): no network at all"
+            ));
+            false
+        }
+    };
+    pid1(lo);
     // Pid 1 of the namespace only reaps. Orphans (what a command left running, killed with its
     // group) are re-parented to pid 1; were that the worker, their zombies would pile up, since
     // tokio waits for its own children only.
@@ -194,16 +238,33 @@ pub fn enter(cfg: &TierB) -> Result<Side, NamespaceError> {
             0,
         )
     };
-    let _ = ENTERED.set(NS_NAMES.iter().map(|s| s.to_string()).collect());
+    if let Ok(mut v) = ENTERED.lock() {
+        *v = NS_NAMES.iter().map(|s| s.to_string()).collect();
+    }
+    describe_net(if lo { "lo up" } else { "no interface up" });
+    let _ = LOOPBACK_UP.set(lo);
     let _ = NOTES.set(notes);
     Ok(Side::Child)
 }
 
-/// The parent's remaining life: close everything but stdio (the child holds the channel), wait
-/// for the child, return its status.
-fn wait_for(pid: libc::pid_t) -> i32 {
-    // SAFETY: close_range closes fds of our own table; the parent uses none of them again.
-    unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
+/// The parent's remaining life: close everything but stdio and `keep` (the child holds the
+/// channel), wait for the child, return its status.
+fn wait_for(pid: libc::pid_t, keep: Option<i32>) -> i32 {
+    // SAFETY: close_range closes fds of our own table; the parent uses none of them again but
+    // `keep`, which the caller still owns.
+    unsafe {
+        match keep {
+            Some(k) if k >= 3 => {
+                if k > 3 {
+                    libc::syscall(libc::SYS_close_range, 3u32, (k - 1) as u32, 0u32);
+                }
+                libc::syscall(libc::SYS_close_range, (k + 1) as u32, u32::MAX, 0u32);
+            }
+            _ => {
+                libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+            }
+        }
+    };
     drop_all_privileges();
     let mut status = 0;
     loop {
@@ -301,6 +362,33 @@ fn reap_until(worker: libc::pid_t) -> ! {
         // SAFETY: _exit ends the process without running anything else.
         unsafe { libc::_exit(code) }
     }
+}
+
+/// `ip link set lo up`, without `ip`: read the flags of `lo`, add `IFF_UP`, write them back.
+fn bring_loopback_up() -> io::Result<()> {
+    // SAFETY: socket takes integers; the fd is ours and closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the fd was just created and is owned by nothing else.
+    let sock = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    // SAFETY: an all-zero ifreq is valid (an empty name, zero flags).
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS reads the name and writes the flags of our ifreq.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel filled the union's flags member.
+    unsafe { req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
+    // SAFETY: SIOCSIFFLAGS reads our ifreq.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS as _, &req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn cstr(p: &Path) -> CString {

@@ -199,3 +199,35 @@ fn set_rlimit(resource: RlimitResource, value: u64) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Run `setup` in the child between `fork` and `exec` of `cmd`, for a caller that is
+/// single-threaded (checked now; it must stay so until `spawn`). Unlike [`configure_command`]'s
+/// hook, `setup` may allocate and use std freely: the child of a single-threaded process is a
+/// complete copy, with no lock held by a thread that did not come along. What it is for:
+/// confining the child only (Landlock, seccomp), so that the parent stays free to clean up after
+/// it (the one-shot sandbox removes its private directory, which Landlock would forbid).
+pub fn in_child_of_single_threaded(
+    cmd: &mut Command,
+    setup: impl FnMut() -> io::Result<()> + Send + Sync + 'static,
+) -> io::Result<()> {
+    let threads = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Threads:"))
+                .and_then(|v| v.trim().parse::<u32>().ok())
+        })
+        .unwrap_or(0);
+    if threads != 1 {
+        return Err(io::Error::other(
+            "a child set-up that allocates needs a single-threaded parent",
+        ));
+    }
+    // SAFETY: the parent is single-threaded (checked above, and the caller keeps it so until
+    // spawn), so the forked child is a complete copy of it: allocation, locks and std are as
+    // usable as in the parent.
+    unsafe {
+        cmd.pre_exec(setup);
+    }
+    Ok(())
+}

@@ -1,11 +1,20 @@
 //! Command execution (`bash`): `/bin/sh -c COMMAND` in the workspace, in its own session and
 //! process group, stdin closed, stdout and stderr combined into one pipe (so their order is kept),
-//! an environment built from an allow-list, the profile's rlimits, and a hard timeout. The whole
-//! group is killed with SIGKILL at the timeout, when the request is cancelled (the future is
-//! dropped: a guard does it), and after the command exits (so nothing it left running in the
-//! background outlives the call). Output is capped, keeping its head and its tail.
+//! an environment built from an allow-list, the profile's rlimits, and a hard timeout. Output is
+//! capped, keeping its head and its tail.
+//!
+//! Every process the command starts is killed at the timeout, when the request is cancelled (the
+//! future is dropped: a guard does it), and after the command exits (so nothing it left running
+//! in the background outlives the call) — also those that left its process group or session
+//! (`setsid`, a double-forked daemon). Where the kernel scopes signals by Landlock domain (ABI 6),
+//! the command runs under a keeper (`hanzo_sandbox::keeper`): the spawned process is the keeper,
+//! the command its child in a nested Landlock domain that no descendant can leave, and the keeper
+//! sweeps that domain with `kill(-1, SIGKILL)` before it exits. `run` returns only after the
+//! keeper has exited, i.e. after every process of the command is gone. Elsewhere the process
+//! group is killed (and a `setsid` escapes it until the worker ends).
 
 use hanzo_policy::profile::{is_secret_env, Rlimits};
+use hanzo_sandbox::keeper::{Keeper, KillSwitch};
 use hanzo_sandbox::spawn::{configure_command, ChildSetup};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -19,9 +28,19 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
 /// Combined output kept per command (head and tail halves).
 pub const DEFAULT_OUTPUT_CAP: usize = 64 * 1024;
-/// How long the output pipe may stay open after the command's group is gone: only a process that
-/// left the group (`setsid`) can still hold it, and we stop reading rather than wait for it.
+/// How long the output pipe may stay open after the command is gone: without a keeper, only a
+/// process that left the group (`setsid`) can still hold it, and we stop reading rather than wait.
 const DRAIN_GRACE: Duration = Duration::from_millis(300);
+
+/// The keeper's scoped ruleset, created on first use (after confinement: the Landlock syscalls
+/// stay allowed), or why there is none.
+pub fn keeper() -> Result<&'static Keeper, &'static str> {
+    static KEEPER: std::sync::OnceLock<Result<Keeper, String>> = std::sync::OnceLock::new();
+    KEEPER
+        .get_or_init(|| Keeper::new().map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(String::as_str)
+}
 
 /// The fixed part of every command's environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,7 +134,8 @@ pub struct ExecOutcome {
     pub output: String,
     /// Bytes left out of the middle.
     pub omitted: u64,
-    /// The command's process group id (its pid).
+    /// The command's process group id (its keeper's pid, under a keeper); 0 when it ran through
+    /// the tier-B launcher.
     pub pgid: i32,
 }
 
@@ -194,6 +214,23 @@ impl Drop for GroupKill {
     }
 }
 
+/// How a running command is stopped.
+enum Stop {
+    /// Close the keeper's kill pipe; the keeper sweeps the command's domain and exits.
+    Keeper(KillSwitch),
+    /// No keeper on this kernel: kill the process group.
+    Group(GroupKill),
+}
+
+impl Stop {
+    fn now(&mut self) {
+        match self {
+            Stop::Keeper(k) => k.fire(),
+            Stop::Group(g) => g.kill_now(),
+        }
+    }
+}
+
 /// SIGKILL to every process in group `pgid`, repeated while members remain.
 pub fn kill_group(pgid: i32) {
     if pgid <= 1 {
@@ -210,7 +247,116 @@ pub fn kill_group(pgid: i32) {
 }
 
 /// Run `command` under `cfg`. `on_chunk` sees output as it arrives (for streaming).
+///
+/// In tier B, when the worker started its launcher (`crate::launcher`), the command is started
+/// there — inside the private network namespace with inet sockets allowed — and this process
+/// only reads its output and talks to its keeper.
 pub async fn run(
+    cfg: &ExecConfig,
+    command: &str,
+    timeout: Duration,
+    mut on_chunk: impl FnMut(&[u8]),
+) -> std::io::Result<ExecOutcome> {
+    if let Some(launcher) = crate::launcher::get().filter(|l| l.alive()) {
+        match run_remote(launcher, cfg, command, timeout, &mut on_chunk).await {
+            // The launcher died before taking the command: run it here (without network).
+            Err(_) if !launcher.alive() => {}
+            other => return other,
+        }
+    }
+    run_local(cfg, command, timeout, on_chunk).await
+}
+
+/// Reads `pipe` into `capture` (and `on_chunk`) until EOF, or for at most `DRAIN_GRACE`.
+async fn drain(
+    pipe: &mut tokio::net::unix::pipe::Receiver,
+    buf: &mut [u8],
+    capture: &mut Capture,
+    on_chunk: &mut impl FnMut(&[u8]),
+) {
+    let drain = async {
+        loop {
+            match pipe.read(buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    on_chunk(&buf[..n]);
+                    capture.push(&buf[..n]);
+                }
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_GRACE, drain).await;
+}
+
+fn exit_of(status: std::process::ExitStatus, timed_out: bool) -> Exit {
+    if timed_out {
+        Exit::TimedOut
+    } else if let Some(code) = status.code() {
+        Exit::Code(code)
+    } else {
+        Exit::Signal(status.signal().unwrap_or(0))
+    }
+}
+
+/// The tier-B path through the launcher. Dropping this future drops the keeper's line, and the
+/// keeper kills everything the command started.
+async fn run_remote(
+    launcher: &crate::launcher::Launcher,
+    cfg: &ExecConfig,
+    command: &str,
+    timeout: Duration,
+    mut on_chunk: impl FnMut(&[u8]),
+) -> std::io::Result<ExecOutcome> {
+    let (reader, writer) = std::io::pipe()?;
+    let remote = launcher.start(
+        &cfg.shell,
+        command,
+        cfg.env(),
+        cfg.cwd.clone(),
+        cfg.rlimits,
+        writer.into(),
+    )?;
+    let mut pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(reader.into())?;
+    let mut capture = Capture::new(cfg.output_cap);
+    let mut buf = vec![0u8; 16 * 1024];
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut pipe_open = true;
+    let mut status = None;
+    let mut timed_out = false;
+    while status.is_none() {
+        tokio::select! {
+            r = pipe.read(&mut buf), if pipe_open => match r {
+                Ok(0) | Err(_) => pipe_open = false,
+                Ok(n) => {
+                    on_chunk(&buf[..n]);
+                    capture.push(&buf[..n]);
+                }
+            },
+            s = remote.wait() => status = Some(s?),
+            _ = tokio::time::sleep_until(deadline) => {
+                timed_out = true;
+                // The keeper answers once its sweep found nothing left.
+                remote.kill();
+                status = Some(remote.wait().await?);
+            }
+        }
+    }
+    if pipe_open {
+        drain(&mut pipe, &mut buf, &mut capture, &mut on_chunk).await;
+    }
+    let status = status.expect("the loop ends only with a status");
+    let (output, omitted) = capture.finish();
+    Ok(ExecOutcome {
+        exit: exit_of(status, timed_out),
+        output,
+        omitted,
+        pgid: 0,
+    })
+}
+
+/// The path without a launcher (tier A, or tier B without loopback): the worker spawns the
+/// command itself, under a keeper when the kernel scopes signals, else killing its group.
+async fn run_local(
     cfg: &ExecConfig,
     command: &str,
     timeout: Duration,
@@ -235,17 +381,27 @@ pub async fn run(
             new_session: true,
         },
     );
+    // Under a keeper the spawned process is the keeper: it must not be killed from here (it
+    // would die before its sweep); firing the switch (also on drop) makes it kill and exit.
+    let switch = match keeper() {
+        Ok(k) => Some(k.attach(&mut cmd)?),
+        Err(_) => None,
+    };
     let mut cmd = tokio::process::Command::from(cmd);
-    cmd.kill_on_drop(true);
+    cmd.kill_on_drop(switch.is_none());
     let mut child = cmd.spawn()?;
-    // `cmd` still holds the pipe's write end (through its Stdio): drop it so EOF can come.
+    // `cmd` still holds the pipe's write end (through its Stdio) and the kill pipe's read end:
+    // drop them so EOF and the keeper's hang-up can come.
     drop(cmd);
     let pgid = child
         .id()
         .and_then(|p| i32::try_from(p).ok())
         .ok_or_else(|| std::io::Error::other("the command exited before its pid was read"))?;
-    // From here on, whatever happens to this future, the group dies with it.
-    let mut guard = GroupKill::new(pgid);
+    // From here on, whatever happens to this future, every process of the command dies with it.
+    let mut guard = match switch {
+        Some(s) => Stop::Keeper(s),
+        None => Stop::Group(GroupKill::new(pgid)),
+    };
     let mut pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(reader.into())?;
     let mut capture = Capture::new(cfg.output_cap);
     let mut buf = vec![0u8; 16 * 1024];
@@ -265,35 +421,20 @@ pub async fn run(
             s = child.wait() => status = Some(s?),
             _ = tokio::time::sleep_until(deadline) => {
                 timed_out = true;
-                guard.kill_now();
+                // The keeper exits (and `wait` returns) once the sweep found nothing left.
+                guard.now();
                 status = Some(child.wait().await?);
             }
         }
     }
-    // The leader is gone: background members of its group go too, then the pipe drains.
-    guard.kill_now();
+    // The command is gone: whatever it left running goes too (the keeper did this already
+    // before exiting), then the pipe drains.
+    guard.now();
     if pipe_open {
-        let drain = async {
-            loop {
-                match pipe.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        on_chunk(&buf[..n]);
-                        capture.push(&buf[..n]);
-                    }
-                }
-            }
-        };
-        let _ = tokio::time::timeout(DRAIN_GRACE, drain).await;
+        drain(&mut pipe, &mut buf, &mut capture, &mut on_chunk).await;
     }
     let status = status.expect("the loop ends only with a status");
-    let exit = if timed_out {
-        Exit::TimedOut
-    } else if let Some(code) = status.code() {
-        Exit::Code(code)
-    } else {
-        Exit::Signal(status.signal().unwrap_or(0))
-    };
+    let exit = exit_of(status, timed_out);
     let (output, omitted) = capture.finish();
     Ok(ExecOutcome {
         exit,

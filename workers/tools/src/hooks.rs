@@ -136,14 +136,34 @@ impl HookRunner {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
+            .process_group(0);
         if let Some(base) = &self.base_env {
             cmd.env_clear();
             cmd.envs(base.iter().map(|(k, v)| (k, v)));
         }
         cmd.envs(env.iter().map(|(k, v)| (k, v)));
-        let mut child = match cmd.spawn() {
+        // Under a keeper (see `crate::exec`), a hook that leaves its group (`setsid`) is still
+        // killed with everything else at the timeout and when it exits; the spawned process is
+        // then the keeper, which must not be killed from here before its sweep.
+        let mut switch = match crate::exec::keeper() {
+            Ok(k) => match k.attach(cmd.as_std_mut()) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    return HookOutcome {
+                        exit: HookExit::SpawnFailed(format!("cannot set up its keeper: {e}")),
+                        stdout: Vec::new(),
+                        stderr: Vec::new(),
+                        stderr_truncated: false,
+                    }
+                }
+            },
+            Err(_) => None,
+        };
+        cmd.kill_on_drop(switch.is_none());
+        let spawned = cmd.spawn();
+        // The command holds the keeper's end of the kill pipe: close ours now.
+        drop(cmd);
+        let mut child = match spawned {
             Ok(c) => c,
             Err(e) => {
                 return HookOutcome {
@@ -181,13 +201,21 @@ impl HookRunner {
             Ok(Err(e)) => HookExit::SpawnFailed(format!("waiting for it failed: {e}")),
             Err(_) => {
                 // Kill the group while the leader is still unreaped, so its pgid cannot have
-                // been reused by an unrelated process.
-                kill_group(pgid);
+                // been reused by an unrelated process; the keeper (if any) sweeps the rest and
+                // exits once nothing is left.
+                match switch.as_mut() {
+                    Some(s) => s.fire(),
+                    None => kill_group(pgid),
+                }
                 let _ = child.wait().await;
                 HookExit::TimedOut
             }
         };
-        kill_group(pgid);
+        // Without a keeper, whatever is left in the group goes now (the keeper, when there is
+        // one, has already swept before exiting: killing its old pgid could only hit a reuse).
+        if switch.is_none() {
+            kill_group(pgid);
+        }
         if let Some(w) = writer {
             w.abort();
         }

@@ -3,13 +3,16 @@
 //!
 //! [`definitions`] is the one place tool definitions come from; [`Tools::run`] executes a call;
 //! [`worker_main`] is the worker process; [`oneshot`] runs a single command under the same
-//! confinement (`hanzo-dev sandbox`).
+//! confinement (`hanzo-dev sandbox`). Every command runs under a keeper that kills all it started
+//! ([`exec`]); in tier B commands are started by the [`launcher`], which gives them loopback
+//! networking the worker itself does not have.
 #![forbid(unsafe_code)]
 
 pub mod defs;
 pub mod exec;
 pub mod files;
 pub mod hooks;
+pub mod launcher;
 pub mod limits;
 pub mod nosocket;
 pub mod oneshot;

@@ -6,7 +6,10 @@
 //! already connected. Abstract sockets are also scoped away by Landlock (ABI 6+), inet sockets by
 //! the profile's filter; this covers the rest.
 
-use seccompiler::{apply_filter, BpfProgram, SeccompAction, SeccompFilter, TargetArch};
+use seccompiler::{
+    apply_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
+    SeccompFilter, SeccompRule, TargetArch,
+};
 use std::collections::BTreeMap;
 
 /// The errno a command sees: "permission to create a socket … is denied".
@@ -32,6 +35,27 @@ pub enum NoSocketError {
 pub fn deny_socket_creation() -> Result<(), NoSocketError> {
     let filter = SeccompFilter::new(
         BTreeMap::from([(libc::SYS_socket, Vec::new())]),
+        SeccompAction::Allow,
+        SeccompAction::Errno(SOCKET_ERRNO as u32),
+        ARCH,
+    )?;
+    let program = BpfProgram::try_from(filter)?;
+    apply_filter(&program)?;
+    Ok(())
+}
+
+/// Tier B's variant, for commands only (the one-shot sandbox's process and the worker's command
+/// launcher, both inside the private network namespace whose only interface is `lo`): `socket(2)`
+/// refused for every family but `AF_INET` and `AF_INET6`. Unix sockets stay refused (host sockets
+/// are reachable by path); inet sockets reach the namespace's loopback and nothing else.
+pub fn deny_non_inet_sockets() -> Result<(), NoSocketError> {
+    let not = |family: i32| {
+        SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, family as u64)
+    };
+    // The conditions of one rule must all hold: neither inet family.
+    let rule = SeccompRule::new(vec![not(libc::AF_INET)?, not(libc::AF_INET6)?])?;
+    let filter = SeccompFilter::new(
+        BTreeMap::from([(libc::SYS_socket, vec![rule])]),
         SeccompAction::Allow,
         SeccompAction::Errno(SOCKET_ERRNO as u32),
         ARCH,

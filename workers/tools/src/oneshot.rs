@@ -1,9 +1,16 @@
 //! One command under the tools confinement, without a supervisor or a worker: what
-//! `hanzo-dev sandbox -- CMD ARGS…` runs. The calling process (still single-threaded) confines
-//! itself with the tools profile, then forks the command with the same pre-exec set-up and
-//! environment allow-list as the `bash` tool, waits for it, removes its private directory and
-//! returns its status. Nothing is re-executed: confining costs a Landlock ruleset and a few
-//! seccomp programs, and the command costs one fork+exec.
+//! `hanzo-dev sandbox -- CMD ARGS…` runs, with the same environment allow-list and limits as the
+//! `bash` tool. Nothing is re-executed, and the calling process itself stays unconfined, so that
+//! it can remove the command's private directory afterwards (Landlock would refuse that: the
+//! directory sits in the host's `/tmp`):
+//!
+//! - tier A: the command's process confines itself between `fork` and `exec` (Landlock, seccomp;
+//!   the caller is single-threaded, so the child may allocate), and the caller waits for it;
+//! - tier B: the caller enters the namespaces (`namespaces::enter` forks pid 1, which forks pid
+//!   2); pid 2 confines itself and *becomes* the command (`exec`, no further fork), and the
+//!   original process waits for pid 1, then removes the private directory.
+//!
+//! Confining costs a Landlock ruleset and a few seccomp programs.
 
 use crate::exec::ExecConfig;
 use crate::limits::Limits;
@@ -12,7 +19,8 @@ use hanzo_ipc::Role;
 use hanzo_policy::profile::{profile_for, FsAccess, PathGrant, ProfileContext, SandboxProfile};
 use hanzo_sandbox::namespaces::{self, NamespaceError, Side, TierB};
 use std::ffi::OsString;
-use std::os::unix::process::ExitStatusExt;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -119,8 +127,8 @@ pub fn tools_profile(
     p
 }
 
-/// A private directory for one command, removed when dropped.
-struct RunDir(PathBuf);
+/// A private directory for one command (and its parent, opened), removed when dropped.
+struct RunDir(PathBuf, Option<std::fs::File>);
 
 impl RunDir {
     fn create() -> std::io::Result<RunDir> {
@@ -136,7 +144,7 @@ impl RunDir {
                 nanos.wrapping_add(attempt)
             ));
             match std::fs::DirBuilder::new().mode(0o700).create(&p) {
-                Ok(()) => return Ok(RunDir(p)),
+                Ok(()) => return Ok(RunDir(p, std::fs::File::open(&base).ok())),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(e),
             }
@@ -152,6 +160,12 @@ use std::os::unix::fs::DirBuilderExt;
 impl Drop for RunDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+        // In tier B the original process shares the new mount namespace, where the directory is
+        // a mount point (bound back over the hidden `/tmp`): `rmdir` by path says EBUSY. The
+        // directory opened before the namespaces reaches the host's entry, which is not.
+        if let (Some(base), Some(name)) = (&self.1, self.0.file_name()) {
+            let _ = nix::unistd::unlinkat(base, name, nix::unistd::UnlinkatFlags::RemoveDir);
+        }
     }
 }
 
@@ -197,7 +211,9 @@ pub fn run(spec: &OneShot) -> Result<i32, OneShotError> {
         Tier::A => false,
         Tier::B | Tier::Auto => {
             let kept: Vec<PathBuf> = allow_write.iter().chain(&allow_read).cloned().collect();
-            let cfg = TierB::for_workspace(&workspace, Some(&run_dir.0), &kept);
+            let mut cfg = TierB::for_workspace(&workspace, Some(&run_dir.0), &kept);
+            // The waiting original process removes the private directory through this fd.
+            cfg.parent_keeps = run_dir.1.as_ref().map(|f| f.as_raw_fd());
             match namespaces::enter(&cfg) {
                 // The original process: the command ran in the child; clean up, pass its status.
                 Ok(Side::Parent { status }) => return Ok(status),
@@ -208,15 +224,16 @@ pub fn run(spec: &OneShot) -> Result<i32, OneShotError> {
             }
         }
     };
-    let attestation = hanzo_sandbox::confine::confine_current_process(&profile)?;
-    // Tier A is Landlock plus seccomp: without Landlock the command would reach every file.
-    if attestation.landlock.status == LandlockStatus::NotEnforced
-        || attestation.landlock.status == LandlockStatus::Unsupported
-        || !attestation.seccomp.installed
-    {
-        return Err(OneShotError::NotConfined(attestation.notes.join("; ")));
-    }
-    crate::nosocket::deny_socket_creation()?;
+    // In tier B this process and the command are inside the private network namespace (only
+    // `lo`, brought up by `enter`): inet sockets are allowed there, every other family refused.
+    let profile = if tier_b {
+        SandboxProfile {
+            sockets: hanzo_ipc::attest::SocketPolicy::Any,
+            ..profile
+        }
+    } else {
+        profile
+    };
 
     let mut exec = ExecConfig::new(
         workspace.clone(),
@@ -236,20 +253,69 @@ pub fn run(spec: &OneShot) -> Result<i32, OneShotError> {
         .unwrap_or(workspace);
     let mut cmd = Command::new(program);
     cmd.args(args).env_clear().envs(exec.env()).current_dir(cwd);
-    // No pre-exec step: the limits are this process's own (set above), `no_new_privs`, Landlock
-    // and seccomp are inherited, and the command stays in the terminal's foreground group so ^C
-    // and job control work as usual. Without a pre-exec closure std spawns with
-    // `posix_spawn` (a vfork), not a full fork: the difference is most of the cost on a busy
-    // machine. (There is no parent-death signal: like `env CMD`, the command outlives a killed
-    // `hanzo-dev sandbox`; in tier B the pid namespace ends it.)
-    let status = cmd
-        .spawn()
-        .and_then(|mut c| c.wait())
-        .map_err(|source| OneShotError::Spawn {
-            program: program.to_string_lossy().into_owned(),
-            source,
-        })?;
+    // The limits are this process's own (set above) and `no_new_privs`, Landlock and seccomp are
+    // applied to the command's own process; it stays in the terminal's foreground group so ^C
+    // and job control work as usual. (There is no parent-death signal: like `env CMD`, the
+    // command outlives a killed `hanzo-dev sandbox`; in tier B the pid namespace ends it.)
+    let spawn_error = |source| OneShotError::Spawn {
+        program: program.to_string_lossy().into_owned(),
+        source,
+    };
+    if tier_b {
+        // Pid 2 of the namespace: confine, then become the command. Pid 1 and the original
+        // process wait; the original removes the private directory.
+        confine(&profile, true)?;
+        let e = cmd.exec();
+        return Err(spawn_error(e));
+    }
+    // Tier A: the child confines itself. Why it failed, if it did, comes back through a pipe.
+    let (mut why_read, why_write) = std::io::pipe().map_err(OneShotError::RunDir)?;
+    let mut why_write = Some(why_write);
+    hanzo_sandbox::spawn::in_child_of_single_threaded(&mut cmd, move || {
+        confine(&profile, false).map_err(|e| {
+            if let Some(w) = why_write.as_mut() {
+                let _ = std::io::Write::write_all(w, e.to_string().as_bytes());
+            }
+            std::io::Error::from_raw_os_error(libc::EPERM)
+        })
+    })
+    .map_err(spawn_error)?;
+    let spawned = cmd.spawn();
+    // Our copy of the pipe's write end lives in the hook: dropping the command closes it.
+    drop(cmd);
+    let status = match spawned {
+        Ok(mut child) => child.wait().map_err(spawn_error)?,
+        Err(e) => {
+            let mut why = String::new();
+            let _ = std::io::Read::read_to_string(&mut why_read, &mut why);
+            return Err(if why.is_empty() {
+                spawn_error(e)
+            } else {
+                OneShotError::NotConfined(why)
+            });
+        }
+    };
     Ok(status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+/// Confine the calling process for its command: the tools profile (Landlock, seccomp, no
+/// capabilities), refusing to go on when Landlock or seccomp did not take, and the socket
+/// filter of its tier.
+fn confine(profile: &SandboxProfile, tier_b: bool) -> Result<(), OneShotError> {
+    let attestation = hanzo_sandbox::confine::confine_current_process(profile)?;
+    // Tier A is Landlock plus seccomp: without Landlock the command would reach every file.
+    if attestation.landlock.status == LandlockStatus::NotEnforced
+        || attestation.landlock.status == LandlockStatus::Unsupported
+        || !attestation.seccomp.installed
+    {
+        return Err(OneShotError::NotConfined(attestation.notes.join("; ")));
+    }
+    if tier_b {
+        crate::nosocket::deny_non_inet_sockets()?;
+    } else {
+        crate::nosocket::deny_socket_creation()?;
+    }
+    Ok(())
 }

@@ -35,6 +35,11 @@ pub enum PathError {
          outside the workspace (rule: no writing through hard links)"
     )]
     HardLink { path: String, links: u64 },
+    #[error(
+        "path {path:?} refused: {protected} runs or configures things later, outside the sandbox \
+         (rule: no writing to .git/hooks, .git/config or .hanzo/)"
+    )]
+    Protected { path: String, protected: String },
     #[error("path {path:?}: {message}")]
     Io { path: String, message: String },
 }
@@ -109,6 +114,20 @@ impl Roots {
             });
         }
         if intent == Intent::Write {
+            // What a later `git` or `hanzo-dev` outside the sandbox would run or obey. Tier B
+            // also binds these read-only for commands (when they exist when the worker starts);
+            // the file tools refuse them in every tier, existing or not.
+            if let Ok(rel) = canonical.strip_prefix(&self.workspace) {
+                if let Some(p) = hanzo_sandbox::namespaces::PROTECTED_IN_WORKSPACE
+                    .iter()
+                    .find(|p| rel.starts_with(p))
+                {
+                    return Err(PathError::Protected {
+                        path,
+                        protected: p.to_string(),
+                    });
+                }
+            }
             if let Ok(meta) = fs::metadata(&canonical) {
                 if meta.is_file() && meta.nlink() > 1 {
                     return Err(PathError::HardLink {
@@ -190,6 +209,36 @@ fn canonicalize_allow_missing(p: &Path) -> io::Result<PathBuf> {
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
+
+    #[test]
+    fn writes_to_git_hooks_git_config_and_hanzo_are_refused_naming_the_rule() {
+        let (ws, _outside, roots) = setup();
+        std::fs::create_dir_all(ws.path().join(".git/hooks")).expect("mkdir");
+        for p in [
+            ".git/hooks/pre-commit",
+            ".git/config",
+            ".hanzo/settings.json",
+            "./.hanzo/new/x.json",
+            "sub/../.hanzo",
+        ] {
+            let e = roots.resolve(p, Intent::Write).expect_err(p);
+            assert!(matches!(e, PathError::Protected { .. }), "{p}: {e:?}");
+            assert!(
+                e.to_string().contains("rule: no writing to .git/hooks"),
+                "{e}"
+            );
+        }
+        // Reading them is fine, and so are look-alikes.
+        assert!(roots.resolve(".hanzo/settings.json", Intent::Read).is_ok());
+        for p in [
+            ".git/config.lock",
+            ".hanzo-notes",
+            "src/.hanzo.txt",
+            ".git/HEAD",
+        ] {
+            assert!(roots.resolve(p, Intent::Write).is_ok(), "{p}");
+        }
+    }
 
     fn setup() -> (tempfile::TempDir, tempfile::TempDir, Roots) {
         let ws = tempfile::tempdir().expect("tempdir");

@@ -155,8 +155,8 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
 }
 
 /// The tools worker's `main`: lower the process-wide limits, enter tier B's namespaces (before
-/// confinement: seccomp refuses `unshare` and `mount`), then confine, handshake and serve
-/// (`hanzo_worker::run_with`). Returns the process exit code.
+/// confinement: seccomp refuses `unshare` and `mount`) and fork the tier-B command launcher, then
+/// confine, handshake and serve (`hanzo_worker::run_with`). Returns the process exit code.
 pub fn worker_main_with(opts: WorkerOptions, isolation: Isolation) -> i32 {
     let limits = Limits::default();
     if let Err(e) = limits.apply_process_wide() {
@@ -176,10 +176,31 @@ pub fn worker_main_with(opts: WorkerOptions, isolation: Isolation) -> i32 {
             return hanzo_worker::exit::CONFINE_FAILED;
         };
         let cfg = TierB::for_workspace(ws, opts.ctx.run_dir.as_deref(), &[]);
-        match namespaces::enter(&cfg) {
-            // The original process: the worker lived and ended in the child.
-            Ok(Side::Parent { status }) => return status,
-            Ok(Side::Child) => {}
+        // The command launcher's socket pair now; pid 1 forks the launcher (with the tier-B
+        // command profile: inet sockets, in this namespace only) just before the worker.
+        let mut launcher = crate::launcher::prepare();
+        let ctx = opts.ctx.clone();
+        let entered = namespaces::enter_with(&cfg, |lo_up| {
+            if let Ok(l) = launcher.as_mut() {
+                l.fork_in_pid1(&ctx, lo_up);
+            }
+        });
+        match entered {
+            // The original process: the worker lived and ended in the child. `enter` closed
+            // every fd above 2 here already: the pair must not be closed a second time.
+            Ok(Side::Parent { status }) => {
+                std::mem::forget(launcher);
+                return status;
+            }
+            // Without a launcher, commands run from the worker itself and get no network at
+            // all; the attestation says which (doctor shows it).
+            Ok(Side::Child) => match launcher.map_err(|e| e.to_string()).and_then(|l| l.finish()) {
+                Ok(()) => namespaces::describe_net("loopback only, for commands"),
+                Err(e) => {
+                    eprintln!("hanzo-dev tools worker: commands get no network: {e}");
+                    namespaces::describe_net("no network for commands");
+                }
+            },
             Err(e) => {
                 eprintln!("hanzo-dev tools worker: cannot enter tier B: {e}");
                 return hanzo_worker::exit::CONFINE_FAILED;

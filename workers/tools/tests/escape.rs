@@ -389,7 +389,10 @@ print(\"ALLOWED\"); sys.exit(0)
         &mut r,
         "UDP to 127.0.0.1",
         &py_net(&format!(
-            "socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b\"x\", (\"127.0.0.1\", {udp_port}))"
+            // Connected, so that tier B (where the socket exists, in a namespace of its own)
+            // learns of the missing listener: ECONNREFUSED from its own loopback. Were the
+            // datagram to reach the host's listener, recv would time out (no errno: a failure).
+            "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect((\"127.0.0.1\", {udp_port})); s.send(b\"x\"); s.settimeout(2); s.recv(1)"
         )),
         Some("DENIED errno="),
     );
@@ -435,6 +438,15 @@ print(\"ALLOWED\"); sys.exit(0)
                 .is_err_and(|e| e.kind() == ErrorKind::WouldBlock),
         "a listener accepted something",
     );
+    if !tier_b {
+        attempt(
+            &fx,
+            &mut r,
+            "tier A: create an inet socket",
+            &py_net("socket.socket(socket.AF_INET, socket.SOCK_STREAM)"),
+            Some(EACCES),
+        );
+    }
     let (code, pair) = fx.sandbox(
         &format!("{PY} -c 'import socket; a, b = socket.socketpair(); a.send(b\"hi\"); print(b.recv(2))'"),
         None,
@@ -610,6 +622,18 @@ remote = iovec(0x400000, 64)"
         &lim,
     );
 
+    // --- The private directory ($HOME's parent, in the host's /tmp) is removed after the run.
+    let (code, home) = fx.sandbox("echo $HOME", None, &[]);
+    let run_dir = Path::new(home.trim()).parent().map(Path::to_path_buf);
+    r.check(
+        "the command's private directory is removed afterwards",
+        code == 0
+            && run_dir.as_ref().is_some_and(|d| {
+                d.starts_with(std::env::temp_dir()) && d != &std::env::temp_dir() && !d.exists()
+            }),
+        &format!("{home} -> {run_dir:?}"),
+    );
+
     // --- Ordinary work still works.
     let (code, git) = fx.sandbox("git status --short --branch && git add file.txt && git -c user.name=t -c user.email=t@t commit -qm init && git log --oneline | wc -l", None, &[]);
     r.check(
@@ -711,6 +735,40 @@ fn tier_b_only(fx: &Fixture, r: &mut Report) {
     );
     attempt(fx, r, "see /root", "test -e /root/.cargo", None);
     let _ = std::fs::remove_file(&marker);
+    // A loopback of its own: a TCP server and a client, and UDP, inside the command.
+    let (code, out) = fx.sandbox(
+        &format!(
+            "{PY} -c '
+import socket, threading
+srv = socket.socket(); srv.bind((\"127.0.0.1\", 0)); srv.listen(1)
+def serve():
+    c, _ = srv.accept(); c.sendall(b\"hello\"); c.close()
+threading.Thread(target=serve).start()
+cli = socket.create_connection(srv.getsockname(), timeout=5)
+print(\"tcp ok\", cli.recv(5).decode())
+u1 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u1.bind((\"127.0.0.1\", 0))
+u2 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u2.sendto(b\"ping\", u1.getsockname())
+print(\"udp ok\", u1.recvfrom(4)[0].decode())
+'"
+        ),
+        None,
+        &[],
+    );
+    r.check(
+        "a TCP server and client, and UDP, on the command's own loopback",
+        code == 0 && out.contains("tcp ok hello") && out.contains("udp ok ping"),
+        &out,
+    );
+    attempt(
+        fx,
+        r,
+        "unix sockets stay refused with inet allowed",
+        &format!(
+            "{PY} -c 'import socket, sys\ntry:\n    socket.socket(socket.AF_UNIX)\nexcept OSError as e:\n    print(\"DENIED errno=%d\" % e.errno); sys.exit(1)'"
+        ),
+        Some(EACCES),
+    );
     let (code, out) = fx.sandbox("echo $$", None, &[]);
     r.check(
         "the command runs in a pid namespace of its own",

@@ -275,3 +275,50 @@ async fn post_hooks_see_output_and_never_block() {
         PreHookVerdict::Allow
     );
 }
+
+#[tokio::test]
+async fn a_hook_that_leaves_its_group_is_killed_at_the_timeout_and_after_a_clean_exit() {
+    // Under the keeper (Landlock ABI 6+) `setsid` and a double fork do not escape; without one
+    // the group kill is all there is, and this test has nothing to prove.
+    if hanzo_tools::exec::keeper().is_err() {
+        eprintln!("skipped: no Landlock signal scoping on this kernel");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join("pids");
+    let script = format!(
+        "setsid sh -c 'echo $$ >> {p}; exec sleep 1000' & \
+         sh -c 'setsid sh -c \"trap \\\"\\\" TERM; echo \\$\\$ >> {p}; exec sleep 1001\" & exit 0'; \
+         while [ \"$(wc -l < {p})\" -lt 2 ]; do sleep 0.05; done; trap '' TERM; sleep 1002",
+        p = p.display()
+    );
+    let r = runner(dir.path(), vec![hook(HookEvent::PreToolUse, &script, 3000)]);
+    let result = r.run_pre("s1", "bash", &json!({"command": "x"})).await;
+    assert!(
+        failed_with(&result.verdict, "timed out"),
+        "{:?}",
+        result.verdict
+    );
+    let pids: Vec<i32> = std::fs::read_to_string(&p)
+        .expect("pids")
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    for pid in &pids {
+        assert!(dead(*pid), "{pid} left its group and survived the timeout");
+    }
+    // A clean exit leaves nothing running either.
+    let q = dir.path().join("bg");
+    let script = format!(
+        "setsid sh -c 'echo $$ > {q}; exec sleep 1003' & while [ ! -s {q} ]; do sleep 0.05; done; exit 0",
+        q = q.display()
+    );
+    assert_eq!(pre(dir.path(), &script).await, PreHookVerdict::Allow);
+    let pid: i32 = std::fs::read_to_string(&q)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("pid");
+    assert!(dead(pid), "setsid child {pid} outlived its hook");
+}

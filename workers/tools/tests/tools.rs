@@ -301,3 +301,52 @@ async fn every_schema_property_is_accepted_by_its_tool() {
         std::fs::write(f.ws.path().join("f.txt"), "a\n").expect("reset");
     }
 }
+
+/// The keeper's sweep (`kill(-1)` scoped by Landlock to one command's domain) reaches everything
+/// that command started and nothing else: not a command running beside it, not this process,
+/// not an unrelated process of the same user — even when the command itself runs `kill -9 -1`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_kills_only_its_own_command() {
+    if hanzo_tools::exec::keeper().is_err() {
+        eprintln!("skipped: no Landlock signal scoping on this kernel (no keeper)");
+        return;
+    }
+    let f = fixture();
+    let mut bystander = std::process::Command::new("sleep")
+        .arg("1000.5")
+        .spawn()
+        .expect("bystander");
+    let neighbour_call = call(
+        "bash",
+        json!({ "command": "sleep 2; echo neighbour survived", "timeout_ms": 30000 }),
+    );
+    let neighbour = f.tools.run(&neighbour_call);
+    let sweeper = async {
+        // Let the neighbour start first.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        f.tools
+            .run(&call(
+                "bash",
+                json!({
+                    "command": "setsid sleep 1000 & kill -9 -1; sleep 1000",
+                    "timeout_ms": 500
+                }),
+            ))
+            .await
+    };
+    let (n, s) = tokio::join!(neighbour, sweeper);
+    assert!(
+        s.error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("timed out")),
+        "{s:?}"
+    );
+    assert_eq!(n.output, "neighbour survived\n[exit code 0]", "{n:?}");
+    let still_running = bystander.try_wait().expect("try_wait").is_none();
+    let _ = bystander.kill();
+    let _ = bystander.wait();
+    assert!(
+        still_running,
+        "the sweep reached a process outside the command"
+    );
+}

@@ -176,6 +176,80 @@ async fn wait_gone(arg: &str) -> bool {
     false
 }
 
+/// A command that leaves its process group in every way a shell can: a `setsid` child, a
+/// double-forked `setsid` daemon ignoring SIGTERM and SIGHUP, a SIGTERM-ignoring child, and a
+/// python child that calls `setpgid(0, 0)`; the shell itself ignores SIGTERM. Each writes its pid
+/// (as its own pid namespace sees it) to `pids` in the workspace; the shell prints `ready` once
+/// all five are there, then waits.
+pub const ESCAPER: &str = r#"trap '' TERM
+echo $$ >> pids
+setsid sh -c 'echo $$ >> pids; exec sleep 300' &
+sh -c 'setsid sh -c "trap \"\" TERM HUP; echo \$\$ >> pids; exec sleep 301" & exit 0'
+sh -c 'trap "" TERM; echo $$ >> pids; exec sleep 302' &
+/usr/bin/python3 -c 'import os, time; os.setpgid(0, 0); open("pids", "a").write("%d\n" % os.getpid()); time.sleep(303)' &
+while [ "$(wc -l < pids)" -lt 5 ]; do sleep 0.05; done
+echo ready
+wait
+"#;
+
+/// A python program (no single quotes: it goes inside `'…'`) that serves TCP and UDP on
+/// 127.0.0.1 and talks to itself.
+const LOOPBACK_PY: &str = r#"
+import socket, threading
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+def serve():
+    c, _ = srv.accept(); c.sendall(b"hello"); c.close()
+threading.Thread(target=serve).start()
+cli = socket.create_connection(srv.getsockname(), timeout=5)
+print("tcp ok", cli.recv(5).decode())
+u1 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u1.bind(("127.0.0.1", 0))
+u2 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u2.settimeout(5)
+u2.sendto(b"ping", u1.getsockname())
+data, _ = u1.recvfrom(4)
+print("udp ok", data.decode())
+"#;
+
+/// The pid namespace the worker's commands run in: `pid_for_children` of the process we spawned
+/// (in tier B it made the namespace; in tier A it is ours).
+fn command_pid_ns(worker_host_pid: u32) -> String {
+    std::fs::read_link(format!("/proc/{worker_host_pid}/ns/pid_for_children"))
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
+/// Live (non-zombie) host processes in pid namespace `ns` whose pid there is one of `inner`.
+fn live_in_ns(ns: &str, inner: &[i32]) -> Vec<(i32, i32)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|host| {
+            let link = std::fs::read_link(format!("/proc/{host}/ns/pid")).ok()?;
+            if link.display().to_string() != ns {
+                return None;
+            }
+            let status = std::fs::read_to_string(format!("/proc/{host}/status")).ok()?;
+            let nspid: i32 = status
+                .lines()
+                .find_map(|l| l.strip_prefix("NSpid:"))?
+                .split_whitespace()
+                .last()?
+                .parse()
+                .ok()?;
+            (inner.contains(&nspid) && alive(host)).then_some((nspid, host))
+        })
+        .collect()
+}
+
+fn recorded_pids(ws: &std::path::Path) -> Vec<i32> {
+    std::fs::read_to_string(ws.join("pids"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
 async fn run_all(tier: &str) -> usize {
     let w = start(tier).await;
     let mut failures = 0;
@@ -329,6 +403,148 @@ async fn run_all(tier: &str) -> usize {
         format!("alive before {was_alive} gone after {dead}"),
     );
 
+    // Leaving the process group does not help: at the timeout every process the command started
+    // is gone by the time the call returns (`setsid`, a double-forked daemon, SIGTERM ignored,
+    // `setpgid`). Checked by pid, in the namespace the command saw.
+    let ns = command_pid_ns(w._child.id().expect("worker pid"));
+    let _ = std::fs::remove_file(w.ws.path().join("pids"));
+    let r = run(&w, bash(ESCAPER, Some(4000))).await;
+    let pids = recorded_pids(w.ws.path());
+    let left = live_in_ns(&ns, &pids);
+    check(
+        "timeout kills descendants that left the group or session (setsid, double fork, setpgid)",
+        r.error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("timed out"))
+            && r.output.contains("ready")
+            && pids.len() == 5
+            && left.is_empty(),
+        format!("{r:?} recorded {pids:?} still alive (ns pid, host pid) {left:?}"),
+    );
+
+    // The same when the call is cancelled instead.
+    let _ = std::fs::remove_file(w.ws.path().join("pids"));
+    let mut stream = w
+        .client
+        .call_stream(bash(ESCAPER, None))
+        .await
+        .expect("stream");
+    let mut seen = Vec::new();
+    let ready = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(part) = stream.next().await {
+            if let Ok(StreamPart::Item(Item::Output { chunk })) = part {
+                seen.extend(chunk);
+                if String::from_utf8_lossy(&seen).contains("ready") {
+                    return true;
+                }
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false);
+    let pids = recorded_pids(w.ws.path());
+    let before = live_in_ns(&ns, &pids).len();
+    stream.cancel().await.expect("cancel");
+    drop(stream);
+    let mut left = live_in_ns(&ns, &pids);
+    for _ in 0..500 {
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        left = live_in_ns(&ns, &pids);
+    }
+    check(
+        "cancelling kills descendants that left the group or session",
+        ready && pids.len() == 5 && before == 5 && left.is_empty(),
+        format!("ready {ready} recorded {pids:?} alive before {before} still alive {left:?}"),
+    );
+
+    // Nothing a command leaves running outlives it either, group or not.
+    let _ = std::fs::remove_file(w.ws.path().join("pids"));
+    let r = run(
+        &w,
+        bash(
+            "setsid sh -c 'echo $$ >> pids; exec sleep 304' & \
+             while [ ! -s pids ]; do sleep 0.05; done; echo started",
+            None,
+        ),
+    )
+    .await;
+    let pids = recorded_pids(w.ws.path());
+    let left = live_in_ns(&ns, &pids);
+    check(
+        "a setsid child does not outlive a finished command",
+        !r.is_error && pids.len() == 1 && left.is_empty(),
+        format!("{r:?} recorded {pids:?} still alive {left:?}"),
+    );
+
+    // Network: tier A refuses inet sockets to commands; tier B gives them a loopback of their
+    // own (TCP and UDP between two sockets of the command work) and nothing else (the test's own
+    // listener on the host's 127.0.0.1 is unreachable).
+    let tier_b = tier == "auto" && hanzo_sandbox::doctor::probe_kernel().tier_b().is_ok();
+    let host_tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("tcp");
+    host_tcp.set_nonblocking(true).expect("nonblocking");
+    let host_udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
+    host_udp.set_nonblocking(true).expect("nonblocking");
+    let (tcp_port, udp_port) = (
+        host_tcp.local_addr().expect("addr").port(),
+        host_udp.local_addr().expect("addr").port(),
+    );
+    let r = run(
+        &w,
+        bash(&format!("/usr/bin/python3 -c '{LOOPBACK_PY}'"), None),
+    )
+    .await;
+    check(
+        if tier_b {
+            "tier B: a command serves and connects TCP and UDP on its own loopback"
+        } else {
+            "tier A: a command cannot create an inet socket"
+        },
+        if tier_b {
+            r.output.contains("tcp ok hello") && r.output.contains("udp ok ping") && !r.is_error
+        } else {
+            r.is_error && r.output.contains("PermissionError")
+        },
+        format!("{r:?}"),
+    );
+    let r = run(
+        &w,
+        bash(
+            &format!(
+                "/usr/bin/python3 -c '
+import socket
+try:
+    socket.create_connection((\"127.0.0.1\", {tcp_port}), timeout=2); print(\"TCP REACHED\")
+except OSError as e:
+    print(\"tcp denied\", e.errno)
+try:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect((\"127.0.0.1\", {udp_port}))
+    s.send(b\"x\"); s.settimeout(2); s.recv(1); print(\"UDP ANSWERED\")
+except OSError as e:
+    print(\"udp denied\", e.errno)
+'"
+            ),
+            None,
+        ),
+    )
+    .await;
+    let mut b = [0u8; 4];
+    check(
+        "TCP and UDP to the host's 127.0.0.1 do not arrive",
+        r.output.contains("tcp denied")
+            && r.output.contains("udp denied")
+            && host_tcp
+                .accept()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock)
+            && host_udp
+                .recv(&mut b)
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
+        format!("{r:?}"),
+    );
+
     if tier == "auto" && hanzo_sandbox::doctor::probe_kernel().tier_b().is_ok() {
         // Tier B (auto): the worker and its commands live in their own namespaces.
         let git = std::process::Command::new("git")
@@ -361,15 +577,17 @@ async fn run_all(tier: &str) -> usize {
                 .filter_map(|p| p.parse().ok())
                 .collect()
         };
-        // host process → pid 1 (reaper) → pid 2 (worker) → nothing once the command is done.
+        // host process → pid 1 (reaper) → the command launcher (when commands get loopback
+        // networking) and pid 2 (the worker) → nothing once the command is done (the
+        // launcher's keepers are reaped by the kernel: it ignores SIGCHLD).
         let mut reaped = false;
         let mut seen = Vec::new();
         for _ in 0..300 {
             let init = children(host_pid);
-            let workers: Vec<u32> = init.iter().flat_map(|&p| children(p)).collect();
-            let leftovers: Vec<u32> = workers.iter().flat_map(|&p| children(p)).collect();
-            seen = vec![init.clone(), workers.clone(), leftovers.clone()];
-            if init.len() == 1 && workers.len() == 1 && leftovers.is_empty() {
+            let under_init: Vec<u32> = init.iter().flat_map(|&p| children(p)).collect();
+            let leftovers: Vec<u32> = under_init.iter().flat_map(|&p| children(p)).collect();
+            seen = vec![init.clone(), under_init.clone(), leftovers.clone()];
+            if init.len() == 1 && (1..=2).contains(&under_init.len()) && leftovers.is_empty() {
                 reaped = true;
                 break;
             }
