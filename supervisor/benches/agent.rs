@@ -1,6 +1,6 @@
 //! The agent loop's own cost per step, without model latency (HIP-1210 run store, design §10):
 //!
-//! - `step/full`: one step through the real model worker (replay provider: the cassette turn is
+//! - `step/full`: one step (in runs of 10 steps) through the real model worker (replay provider: the cassette turn is
 //!   parsed by the real SSE and Anthropic parsers) and the real tools worker (`list_dir` of an
 //!   empty workspace, a near no-op), with policy, audit and the store's writes.
 //! - `step/in-process`: the same loop and store with in-process seams — the loop and the store's
@@ -55,10 +55,29 @@ fn spec() -> RunSpec {
     }
 }
 
+/// Steps per measured run (the last one is the closing text turn): a run of realistic length,
+/// since every request carries the whole conversation and a step's cost grows with it.
+const RUN_LEN: u64 = 10;
+
+/// Time `iters` steps as whole runs of [`RUN_LEN`] steps, each run timed by `run`; returns the
+/// time for `iters` steps at the measured per-step rate.
+fn per_step<F, Fut>(iters: u64, run: F, rt: &tokio::runtime::Runtime) -> Duration
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Duration>,
+{
+    let runs = iters.div_ceil(RUN_LEN).max(1);
+    let mut total = Duration::ZERO;
+    for _ in 0..runs {
+        total += rt.block_on(run());
+    }
+    total.mul_f64(iters as f64 / (runs * RUN_LEN) as f64)
+}
+
 fn config(steps: u64) -> LoopConfig {
     LoopConfig {
         limits: Limits {
-            max_steps: u32::try_from(steps + 1).unwrap_or(u32::MAX),
+            max_steps: u32::try_from(steps).unwrap_or(u32::MAX),
             ..Limits::default()
         },
         ..LoopConfig::default()
@@ -180,73 +199,81 @@ fn steps(c: &mut Criterion) {
     g.measurement_time(Duration::from_secs(20));
     g.bench_function("full", |b| {
         b.iter_custom(|iters| {
-            rt.block_on(async {
-                let jsonl = anthropic_cassette(&script(iters));
-                match tree
-                    .sup
-                    .model
-                    .call(model::Request::LoadCassette { jsonl })
-                    .await
-                    .expect("cassette")
-                {
-                    model::Response::CassetteLoaded { .. } => {}
-                    other => panic!("{other:?}"),
-                }
-                let api = WorkerApi {
-                    model: &tree.sup.model,
-                    provider: ProviderConfig::Replay {
-                        wire: WireFormat::AnthropicMessages,
-                    },
-                    model_name: "m".into(),
-                    max_output_tokens: 1024,
-                    retry: RetryPolicy::default(),
-                    recorded: None,
-                };
-                let tools = WorkerTools {
-                    tools: &tree.sup.tools,
-                };
-                let mut store = RunStore::open(store_dir.path(), "local").expect("store");
-                let mut lp = AgentLoop {
-                    api: &api,
-                    tools: &tools,
-                    prompter: &prompter,
-                    policy: &policy,
-                    store: &mut store,
-                    events: &NoEvents,
-                    config: config(iters),
-                    cancel: tokio::sync::watch::channel(false).1,
-                };
-                let t = Instant::now();
-                let r = lp.run(&spec()).await.expect("run");
-                let d = t.elapsed();
-                assert_eq!(u64::from(r.steps), iters + 1, "{}", r.outcome);
-                d
-            })
+            per_step(
+                iters,
+                || async {
+                    let jsonl = anthropic_cassette(&script(RUN_LEN - 1));
+                    match tree
+                        .sup
+                        .model
+                        .call(model::Request::LoadCassette { jsonl })
+                        .await
+                        .expect("cassette")
+                    {
+                        model::Response::CassetteLoaded { .. } => {}
+                        other => panic!("{other:?}"),
+                    }
+                    let api = WorkerApi {
+                        model: &tree.sup.model,
+                        provider: ProviderConfig::Replay {
+                            wire: WireFormat::AnthropicMessages,
+                        },
+                        model_name: "m".into(),
+                        max_output_tokens: 1024,
+                        retry: RetryPolicy::default(),
+                        recorded: None,
+                    };
+                    let tools = WorkerTools {
+                        tools: &tree.sup.tools,
+                    };
+                    let mut store = RunStore::open(store_dir.path(), "local").expect("store");
+                    let mut lp = AgentLoop {
+                        api: &api,
+                        tools: &tools,
+                        prompter: &prompter,
+                        policy: &policy,
+                        store: &mut store,
+                        events: &NoEvents,
+                        config: config(RUN_LEN),
+                        cancel: tokio::sync::watch::channel(false).1,
+                    };
+                    let t = Instant::now();
+                    let r = lp.run(&spec()).await.expect("run");
+                    let d = t.elapsed();
+                    assert_eq!(u64::from(r.steps), RUN_LEN, "{}", r.outcome);
+                    d
+                },
+                &rt,
+            )
         })
     });
     g.bench_function("in-process", |b| {
         b.iter_custom(|iters| {
-            rt.block_on(async {
-                let api = InProcessModel {
-                    left: Cell::new(iters),
-                };
-                let mut store = RunStore::open(store_dir.path(), "local").expect("store");
-                let mut lp = AgentLoop {
-                    api: &api,
-                    tools: &InProcessTools,
-                    prompter: &prompter,
-                    policy: &policy,
-                    store: &mut store,
-                    events: &NoEvents,
-                    config: config(iters),
-                    cancel: tokio::sync::watch::channel(false).1,
-                };
-                let t = Instant::now();
-                let r = lp.run(&spec()).await.expect("run");
-                let d = t.elapsed();
-                assert_eq!(u64::from(r.steps), iters + 1);
-                d
-            })
+            per_step(
+                iters,
+                || async {
+                    let api = InProcessModel {
+                        left: Cell::new(RUN_LEN - 1),
+                    };
+                    let mut store = RunStore::open(store_dir.path(), "local").expect("store");
+                    let mut lp = AgentLoop {
+                        api: &api,
+                        tools: &InProcessTools,
+                        prompter: &prompter,
+                        policy: &policy,
+                        store: &mut store,
+                        events: &NoEvents,
+                        config: config(RUN_LEN),
+                        cancel: tokio::sync::watch::channel(false).1,
+                    };
+                    let t = Instant::now();
+                    let r = lp.run(&spec()).await.expect("run");
+                    let d = t.elapsed();
+                    assert_eq!(u64::from(r.steps), RUN_LEN);
+                    d
+                },
+                &rt,
+            )
         })
     });
     g.finish();
@@ -256,12 +283,6 @@ fn steps(c: &mut Criterion) {
     g.bench_function("model-turn", |b| {
         b.iter_custom(|iters| {
             rt.block_on(async {
-                let jsonl = anthropic_cassette(&script(iters));
-                tree.sup
-                    .model
-                    .call(model::Request::LoadCassette { jsonl })
-                    .await
-                    .expect("cassette");
                 let api = WorkerApi {
                     model: &tree.sup.model,
                     provider: ProviderConfig::Replay {
@@ -273,20 +294,34 @@ fn steps(c: &mut Criterion) {
                     recorded: None,
                 };
                 let messages = vec![Message::user_text("list")];
-                let t = Instant::now();
-                for _ in 0..iters {
-                    api.send_message(
-                        TurnRequest {
-                            system: "s",
-                            messages: &messages,
-                            tools: &[],
-                        },
-                        &mut |_| {},
-                    )
-                    .await
-                    .expect("turn");
+                let mut total = Duration::ZERO;
+                let mut left = iters;
+                while left > 0 {
+                    // A cassette must fit one frame: load it in batches, outside the timing.
+                    let batch = left.min(1000);
+                    left -= batch;
+                    let jsonl = anthropic_cassette(&script(batch));
+                    tree.sup
+                        .model
+                        .call(model::Request::LoadCassette { jsonl })
+                        .await
+                        .expect("cassette");
+                    let t = Instant::now();
+                    for _ in 0..batch {
+                        api.send_message(
+                            TurnRequest {
+                                system: "s",
+                                messages: &messages,
+                                tools: &[],
+                            },
+                            &mut |_| {},
+                        )
+                        .await
+                        .expect("turn");
+                    }
+                    total += t.elapsed();
                 }
-                t.elapsed()
+                total
             })
         })
     });
