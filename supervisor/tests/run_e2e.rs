@@ -411,6 +411,19 @@ fn alive(pid: u32) -> bool {
     }
 }
 
+/// The pids of the `sleep 60` a [`sleeping_run`] started, once it runs (polled: the command
+/// starts asynchronously after its `tool_decision` event).
+fn the_sleeping_command(root: u32) -> Vec<u32> {
+    for _ in 0..400 {
+        let found = descendants_with(root, &["sleep", "60"]);
+        if !found.is_empty() {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("the command never started");
+}
+
 fn sleeping_run(env: &Env) -> Running {
     let cassette = env.cassette(&[
         ScriptTurn::tool(
@@ -440,15 +453,7 @@ fn a_tools_worker_killed_mid_run_is_a_result_and_the_run_ends_cleanly() {
     });
     // Wait until the command itself runs, then kill the tools worker(s) under this run.
     let root = run.child.id();
-    let mut sleeper = Vec::new();
-    for _ in 0..200 {
-        sleeper = descendants_with(root, &["sleep", "60"]);
-        if !sleeper.is_empty() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    assert!(!sleeper.is_empty(), "the command never started");
+    let sleeper = the_sleeping_command(root);
     let workers = descendants_with(root, &["__worker", "tools"]);
     assert!(!workers.is_empty());
     for w in &workers {
@@ -488,14 +493,7 @@ fn a_supervisor_killed_mid_run_leaves_a_consistent_store_marked_interrupted() {
     let id = RunId(started["run_id"].as_i64().unwrap());
     run.wait_for("tool_decision", |e| e["type"] == "tool_decision");
     let root = run.child.id();
-    let mut procs = Vec::new();
-    for _ in 0..200 {
-        procs = descendants_with(root, &["sleep", "60"]);
-        if !procs.is_empty() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
+    let mut procs = the_sleeping_command(root);
     procs.extend(descendants_with(root, &["__worker"]));
     assert!(procs.len() > 5, "{procs:?}");
     // While it runs, the record says running.
@@ -725,15 +723,7 @@ fn ctrl_c_cancels_the_run_kills_its_command_and_records_cancelled() {
     let id = RunId(started["run_id"].as_i64().unwrap());
     run.wait_for("tool_decision", |e| e["type"] == "tool_decision");
     let root = run.child.id();
-    let mut sleeper = Vec::new();
-    for _ in 0..200 {
-        sleeper = descendants_with(root, &["sleep", "60"]);
-        if !sleeper.is_empty() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    assert!(!sleeper.is_empty(), "the command never started");
+    let sleeper = the_sleeping_command(root);
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(root as i32),
         nix::sys::signal::Signal::SIGINT,

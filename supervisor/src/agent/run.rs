@@ -463,7 +463,7 @@ where
                 // The run is stopping: the remaining calls are answered without running, so the
                 // conversation stays well-formed and the record complete.
                 let result = ToolResult::err("not run: the run was stopped before this call");
-                self.record_unrun(step, agent, call, &result)?;
+                self.record_unrun(step, call, &result)?;
                 results.push(result_block(call, &result));
                 continue;
             }
@@ -722,12 +722,10 @@ where
     fn record_unrun(
         &mut self,
         step: StepId,
-        agent: &AgentDef,
         call: &ToolInvocation,
         result: &ToolResult,
     ) -> anyhow::Result<()> {
         let input: Value = serde_json::from_str(&call.input_json).unwrap_or(Value::Null);
-        let _ = agent;
         self.store.record_tool_call(
             step,
             &hanzo_store::ToolCall {
