@@ -2,36 +2,20 @@
 //! speaks HTTP, the model worker parses the stream — printed as it arrives. `--record FILE` writes
 //! the exchange as a cassette; `--replay FILE` plays one back offline through the same parser.
 //!
-//! No tools are offered: this is the model path alone (the agent loop is `run`, later).
+//! No tools are offered: this is the model path alone (the agent loop is `run`).
 
 use super::exit;
+use super::provider::{self, default_model, UsageError, Wire};
 use crate::secrets::StartEnv;
 use crate::startup::supervisor_config;
 use crate::tree::Supervisor;
 use anyhow::Context;
 use hanzo_ipc::channel::StreamPart;
-use hanzo_ipc::roles::broker::{self, Endpoint};
 use hanzo_ipc::roles::model::{
     self, CompletionRequest, Message, ProviderConfig, ProviderId, RetryPolicy, StreamEvent,
-    WireFormat,
 };
 use std::io::Write;
 use std::path::PathBuf;
-
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum Wire {
-    Anthropic,
-    Openai,
-}
-
-impl From<Wire> for WireFormat {
-    fn from(w: Wire) -> WireFormat {
-        match w {
-            Wire::Anthropic => WireFormat::AnthropicMessages,
-            Wire::Openai => WireFormat::OpenAiChat,
-        }
-    }
-}
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -61,21 +45,6 @@ pub struct Args {
     /// One JSON object per stream event on stdout.
     #[arg(long)]
     pub json: bool,
-}
-
-pub(crate) fn default_base_url(p: ProviderId) -> &'static str {
-    match p {
-        ProviderId::Anthropic => "https://api.anthropic.com",
-        ProviderId::OpenAi => "https://api.openai.com/v1",
-        ProviderId::Hanzo => "https://api.hanzo.ai/v1",
-    }
-}
-
-pub(crate) fn default_model(wire: WireFormat) -> &'static str {
-    match wire {
-        WireFormat::AnthropicMessages => "claude-sonnet-4-20250514",
-        WireFormat::OpenAiChat => "gpt-4o-mini",
-    }
 }
 
 pub(crate) fn lookup<'a>(env: &'a StartEnv, name: &str) -> Option<&'a str> {
@@ -115,68 +84,23 @@ async fn ask(
     cassette: Option<String>,
     provider_flag: Option<ProviderId>,
 ) -> anyhow::Result<i32> {
-    let provider = match cassette {
-        Some(jsonl) => {
-            let r = sup
-                .model
-                .call(model::Request::LoadCassette { jsonl })
-                .await
-                .context("loading the cassette")?;
-            if !matches!(r, model::Response::CassetteLoaded { .. }) {
-                anyhow::bail!("unexpected reply to the cassette: {r:?}");
+    let provider = match provider::resolve(
+        sup,
+        cassette,
+        provider_flag,
+        args.wire.map(Into::into),
+        args.base_url.as_deref(),
+    )
+    .await
+    {
+        Ok(p) => p,
+        Err(e) => match e.downcast::<UsageError>() {
+            Ok(u) => {
+                eprintln!("error: {}", u.0);
+                return Ok(exit::USAGE);
             }
-            ProviderConfig::Replay {
-                wire: args
-                    .wire
-                    .map(Into::into)
-                    .unwrap_or(WireFormat::AnthropicMessages),
-            }
-        }
-        None => {
-            let provider = match provider_flag {
-                Some(p) => p,
-                None => match sup
-                    .broker
-                    .call(broker::Request::DescribeCredentials)
-                    .await?
-                {
-                    broker::Response::Credentials(report) => match report.detected {
-                        Some(p) => p,
-                        None => {
-                            eprintln!(
-                                "error: no model credential found. Set HANZO_API_KEY, \
-                                 ANTHROPIC_API_KEY or OPENAI_API_KEY, or use --replay FILE."
-                            );
-                            return Ok(exit::USAGE);
-                        }
-                    },
-                    other => anyhow::bail!("unexpected broker reply {other:?}"),
-                },
-            };
-            let wire = args.wire.map(Into::into).unwrap_or(match provider {
-                ProviderId::Anthropic => WireFormat::AnthropicMessages,
-                _ => WireFormat::OpenAiChat,
-            });
-            let base_url = match &args.base_url {
-                Some(url) => {
-                    // An explicit, recorded user decision: this run may reach that endpoint.
-                    sup.broker
-                        .call(broker::Request::AllowEndpoints(vec![Endpoint {
-                            provider,
-                            base_url: url.clone(),
-                        }]))
-                        .await
-                        .with_context(|| format!("the broker refused --base-url {url}"))?;
-                    url.clone()
-                }
-                None => default_base_url(provider).to_string(),
-            };
-            ProviderConfig::Http {
-                wire,
-                credential: provider,
-                base_url,
-            }
-        }
+            Err(e) => return Err(e),
+        },
     };
     let wire = match &provider {
         ProviderConfig::Http { wire, .. } | ProviderConfig::Replay { wire } => *wire,

@@ -4,6 +4,7 @@ pub mod agents;
 pub mod ask;
 pub mod config;
 pub mod doctor;
+pub mod provider;
 pub mod run;
 pub mod runs;
 pub mod sandbox;

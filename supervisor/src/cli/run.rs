@@ -4,8 +4,8 @@
 //! Exit codes: 0 the run succeeded; 1 it failed (the model failed, a limit was reached); 2 bad
 //! usage or configuration; 3 `--isolation strict` cannot be honoured; 130 cancelled (Ctrl-C).
 
-use super::ask::{default_base_url, default_model, Wire};
 use super::exit;
+use super::provider::{self, default_model, usage, UsageError, Wire};
 use crate::agent::approval::{summarize_input, ApprovalMode, Prompter};
 use crate::agent::defs::{self, AUTO_STAGES};
 use crate::agent::events::{EventSink, RunEvent};
@@ -15,8 +15,7 @@ use crate::secrets::StartEnv;
 use crate::startup::supervisor_config;
 use crate::tree::Supervisor;
 use anyhow::Context;
-use hanzo_ipc::roles::broker::{self, Endpoint};
-use hanzo_ipc::roles::model::{self, ProviderConfig, ProviderId, RetryPolicy, WireFormat};
+use hanzo_ipc::roles::model::{ProviderConfig, ProviderId, RetryPolicy};
 use hanzo_policy::permission::{PermissionMode, PermissionRule, RuleList, TieredPolicy};
 use hanzo_policy::settings::{load, CliOverrides, IsolationMode, SettingsSources};
 use hanzo_store::{AgentDef, RunStatus, RunStore};
@@ -113,14 +112,6 @@ pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
             Err(e) => Err(e),
         },
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-struct UsageError(String);
-
-fn usage(msg: impl Into<String>) -> anyhow::Error {
-    UsageError(msg.into()).into()
 }
 
 async fn run_inner(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
@@ -257,7 +248,14 @@ async fn run_inner(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
             return Ok(exit::ISOLATION_UNAVAILABLE);
         }
         let replay = cassette.is_some();
-        let provider = resolve_provider(args, &sup, cassette, provider_flag).await?;
+        let provider = provider::resolve(
+            &sup,
+            cassette,
+            provider_flag,
+            args.wire.map(Into::into),
+            args.base_url.as_deref(),
+        )
+        .await?;
         let wire = match &provider {
             ProviderConfig::Http { wire, .. } | ProviderConfig::Replay { wire } => *wire,
         };
@@ -406,69 +404,6 @@ fn resolve_agent(name: &str, store: &RunStore) -> anyhow::Result<Vec<AgentDef>> 
             defs::BUILTIN_NAMES.join(", ")
         ))),
     }
-}
-
-async fn resolve_provider(
-    args: &Args,
-    sup: &Supervisor,
-    cassette: Option<String>,
-    provider_flag: Option<ProviderId>,
-) -> anyhow::Result<ProviderConfig> {
-    if let Some(jsonl) = cassette {
-        match sup
-            .model
-            .call(model::Request::LoadCassette { jsonl })
-            .await
-            .context("loading the cassette")?
-        {
-            model::Response::CassetteLoaded { .. } => {}
-            other => anyhow::bail!("unexpected reply to the cassette: {other:?}"),
-        }
-        return Ok(ProviderConfig::Replay {
-            wire: args
-                .wire
-                .map(Into::into)
-                .unwrap_or(WireFormat::AnthropicMessages),
-        });
-    }
-    let provider = match provider_flag {
-        Some(p) => p,
-        None => match sup
-            .broker
-            .call(broker::Request::DescribeCredentials)
-            .await?
-        {
-            broker::Response::Credentials(report) => report.detected.ok_or_else(|| {
-                usage(
-                    "no model credential found. Set HANZO_API_KEY, ANTHROPIC_API_KEY or \
-                     OPENAI_API_KEY, use --replay FILE, or try `hanzo-dev run --demo`.",
-                )
-            })?,
-            other => anyhow::bail!("unexpected broker reply {other:?}"),
-        },
-    };
-    let wire = args.wire.map(Into::into).unwrap_or(match provider {
-        ProviderId::Anthropic => WireFormat::AnthropicMessages,
-        _ => WireFormat::OpenAiChat,
-    });
-    let base_url = match &args.base_url {
-        Some(url) => {
-            sup.broker
-                .call(broker::Request::AllowEndpoints(vec![Endpoint {
-                    provider,
-                    base_url: url.clone(),
-                }]))
-                .await
-                .map_err(|e| usage(format!("the broker refused --base-url {url}: {e}")))?;
-            url.clone()
-        }
-        None => default_base_url(provider).to_string(),
-    };
-    Ok(ProviderConfig::Http {
-        wire,
-        credential: provider,
-        base_url,
-    })
 }
 
 /// `--json`: one event per line on stdout.
