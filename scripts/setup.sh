@@ -27,3 +27,19 @@ if ! cargo nextest --version >/dev/null 2>&1; then
     echo "setup: installing cargo-nextest"
     cargo install cargo-nextest --locked
 fi
+
+# Real test peers from the npm registry (MCP servers, language servers, an OpenID provider…), one
+# pinned lock file per domain under test-deps/ (see test-deps/README.md). `npm ci` runs only when
+# a directory's lock file changed since its last install.
+if compgen -G "test-deps/*/package-lock.json" >/dev/null; then
+    command -v npm >/dev/null 2>&1 || { echo "setup: npm is required for the test peers in test-deps/" >&2; exit 1; }
+    for lock in test-deps/*/package-lock.json; do
+        dir=$(dirname "$lock")
+        want=$(sha256sum "$lock" | cut -d' ' -f1)
+        if [ "$(cat "$dir/.installed" 2>/dev/null)" != "$want" ] || [ ! -d "$dir/node_modules" ]; then
+            echo "setup: npm ci in $dir"
+            (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+            echo "$want" >"$dir/.installed"
+        fi
+    done
+fi
