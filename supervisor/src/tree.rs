@@ -38,6 +38,8 @@ pub struct SupervisorConfig {
     pub kernel_landlock_abi: u32,
     /// Requests in flight per worker before callers wait.
     pub max_in_flight: usize,
+    /// What the tools worker must set up (it refuses to start short of `strict`'s tier B).
+    pub isolation: hanzo_policy::isolation::IsolationMode,
 }
 
 /// The running tree.
@@ -87,6 +89,7 @@ fn spec(
         env: hanzo_sandbox::env::role_env(&profile, cfg.env.iter().cloned(), &cfg.secret_names),
         kernel_landlock_abi: cfg.kernel_landlock_abi,
         restart: cfg.restart,
+        isolation: cfg.isolation,
         fault: cfg.faults.get(&role).copied(),
         spawner: spawner.clone(),
         direct: match role {
