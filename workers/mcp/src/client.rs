@@ -412,6 +412,7 @@ async fn refresh(
     tx: &watch::Sender<Arc<ToolSet>>,
     timeout: Duration,
 ) -> Result<usize, McpError> {
+    let _one_at_a_time = peer.list_changed.refreshing.lock().await;
     let mut tools = Vec::new();
     for _ in 0..MAX_RELISTS {
         let epoch = peer.list_changed.epoch.load(Ordering::SeqCst);

@@ -45,6 +45,8 @@ pub(crate) enum Answer {
 pub(crate) struct ListChanged {
     pub epoch: AtomicU64,
     pub notify: Notify,
+    /// One refresh at a time: a second one waits, then sees the newest list.
+    pub refreshing: tokio::sync::Mutex<()>,
 }
 
 pub(crate) struct RequestOpts {
