@@ -9,7 +9,10 @@ mod http1;
 use std::sync::Arc;
 
 fn main() {
-    let Some(url) = std::env::args().next_back().filter(|a| a.starts_with("http")) else {
+    let Some(url) = std::env::args()
+        .next_back()
+        .filter(|a| a.starts_with("http"))
+    else {
         eprintln!("usage: conformance_client URL (scenario in MCP_CONFORMANCE_SCENARIO)");
         std::process::exit(2);
     };
@@ -17,7 +20,10 @@ fn main() {
         eprintln!("{} is not set", hanzo_mcp::conformance::SCENARIO_ENV);
         std::process::exit(2);
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cannot start the runtime: {e}");

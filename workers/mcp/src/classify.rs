@@ -202,27 +202,50 @@ mod tests {
         assert_eq!(json_documents(sse).unwrap().len(), 1);
         assert_eq!(json_documents(b""), Err(NoDocument::Empty));
         assert_eq!(json_documents(b"  \n"), Err(NoDocument::Empty));
-        assert_eq!(json_documents(br#"{"jsonrpc":"2.0","id":1,"res"#), Err(NoDocument::Truncated));
-        assert_eq!(json_documents(b"<html><body>Forbidden</body></html>"), Err(NoDocument::Html));
+        assert_eq!(
+            json_documents(br#"{"jsonrpc":"2.0","id":1,"res"#),
+            Err(NoDocument::Truncated)
+        );
+        assert_eq!(
+            json_documents(b"<html><body>Forbidden</body></html>"),
+            Err(NoDocument::Html)
+        );
         assert_eq!(json_documents(b"\xff\xfe{}"), Err(NoDocument::NotUtf8));
-        assert_eq!(json_documents(b"Service Unavailable"), Err(NoDocument::NotJson));
-        assert_eq!(json_documents(b"event: message\ndata: {\"jsonrpc\""), Err(NoDocument::Truncated));
+        assert_eq!(
+            json_documents(b"Service Unavailable"),
+            Err(NoDocument::NotJson)
+        );
+        assert_eq!(
+            json_documents(b"event: message\ndata: {\"jsonrpc\""),
+            Err(NoDocument::Truncated)
+        );
     }
 
     #[test]
     fn every_reply_is_classified() {
         let c = |r| classify(r, 1 << 20);
-        assert!(matches!(c(Reply::Result(json!({"content":[]}))), CallOutcome::Allowed(r) if !r.is_error));
-        assert!(matches!(c(Reply::Result(json!({"isError":true}))), CallOutcome::Allowed(r) if r.is_error));
+        assert!(
+            matches!(c(Reply::Result(json!({"content":[]}))), CallOutcome::Allowed(r) if !r.is_error)
+        );
+        assert!(
+            matches!(c(Reply::Result(json!({"isError":true}))), CallOutcome::Allowed(r) if r.is_error)
+        );
         for code in -32005..=-32000 {
             assert_eq!(c(Reply::Error(RpcError::new(code, "x"))).kind(), "denied");
         }
         for code in [-32006, -31999, -32601, -32603, -32700, 1] {
             assert_eq!(c(Reply::Error(RpcError::new(code, "x"))).kind(), "fault");
         }
-        assert_eq!(c(Reply::Refused(Refusal::Status { status: 401 })).kind(), "denied");
         assert_eq!(
-            c(Reply::Refused(Refusal::NoDocument { status: 200, why: NoDocument::Html })).kind(),
+            c(Reply::Refused(Refusal::Status { status: 401 })).kind(),
+            "denied"
+        );
+        assert_eq!(
+            c(Reply::Refused(Refusal::NoDocument {
+                status: 200,
+                why: NoDocument::Html
+            }))
+            .kind(),
             "denied"
         );
     }
@@ -232,7 +255,9 @@ mod tests {
         let big = json!({"content":[{"type":"text","text":"é".repeat(1000)}]});
         let r = ToolResult::capped(big, 101);
         assert!(r.truncated);
-        let Value::String(s) = &r.value else { panic!("cut result is a string") };
+        let Value::String(s) = &r.value else {
+            panic!("cut result is a string")
+        };
         assert!(s.contains("[hanzo-dev: result cut at"), "{s}");
         assert!(s.len() < 200);
     }

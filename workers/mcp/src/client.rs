@@ -195,8 +195,12 @@ impl McpClient {
                             return;
                         }
                         match refresh(&refresher_peer, &refresher_tx, timeout).await {
-                            Ok(count) => refresher_peer.emit(crate::ServerEvent::ToolsChanged { count }),
-                            Err(e) => tracing::warn!(server = %refresher_peer.name, "tool list refresh failed: {e}"),
+                            Ok(count) => {
+                                refresher_peer.emit(crate::ServerEvent::ToolsChanged { count })
+                            }
+                            Err(e) => {
+                                tracing::warn!(server = %refresher_peer.name, "tool list refresh failed: {e}")
+                            }
                         }
                     }
                 });
@@ -244,13 +248,17 @@ impl McpClient {
             cancellable: false,
         };
         let result = match peer.request("initialize", Some(params), opts).await {
-            Err(McpError::Timeout { after, .. }) => return Err(McpError::InitializeTimeout { after }),
+            Err(McpError::Timeout { after, .. }) => {
+                return Err(McpError::InitializeTimeout { after })
+            }
             other => lifecycle_result("initialize", other)?,
         };
         let version = result
             .get("protocolVersion")
             .and_then(Value::as_str)
-            .ok_or_else(|| McpError::Protocol("`initialize` result has no protocolVersion".into()))?;
+            .ok_or_else(|| {
+                McpError::Protocol("`initialize` result has no protocolVersion".into())
+            })?;
         if !SUPPORTED_PROTOCOL_VERSIONS.contains(&version) {
             return Err(McpError::UnsupportedProtocolVersion {
                 offered: excerpt(version, 40),
@@ -397,7 +405,7 @@ fn lifecycle_result(method: &str, reply: Result<Reply, McpError>) -> Result<Valu
         Reply::Result(v) => Ok(v),
         Reply::Error(error) => Err(McpError::Rpc {
             method: method.into(),
-            error,
+            error: Box::new(error),
         }),
         Reply::Refused(refusal) => Err(McpError::Refused {
             method: method.into(),
@@ -450,7 +458,9 @@ async fn list_all(peer: &Arc<Peer>, timeout: Duration) -> Result<Vec<Tool>, McpE
         for item in items {
             match parse_tool(item) {
                 Some(t) => tools.push(t),
-                None => tracing::warn!(server = %peer.name, "a tool without a string name was skipped"),
+                None => {
+                    tracing::warn!(server = %peer.name, "a tool without a string name was skipped")
+                }
             }
         }
         match page.get("nextCursor").and_then(Value::as_str) {

@@ -3,8 +3,8 @@
 //! argument and the scenario's name in `MCP_CONFORMANCE_SCENARIO`, and judges what the server
 //! saw. [`run`] is that client's logic, over any [`HttpClient`] (in the product: the broker).
 
-use crate::client::{CallOptions, ClientOptions, McpClient};
 use crate::classify::CallOutcome;
+use crate::client::{CallOptions, ClientOptions, McpClient};
 use crate::http::HttpClient;
 use crate::requests::AcceptSchemaDefaults;
 use crate::McpError;
@@ -18,7 +18,10 @@ pub const SCENARIO_ENV: &str = "MCP_CONFORMANCE_SCENARIO";
 pub const SCENARIOS: &[(&str, Option<&str>)] = &[
     ("initialize", None),
     ("tools_call", Some("add_numbers")),
-    ("elicitation-sep1034-client-defaults", Some("test_client_elicitation_defaults")),
+    (
+        "elicitation-sep1034-client-defaults",
+        Some("test_client_elicitation_defaults"),
+    ),
     ("sse-retry", Some("test_reconnection")),
 ];
 
@@ -79,13 +82,18 @@ async fn drive(
 
 async fn call(client: &McpClient, tool: &str) -> Result<(), String> {
     let tools = client.tools();
-    let listed = tools.tools.iter().find(|t| t.name == tool).ok_or_else(|| {
-        format!("the server does not list the tool {tool:?}")
-    })?;
+    let listed = tools
+        .tools
+        .iter()
+        .find(|t| t.name == tool)
+        .ok_or_else(|| format!("the server does not list the tool {tool:?}"))?;
     let args = arguments_for(&listed.input_schema);
     match client.call_tool(tool, args, CallOptions::default()).await {
         Ok(CallOutcome::Allowed(r)) if !r.is_error => {
-            eprintln!("conformance: {tool} answered: {}", crate::jsonrpc::excerpt(&r.value.to_string(), 300));
+            eprintln!(
+                "conformance: {tool} answered: {}",
+                crate::jsonrpc::excerpt(&r.value.to_string(), 300)
+            );
             Ok(())
         }
         Ok(CallOutcome::Allowed(r)) => Err(format!("{tool} reported a tool error: {}", r.value)),

@@ -70,7 +70,10 @@ pub enum McpError {
     /// The server answered a lifecycle request (`initialize`, `tools/list`, `ping`) with a
     /// JSON-RPC error.
     #[error("the MCP server refused `{method}`: {error}")]
-    Rpc { method: String, error: RpcError },
+    Rpc {
+        method: String,
+        error: Box<RpcError>,
+    },
     /// The server's answer to a lifecycle request was refused at the HTTP level or had no
     /// JSON-RPC document in it.
     #[error("the MCP server's answer to `{method}` is unusable: {refusal}")]

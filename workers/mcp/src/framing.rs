@@ -9,7 +9,9 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 #[derive(Debug)]
 pub enum LineError {
     /// The line grew past the limit before its newline arrived.
-    TooLarge { limit: usize },
+    TooLarge {
+        limit: usize,
+    },
     /// The input ended in the middle of a line.
     Truncated,
     Io(io::Error),

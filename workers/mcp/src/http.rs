@@ -129,7 +129,8 @@ impl Outbound for HttpOutbound {
                 OutKind::Request(id) => {
                     let task_inner = inner.clone();
                     let task_id = id.clone();
-                    let task = tokio::spawn(async move { task_inner.post_request(task_id, body).await });
+                    let task =
+                        tokio::spawn(async move { task_inner.post_request(task_id, body).await });
                     let mut posts = lock(&inner.posts);
                     posts.retain(|_, t| !t.is_finished());
                     posts.insert(id, task);
@@ -322,13 +323,17 @@ impl Inner {
             return;
         }
         if status == 401 || status == 403 {
-            peer.resolve(&id, Answer::Reply(Reply::Refused(Refusal::Status { status })));
+            peer.resolve(
+                &id,
+                Answer::Reply(Reply::Refused(Refusal::Status { status })),
+            );
             return;
         }
-        let is_stream = resp
-            .head
-            .header("content-type")
-            .is_some_and(|ct| ct.trim_start().to_ascii_lowercase().starts_with("text/event-stream"));
+        let is_stream = resp.head.header("content-type").is_some_and(|ct| {
+            ct.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("text/event-stream")
+        });
         if !is_stream {
             self.read_whole(&peer, &id, status, resp.body).await;
             return;
@@ -338,19 +343,35 @@ impl Inner {
             return;
         }
         if let Some(why) = end.failure {
-            peer.resolve(&id, Answer::Reply(Reply::Refused(Refusal::NoDocument { status, why })));
+            peer.resolve(
+                &id,
+                Answer::Reply(Reply::Refused(Refusal::NoDocument { status, why })),
+            );
             return;
         }
         if end.last_event_id.is_empty() {
-            let why = if end.events == 0 { NoDocument::Empty } else { NoDocument::Truncated };
-            peer.resolve(&id, Answer::Reply(Reply::Refused(Refusal::NoDocument { status, why })));
+            let why = if end.events == 0 {
+                NoDocument::Empty
+            } else {
+                NoDocument::Truncated
+            };
+            peer.resolve(
+                &id,
+                Answer::Reply(Reply::Refused(Refusal::NoDocument { status, why })),
+            );
             return;
         }
         self.resume(&peer, &id, end).await;
     }
 
     /// A non-streamed answer: the whole body (capped), then its JSON documents.
-    async fn read_whole(&self, peer: &Arc<Peer>, id: &Id, status: u16, mut body: Box<dyn HttpBody>) {
+    async fn read_whole(
+        &self,
+        peer: &Arc<Peer>,
+        id: &Id,
+        status: u16,
+        mut body: Box<dyn HttpBody>,
+    ) {
         let mut buf = Vec::new();
         let mut why = None;
         loop {
@@ -381,19 +402,30 @@ impl Inner {
                     }
                 }
                 if peer.is_pending(id) {
-                    let refusal = Refusal::NoDocument { status, why: NoDocument::NoAnswer };
+                    let refusal = Refusal::NoDocument {
+                        status,
+                        why: NoDocument::NoAnswer,
+                    };
                     peer.resolve(id, Answer::Reply(Reply::Refused(refusal)));
                 }
             }
             Err(why) => {
-                peer.resolve(id, Answer::Reply(Reply::Refused(Refusal::NoDocument { status, why })));
+                peer.resolve(
+                    id,
+                    Answer::Reply(Reply::Refused(Refusal::NoDocument { status, why })),
+                );
             }
         }
     }
 
     /// Read an event stream, dispatching every JSON document in every event's data; stops early
     /// once `awaited` is answered.
-    async fn read_stream(&self, peer: &Arc<Peer>, awaited: Option<&Id>, mut body: Box<dyn HttpBody>) -> StreamEnd {
+    async fn read_stream(
+        &self,
+        peer: &Arc<Peer>,
+        awaited: Option<&Id>,
+        mut body: Box<dyn HttpBody>,
+    ) -> StreamEnd {
         let mut sse = SseFrameBuffer::new().with_max_event_size(self.max_message_bytes);
         let mut end = StreamEnd {
             answered: false,
@@ -489,7 +521,10 @@ impl Inner {
             end.retry = next.retry.or(end.retry);
         }
         let why = end.failure.unwrap_or(NoDocument::Truncated);
-        peer.resolve(id, Answer::Reply(Reply::Refused(Refusal::NoDocument { status: 200, why })));
+        peer.resolve(
+            id,
+            Answer::Reply(Reply::Refused(Refusal::NoDocument { status: 200, why })),
+        );
     }
 
     /// GET an event stream (optionally resuming after `last_event_id`); `None` when the server
@@ -538,7 +573,9 @@ impl Inner {
         let mut retry = None;
         let mut failures = 0u32;
         loop {
-            let Some(peer) = self.peer.upgrade() else { return };
+            let Some(peer) = self.peer.upgrade() else {
+                return;
+            };
             let end = self.read_stream(&peer, None, body).await;
             if end.events > 0 {
                 backoff.reset();

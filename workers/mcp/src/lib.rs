@@ -24,7 +24,9 @@ pub mod stdio;
 pub use classify::{CallOutcome, NoDocument, Refusal, ToolResult};
 pub use client::{CallOptions, ClientOptions, McpClient, ServerEvent, ServerInfo, Tool, ToolSet};
 pub use error::{CloseReason, McpError};
-pub use http::{HttpBody, HttpClient, HttpError, HttpErrorKind, HttpHead, HttpRequest, HttpResponse};
+pub use http::{
+    HttpBody, HttpClient, HttpError, HttpErrorKind, HttpHead, HttpRequest, HttpResponse,
+};
 pub use names::{qualified_tool_name, validate_server_name, NameError};
 pub use requests::{AcceptSchemaDefaults, ElicitationHandler, SamplingHandler};
 pub use stdio::{ServerExit, ServerIo, ServerProcess, ServerSpawner, SpawnError, StdioSpec};

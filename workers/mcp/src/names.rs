@@ -111,7 +111,10 @@ mod tests {
 
     #[test]
     fn names_follow_the_contract() {
-        assert_eq!(qualified_tool_name("github", "create_issue"), "mcp__github__create_issue");
+        assert_eq!(
+            qualified_tool_name("github", "create_issue"),
+            "mcp__github__create_issue"
+        );
         assert_eq!(qualified_tool_name("my.srv", "a b/ü"), "mcp__my_srv__a_b__");
         let long = qualified_tool_name("s", &"x".repeat(80));
         assert_eq!(long.len(), 64);

@@ -301,7 +301,9 @@ impl Peer {
                     message: excerpt(&text, 2000),
                 });
             }
-            _ => tracing::trace!(server = %self.name, method = %excerpt(method, 100), "notification ignored"),
+            _ => {
+                tracing::trace!(server = %self.name, method = %excerpt(method, 100), "notification ignored")
+            }
         }
     }
 

@@ -89,7 +89,9 @@ impl ServerRequests {
         let params = params.unwrap_or(Value::Null);
         match method {
             "ping" => Ok(json!({})),
-            "roots/list" => Ok(json!({"roots": self.roots.iter().map(|p| root(p)).collect::<Vec<_>>()})),
+            "roots/list" => {
+                Ok(json!({"roots": self.roots.iter().map(|p| root(p)).collect::<Vec<_>>()}))
+            }
             "sampling/createMessage" => match &self.sampling {
                 Some(h) => h.create_message(params).await,
                 None => Err(RpcError::new(
@@ -164,9 +166,15 @@ mod tests {
     fn schema_defaults_fill_optional_fields_and_decline_otherwise() {
         let p = json!({"message": "m", "requestedSchema": {"type": "object", "properties": {
             "name": {"type": "string", "default": "John"}, "n": {"type": "integer"}}}});
-        assert_eq!(defaults_answer(&p), json!({"action": "accept", "content": {"name": "John"}}));
+        assert_eq!(
+            defaults_answer(&p),
+            json!({"action": "accept", "content": {"name": "John"}})
+        );
         let p = json!({"requestedSchema": {"properties": {"n": {"type": "integer"}}, "required": ["n"]}});
         assert_eq!(defaults_answer(&p), json!({"action": "decline"}));
-        assert_eq!(defaults_answer(&json!({"mode": "url", "url": "https://x"})), json!({"action": "decline"}));
+        assert_eq!(
+            defaults_answer(&json!({"mode": "url", "url": "https://x"})),
+            json!({"action": "decline"})
+        );
     }
 }

@@ -143,7 +143,10 @@ impl StdioConnection {
         let mut exit_seen = exit_rx.clone();
         let stdout = io.stdout;
         tokio::spawn(async move {
-            let mut lines = LineReader::new(BufReader::with_capacity(64 * 1024, stdout), max_message_bytes);
+            let mut lines = LineReader::new(
+                BufReader::with_capacity(64 * 1024, stdout),
+                max_message_bytes,
+            );
             let reason = loop {
                 match lines.next_line().await {
                     Ok(Some(line)) => {

@@ -11,7 +11,11 @@ use std::process::Command;
 fn example() -> PathBuf {
     // target/<profile>/deps/<this test> → target/<profile>/examples/conformance_client
     let exe = std::env::current_exe().unwrap();
-    let path = exe.parent().and_then(|p| p.parent()).unwrap().join("examples/conformance_client");
+    let path = exe
+        .parent()
+        .and_then(|p| p.parent())
+        .unwrap()
+        .join("examples/conformance_client");
     assert!(
         path.is_file(),
         "{} is missing: build it with `cargo build -p hanzo-mcp --examples` (cargo test and nextest build it)",
@@ -40,11 +44,23 @@ fn harness(args: &[&str]) -> (bool, String) {
 
 fn scenario(name: &str) {
     let exe = example();
-    let (ok, output) = harness(&["client", "--command", exe.to_str().unwrap(), "--scenario", name]);
+    let (ok, output) = harness(&[
+        "client",
+        "--command",
+        exe.to_str().unwrap(),
+        "--scenario",
+        name,
+    ]);
     eprintln!("---- conformance harness, scenario {name} ----\n{output}\n---- end ----");
     assert!(ok, "the harness failed scenario {name}");
-    assert!(output.contains("OVERALL: PASSED"), "scenario {name} did not pass");
-    assert!(output.contains(" 0 failed"), "scenario {name} has failed checks");
+    assert!(
+        output.contains("OVERALL: PASSED"),
+        "scenario {name} did not pass"
+    );
+    assert!(
+        output.contains(" 0 failed"),
+        "scenario {name} has failed checks"
+    );
 }
 
 #[test]
@@ -74,20 +90,36 @@ fn conformance_sse_retry() {
 fn every_client_scenario_of_the_pin_is_accounted_for() {
     let (ok, output) = harness(&["list"]);
     assert!(ok, "{output}");
-    let client_part = output.split("Client scenarios").nth(1).expect("a client section");
+    let client_part = output
+        .split("Client scenarios")
+        .nth(1)
+        .expect("a client section");
     let names: Vec<&str> = client_part
         .lines()
         .filter_map(|l| l.trim().strip_prefix("- "))
         .filter_map(|l| l.split_whitespace().next())
         .collect();
     eprintln!("client scenarios of the pin: {names:?}");
-    let ours: Vec<&str> = hanzo_mcp::conformance::SCENARIOS.iter().map(|(n, _)| *n).collect();
+    let ours: Vec<&str> = hanzo_mcp::conformance::SCENARIOS
+        .iter()
+        .map(|(n, _)| *n)
+        .collect();
     let (auth, plain): (Vec<&str>, Vec<&str>) = names.iter().partition(|n| n.starts_with("auth/"));
     assert_eq!(plain, ours);
     assert!(auth.len() >= 20, "{auth:?}");
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     for a in auth {
         let http = std::sync::Arc::new(support::http1::Http1Client::default());
-        assert_eq!(rt.block_on(hanzo_mcp::conformance::run(a, "http://127.0.0.1:9/mcp", http)), 2);
+        assert_eq!(
+            rt.block_on(hanzo_mcp::conformance::run(
+                a,
+                "http://127.0.0.1:9/mcp",
+                http
+            )),
+            2
+        );
     }
 }

@@ -22,7 +22,14 @@ fn ok(id: &Value, text: &str) -> Value {
 }
 
 fn sse(body: &str) -> Vec<u8> {
-    response_to_end(200, &[("Content-Type", "text/event-stream"), ("Mcp-Session-Id", SID)], body.as_bytes())
+    response_to_end(
+        200,
+        &[
+            ("Content-Type", "text/event-stream"),
+            ("Mcp-Session-Id", SID),
+        ],
+        body.as_bytes(),
+    )
 }
 
 #[derive(Default)]
@@ -36,8 +43,16 @@ async fn answer(state: Arc<State>, req: SeenRequest) -> Vec<u8> {
     match req.method.as_str() {
         "GET" => {
             if req.header("last-event-id") == Some("e1") {
-                let id = state.resume_id.lock().unwrap().clone().unwrap_or(Value::Null);
-                return sse(&format!("id: e2\nevent: message\ndata: {}\n\n", ok(&id, "resumed")));
+                let id = state
+                    .resume_id
+                    .lock()
+                    .unwrap()
+                    .clone()
+                    .unwrap_or(Value::Null);
+                return sse(&format!(
+                    "id: e2\nevent: message\ndata: {}\n\n",
+                    ok(&id, "resumed")
+                ));
             }
             return response(405, &[], b"");
         }
@@ -64,18 +79,34 @@ async fn answer(state: Arc<State>, req: SeenRequest) -> Vec<u8> {
             "event: message\nid: 1\ndata: {}\n\n",
             rpc_error(&id, -32001, "HAAP: principal not allowed")
         )),
-        "sse-as-json" => response(200, &json_ct, format!(
-            "event: message\ndata: {}\n\n",
-            rpc_error(&id, -32003, "HAAP: denied")
-        ).as_bytes()),
+        "sse-as-json" => response(
+            200,
+            &json_ct,
+            format!(
+                "event: message\ndata: {}\n\n",
+                rpc_error(&id, -32003, "HAAP: denied")
+            )
+            .as_bytes(),
+        ),
         "unauthorized" => response(401, &[("WWW-Authenticate", "Bearer")], b"{}"),
         "forbidden" => response(403, &json_ct, b"{\"error\":\"forbidden\"}"),
         "empty" => response(200, &json_ct, b""),
-        "truncated" => response_to_end(200, &json_ct, format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"res").as_bytes()),
-        "html" => response(200, &[("Content-Type", "text/html")], b"<!DOCTYPE html><html><body>Login</body></html>"),
+        "truncated" => response_to_end(
+            200,
+            &json_ct,
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"res").as_bytes(),
+        ),
+        "html" => response(
+            200,
+            &[("Content-Type", "text/html")],
+            b"<!DOCTYPE html><html><body>Login</body></html>",
+        ),
         "not-utf8" => response(200, &json_ct, b"\xff\xfe\x00{"),
         "html-500" => response(500, &[("Content-Type", "text/html")], b"<html>oops</html>"),
-        "sse-cut" => sse(&format!("event: message\ndata: {}", ok(&id, "never dispatched"))),
+        "sse-cut" => sse(&format!(
+            "event: message\ndata: {}",
+            ok(&id, "never dispatched")
+        )),
         "missing" => json_response(&rpc_error(&id, -32601, "Method not found"), &[]),
         "tool-error" => json_response(
             &json!({"jsonrpc": "2.0", "id": id, "result": {"isError": true, "content": [{"type": "text", "text": "bad input"}]}}),
@@ -110,9 +141,14 @@ async fn server() -> ScriptedHttp {
 }
 
 async fn connect(url: &str, http: &Http1Client) -> McpClient {
-    McpClient::connect_http("scripted", url, Arc::new(http.clone()), ClientOptions::default())
-        .await
-        .expect("connected")
+    McpClient::connect_http(
+        "scripted",
+        url,
+        Arc::new(http.clone()),
+        ClientOptions::default(),
+    )
+    .await
+    .expect("connected")
 }
 
 #[tokio::test]
@@ -122,7 +158,9 @@ async fn every_answer_is_classified_fail_closed() {
     let client = connect(&server.url, &http).await;
     let call = |n: &'static str| client.call_tool(n, json!({}), CallOptions::default());
     let denied = |o: CallOutcome, needle: &str| match o {
-        CallOutcome::Denied { reason } => assert!(reason.contains(needle), "{reason:?} lacks {needle:?}"),
+        CallOutcome::Denied { reason } => {
+            assert!(reason.contains(needle), "{reason:?} lacks {needle:?}")
+        }
         other => panic!("expected a denial containing {needle:?}, got {other:?}"),
     };
     denied(call("haap-json").await.unwrap(), "-32002");
@@ -134,7 +172,10 @@ async fn every_answer_is_classified_fail_closed() {
     denied(call("truncated").await.unwrap(), "a truncated body");
     denied(call("html").await.unwrap(), "an HTML body");
     denied(call("not-utf8").await.unwrap(), "not UTF-8");
-    denied(call("html-500").await.unwrap(), "HTTP 500 with an HTML body");
+    denied(
+        call("html-500").await.unwrap(),
+        "HTTP 500 with an HTML body",
+    );
     denied(call("sse-cut").await.unwrap(), "HTTP 200");
     match call("missing").await.unwrap() {
         CallOutcome::Fault { reason } => assert!(reason.contains("-32601"), "{reason}"),
@@ -160,7 +201,9 @@ async fn headers_sessions_streams_and_out_of_order_answers() {
         client.call_tool("slow", json!({}), CallOptions::default()),
         async {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            client.call_tool("fast", json!({}), CallOptions::default()).await
+            client
+                .call_tool("fast", json!({}), CallOptions::default())
+                .await
         }
     );
     let text = |o: CallOutcome| match o {
@@ -171,7 +214,10 @@ async fn headers_sessions_streams_and_out_of_order_answers() {
     assert_eq!(text(fast.unwrap()), "fast");
 
     // A stream that ends before its answer is resumed with GET and Last-Event-ID.
-    let resumed = client.call_tool("resume", json!({}), CallOptions::default()).await.unwrap();
+    let resumed = client
+        .call_tool("resume", json!({}), CallOptions::default())
+        .await
+        .unwrap();
     assert_eq!(text(resumed), "resumed");
     client.shutdown().await;
 
@@ -181,11 +227,20 @@ async fn headers_sessions_streams_and_out_of_order_answers() {
     assert_eq!(init.header("mcp-session-id"), None);
     assert_eq!(init.header("mcp-protocol-version"), None);
     for r in &seen[1..] {
-        assert_eq!(r.header("mcp-session-id"), Some(SID), "{} {:?}", r.method, r.json());
+        assert_eq!(
+            r.header("mcp-session-id"),
+            Some(SID),
+            "{} {:?}",
+            r.method,
+            r.json()
+        );
         assert_eq!(r.header("mcp-protocol-version"), Some("2025-11-25"));
     }
     for r in seen.iter().filter(|r| r.method == "POST") {
-        assert_eq!(r.header("accept"), Some("application/json, text/event-stream"));
+        assert_eq!(
+            r.header("accept"),
+            Some("application/json, text/event-stream")
+        );
         assert_eq!(r.header("content-type"), Some("application/json"));
     }
     assert_eq!(seen[1].json()["method"], "notifications/initialized");
@@ -202,7 +257,10 @@ async fn a_404_on_a_request_with_a_session_means_it_expired() {
     let server = server().await;
     let http = Http1Client::default();
     let client = connect(&server.url, &http).await;
-    let err = client.call_tool("expired", json!({}), CallOptions::default()).await.unwrap_err();
+    let err = client
+        .call_tool("expired", json!({}), CallOptions::default())
+        .await
+        .unwrap_err();
     assert_eq!(err, McpError::Closed(CloseReason::SessionExpired));
     assert!(err.to_string().contains("reconnect"));
     assert_eq!(client.closed(), Some(CloseReason::SessionExpired));
@@ -221,5 +279,8 @@ async fn an_unreachable_server_is_a_typed_error() {
     .await
     .err()
     .expect("no server there");
-    assert!(matches!(err, McpError::Http(ref e) if e.kind == hanzo_mcp::HttpErrorKind::Connect), "{err}");
+    assert!(
+        matches!(err, McpError::Http(ref e) if e.kind == hanzo_mcp::HttpErrorKind::Connect),
+        "{err}"
+    );
 }

@@ -2,7 +2,9 @@
 //! `Connection: close`; Content-Length, chunked and read-to-end bodies), standing in for the
 //! broker channel in tests. Only `http://` URLs.
 
-use hanzo_mcp::{BoxFuture, HttpBody, HttpClient, HttpError, HttpErrorKind, HttpHead, HttpRequest, HttpResponse};
+use hanzo_mcp::{
+    BoxFuture, HttpBody, HttpClient, HttpError, HttpErrorKind, HttpHead, HttpRequest, HttpResponse,
+};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -84,10 +86,16 @@ impl Body {
                             break;
                         }
                     }
-                    self.mode = Mode::Chunked { left: 0, done: true };
+                    self.mode = Mode::Chunked {
+                        left: 0,
+                        done: true,
+                    };
                     return Ok(None);
                 }
-                self.mode = Mode::Chunked { left: size, done: false };
+                self.mode = Mode::Chunked {
+                    left: size,
+                    done: false,
+                };
                 Box::pin(self.next()).await
             }
             Mode::Chunked { left, .. } => {
@@ -111,9 +119,12 @@ impl Body {
 }
 
 fn split_url(url: &str) -> Result<(String, u16, String), HttpError> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| err(HttpErrorKind::BadRequest, format!("only http:// URLs: {url}")))?;
+    let rest = url.strip_prefix("http://").ok_or_else(|| {
+        err(
+            HttpErrorKind::BadRequest,
+            format!("only http:// URLs: {url}"),
+        )
+    })?;
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
@@ -136,7 +147,12 @@ impl HttpClient for Http1Client {
             let (host, port, path) = split_url(&request.url)?;
             let stream = TcpStream::connect((host.as_str(), port))
                 .await
-                .map_err(|e| err(HttpErrorKind::Connect, format!("connect {host}:{port}: {e}")))?;
+                .map_err(|e| {
+                    err(
+                        HttpErrorKind::Connect,
+                        format!("connect {host}:{port}: {e}"),
+                    )
+                })?;
             let mut head = format!(
                 "{} {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\nContent-Length: {}\r\n",
                 request.method,
@@ -161,7 +177,12 @@ impl HttpClient for Http1Client {
                 .split_whitespace()
                 .nth(1)
                 .and_then(|s| s.parse().ok())
-                .ok_or_else(|| err(HttpErrorKind::Connect, format!("bad status line {status_line:?}")))?;
+                .ok_or_else(|| {
+                    err(
+                        HttpErrorKind::Connect,
+                        format!("bad status line {status_line:?}"),
+                    )
+                })?;
             let mut headers = Vec::new();
             loop {
                 let mut line = String::new();
@@ -183,7 +204,10 @@ impl HttpClient for Http1Client {
                 .header("transfer-encoding")
                 .is_some_and(|t| t.to_ascii_lowercase().contains("chunked"))
             {
-                Mode::Chunked { left: 0, done: false }
+                Mode::Chunked {
+                    left: 0,
+                    done: false,
+                }
             } else if let Some(n) = head.header("content-length").and_then(|n| n.parse().ok()) {
                 Mode::Length(n)
             } else {

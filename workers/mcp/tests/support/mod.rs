@@ -6,7 +6,9 @@
 pub mod http1;
 pub mod scripted;
 
-use hanzo_mcp::{BoxFuture, ServerExit, ServerIo, ServerProcess, ServerSpawner, SpawnError, StdioSpec};
+use hanzo_mcp::{
+    BoxFuture, ServerExit, ServerIo, ServerProcess, ServerSpawner, SpawnError, StdioSpec,
+};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;

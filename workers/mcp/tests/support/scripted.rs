@@ -2,10 +2,14 @@
 //! same `ServerSpawner` seam the real runner uses) and a local HTTP/1.1 server on 127.0.0.1 whose
 //! answers a script writes byte for byte.
 
-use hanzo_mcp::{BoxFuture, ServerExit, ServerIo, ServerProcess, ServerSpawner, SpawnError, StdioSpec};
+use hanzo_mcp::{
+    BoxFuture, ServerExit, ServerIo, ServerProcess, ServerSpawner, SpawnError, StdioSpec,
+};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf};
+use tokio::io::{
+    AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf,
+};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -30,7 +34,10 @@ impl ScriptIo {
     /// The next request with `method`, skipping other messages.
     pub async fn expect(&mut self, method: &str) -> Value {
         loop {
-            let v = self.recv().await.unwrap_or_else(|| panic!("stdin closed before {method}"));
+            let v = self
+                .recv()
+                .await
+                .unwrap_or_else(|| panic!("stdin closed before {method}"));
             if v["method"] == method {
                 return v;
             }
@@ -110,7 +117,10 @@ impl ServerProcess for ScriptProcess {
     fn wait(&mut self) -> BoxFuture<'_, ServerExit> {
         Box::pin(async move {
             let r = self.exit.wait_for(Option::is_some).await;
-            r.map(|e| e.expect("checked")).unwrap_or(ServerExit { code: None, signal: None })
+            r.map(|e| e.expect("checked")).unwrap_or(ServerExit {
+                code: None,
+                signal: None,
+            })
         })
     }
 
@@ -120,7 +130,10 @@ impl ServerProcess for ScriptProcess {
             self.task.abort();
             self.exit_tx.send_if_modified(|e| {
                 if e.is_none() {
-                    *e = Some(ServerExit { code: None, signal: Some(9) });
+                    *e = Some(ServerExit {
+                        code: None,
+                        signal: Some(9),
+                    });
                     true
                 } else {
                     false
@@ -150,7 +163,10 @@ impl ServerSpawner for ScriptedSpawner {
                 fut.await;
                 done.send_if_modified(|e| {
                     if e.is_none() {
-                        *e = Some(ServerExit { code: Some(0), signal: None });
+                        *e = Some(ServerExit {
+                            code: Some(0),
+                            signal: None,
+                        });
                         true
                     } else {
                         false
@@ -262,7 +278,12 @@ impl ScriptedHttp {
                     if r.read_exact(&mut body).await.is_err() {
                         return;
                     }
-                    let req = SeenRequest { method, path, headers, body };
+                    let req = SeenRequest {
+                        method,
+                        path,
+                        headers,
+                        body,
+                    };
                     seen.lock().unwrap().push(req.clone());
                     let answer = script(req).await;
                     let _ = w.write_all(&answer).await;
@@ -280,7 +301,10 @@ impl ScriptedHttp {
 
 /// A complete HTTP/1.1 response with a Content-Length body.
 pub fn response(status: u16, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
-    let mut out = format!("HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n", body.len());
+    let mut out = format!(
+        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
     for (k, v) in headers {
         out.push_str(&format!("{k}: {v}\r\n"));
     }
