@@ -226,6 +226,18 @@ impl HttpConnection {
     }
 }
 
+impl Drop for HttpConnection {
+    fn drop(&mut self) {
+        // Without `shutdown` there is no DELETE, but no stream may outlive the client either.
+        if let Some(t) = lock(&self.inner.listener).take() {
+            t.abort();
+        }
+        for (_, t) in lock(&self.inner.posts).drain() {
+            t.abort();
+        }
+    }
+}
+
 impl Inner {
     fn request(&self, method: &str, body: Vec<u8>, accept: Option<&str>) -> HttpRequest {
         let mut headers = Vec::new();
