@@ -96,7 +96,7 @@ fn bench(c: &mut Criterion) {
         .await
         .expect("connect")
     });
-    let mut raw = rt.block_on(RawServer::start());
+    let raw = tokio::sync::Mutex::new(rt.block_on(RawServer::start()));
     let args = json!({"message": "hello"});
 
     // The machine is shared, so its load drifts: each timed exchange is followed by an untimed
@@ -112,10 +112,9 @@ fn bench(c: &mut Criterion) {
             }
         })
     };
-    let raw = std::cell::RefCell::new(&mut raw);
     let via_pipes = |rt: &tokio::runtime::Runtime| {
         rt.block_on(async {
-            let mut raw = raw.borrow_mut();
+            let mut raw = raw.lock().await;
             let v = raw
                 .request("tools/call", json!({"name": "echo", "arguments": args}))
                 .await;

@@ -7,7 +7,6 @@ use crate::classify::CallOutcome;
 use crate::client::{CallOptions, ClientOptions, McpClient};
 use crate::http::HttpClient;
 use crate::requests::AcceptSchemaDefaults;
-use crate::McpError;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -98,7 +97,7 @@ async fn call(client: &McpClient, tool: &str) -> Result<(), String> {
         }
         Ok(CallOutcome::Allowed(r)) => Err(format!("{tool} reported a tool error: {}", r.value)),
         Ok(other) => Err(format!("{tool}: {} ({other:?})", other.kind())),
-        Err(e @ McpError::Closed(_)) | Err(e) => Err(e.to_string()),
+        Err(e) => Err(e.to_string()),
     }
 }
 
