@@ -306,6 +306,11 @@ impl LspClient {
         self.conn.death().is_none()
     }
 
+    /// Sees the cause once the server has ended.
+    pub fn death_watch(&self) -> tokio::sync::watch::Receiver<Option<Death>> {
+        self.conn.death_watch()
+    }
+
     /// Why the server ended, as the error a request would get; `None` while it runs.
     pub fn exit_error(&self) -> Option<LspError> {
         self.conn.death().map(|d| died(&self.name, d))

@@ -237,6 +237,11 @@ impl Connection {
         self.shared.death.borrow().clone()
     }
 
+    /// A receiver that sees the cause once the connection has ended.
+    pub fn death_watch(&self) -> watch::Receiver<Option<Death>> {
+        self.shared.death.subscribe()
+    }
+
     /// Resolves when the connection has ended.
     pub async fn ended(&self) -> Death {
         let mut rx = self.shared.death.subscribe();
