@@ -711,6 +711,7 @@ impl LspClient {
         if self.conn.death().is_none() {
             let grace = self.options.shutdown_grace;
             let _ = self.conn.request("shutdown", Value::Null, grace).await;
+            self.conn.expect_exit();
             let _ = self.conn.notify("exit", Value::Null, grace).await;
             let _ = self.conn.exited(grace).await;
         }

@@ -126,11 +126,20 @@ struct Shared {
     kill: mpsc::Sender<()>,
     exit: watch::Sender<Option<ServerExit>>,
     stderr_tail: Mutex<VecDeque<u8>>,
+    /// Set once stderr reached its end (or there is none), so an exit report has all of it.
+    stderr_done: watch::Sender<bool>,
     flood: Mutex<FloodGuard>,
+    /// We asked the server to exit: its end is a stop, not a crash.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
     fn die(&self, death: Death) {
+        let death = if self.stopping.load(Ordering::SeqCst) {
+            Death::Stopped
+        } else {
+            death
+        };
         let mut first = false;
         self.death.send_if_modified(|d| {
             if d.is_none() {
@@ -213,7 +222,9 @@ impl Connection {
             kill: kill_tx,
             exit: watch::channel(None).0,
             stderr_tail: Mutex::new(VecDeque::with_capacity(STDERR_TAIL)),
+            stderr_done: watch::channel(stderr.is_none()).0,
             flood: Mutex::new(FloodGuard::new(limits.flood)),
+            stopping: std::sync::atomic::AtomicBool::new(false),
         });
         tokio::spawn(write_loop(stdin, out_rx));
         tokio::spawn(process_loop(process, kill_rx, shared.clone()));
@@ -274,6 +285,11 @@ impl Connection {
     /// Requests sent and not answered yet.
     pub fn pending(&self) -> usize {
         lock(&self.shared.pending).len()
+    }
+
+    /// From now on the end of the server counts as [`Death::Stopped`] (we are shutting it down).
+    pub fn expect_exit(&self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
     }
 
     /// Kills the server (and marks the connection ended with `death`).
@@ -450,6 +466,7 @@ async fn stderr_loop(
     if !line.is_empty() {
         emit_stderr_line(&inbound, &line);
     }
+    shared.stderr_done.send_replace(true);
 }
 
 fn emit_stderr_line(inbound: &Arc<dyn Inbound>, line: &[u8]) {
@@ -541,6 +558,8 @@ async fn read_loop(
     .await
     .ok()
     .flatten();
+    let mut stderr_done = shared.stderr_done.subscribe();
+    let _ = tokio::time::timeout(Duration::from_secs(1), stderr_done.wait_for(|done| *done)).await;
     let tail = shared.stderr_tail();
     shared.die(Death::Exited(describe_exit(exit, &tail)));
 }

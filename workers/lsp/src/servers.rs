@@ -394,7 +394,7 @@ impl LanguageServers {
                 _ => lexical,
             },
         };
-        if resolved.starts_with(&self.root) && resolved != self.root {
+        if resolved.starts_with(&self.root) {
             Ok(resolved)
         } else {
             Err(outside())
