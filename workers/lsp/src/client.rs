@@ -23,18 +23,21 @@ use std::time::{Duration, Instant};
 
 /// How long `diagnostics` waits for diagnostics that describe the current content, for servers
 /// that push them (`textDocument/publishDiagnostics`). Servers that answer pull requests need no
-/// rules: the answer is fresh by construction ([`Freshness::Confirmed`]).
+/// rules: the answer is fresh by construction ([`Freshness::Confirmed`]). A server that registers
+/// pull diagnostics while we wait (pyright does, right after `initialized`) is pulled from then on.
 ///
 /// Every wait starts when the last `didOpen`/`didChange` for the file was sent, and ends at the
 /// first of:
 ///
 /// 1. a publish for the file carrying a `version` at least the one we sent — **confirmed**
-///    (pyright, rust-analyzer);
-/// 2. a publish *without* a version received after the change, followed by `settle` without
-///    another publish for the file — **settled** (typescript-language-server sends no versions,
-///    and may publish twice for one change). A publish that was already on its way when we sent
-///    the change is indistinguishable from a fresh one; the settle period narrows, but cannot
-///    close, that window;
+///    (pyright without pull, rust-analyzer). Publishes for older versions are ignored;
+/// 2. publishes *without* a version received after the change, the last of them followed by a
+///    settle period without another — **settled**. typescript-language-server sends no versions
+///    and publishes once per kind of check (syntax, then semantic, then suggestions), the semantic
+///    one long after the others while it loads a project. So the settle period scales with the
+///    server: it is as long as the server took from the change to its first publish, between
+///    `settle_min` and `settle_max`. A publish already on its way when the change was sent is
+///    indistinguishable from a fresh one; the settle period narrows that window, it cannot close it;
 /// 3. the quiet deadline — **unconfirmed**, with the last diagnostics the server sent. Some
 ///    servers do not publish again when the result did not change (typescript-language-server
 ///    after an edit that keeps a file clean), so silence has to end the wait. The deadline adapts
@@ -44,7 +47,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DiagnosticsWait {
     pub max_wait: Duration,
-    pub settle: Duration,
+    pub settle_min: Duration,
+    pub settle_max: Duration,
     pub quiet_min: Duration,
 }
 
@@ -52,7 +56,8 @@ impl Default for DiagnosticsWait {
     fn default() -> Self {
         DiagnosticsWait {
             max_wait: Duration::from_secs(20),
-            settle: Duration::from_millis(300),
+            settle_min: Duration::from_millis(300),
+            settle_max: Duration::from_secs(5),
             quiet_min: Duration::from_secs(1),
         }
     }
@@ -485,24 +490,25 @@ impl LspClient {
     /// can mean for a server that pushes them).
     pub async fn diagnostics(&self, path: &Path) -> Result<FileDiagnostics, LspError> {
         let snap = self.sync(path).await?;
-        let mut providers: Vec<PullProvider> = self.caps.pull.iter().cloned().collect();
-        providers.extend(self.inbox.dynamic_pull_providers());
-        providers.retain(|p| selects(p.selector.as_deref(), &snap));
-        let (items, freshness) = if providers.is_empty() {
-            self.wait_push(&snap).await?
-        } else {
-            let mut items = Vec::new();
-            for p in &providers {
-                items.extend(self.pull(&snap, p).await?);
-            }
-            // A server may push some diagnostics beside those it is pulled for; current ones count.
-            if let Some(pushed) = self.inbox.pushed(path) {
-                if is_current(&pushed, &snap) {
-                    items.extend(pushed.items);
+        let (items, freshness) = loop {
+            let providers = self.pull_providers(&snap);
+            if !providers.is_empty() {
+                let mut items = Vec::new();
+                for p in &providers {
+                    items.extend(self.pull(&snap, p).await?);
                 }
+                // A server may push some diagnostics beside those it is pulled for; current ones count.
+                if let Some(pushed) = self.inbox.pushed(path) {
+                    if is_current(&pushed, &snap) {
+                        items.extend(pushed.items);
+                    }
+                }
+                dedupe(&mut items);
+                break (items, Freshness::Confirmed);
             }
-            dedupe(&mut items);
-            (items, Freshness::Confirmed)
+            if let Some(pushed) = self.wait_push(&snap).await? {
+                break pushed;
+            }
         };
         let mut diagnostics: Vec<Diagnostic> = items
             .iter()
@@ -591,43 +597,60 @@ impl LspClient {
         }
     }
 
+    fn pull_providers(&self, snap: &Snapshot) -> Vec<PullProvider> {
+        let mut providers: Vec<PullProvider> = self.caps.pull.iter().cloned().collect();
+        providers.extend(self.inbox.dynamic_pull_providers());
+        providers.retain(|p| selects(p.selector.as_deref(), snap));
+        providers
+    }
+
+    /// Waits for pushed diagnostics by the rules of [`DiagnosticsWait`]; `None` when the server
+    /// registered pull diagnostics for the file meanwhile.
     async fn wait_push(
         &self,
         snap: &Snapshot,
-    ) -> Result<(Vec<RawDiagnostic>, Freshness), LspError> {
+    ) -> Result<Option<(Vec<RawDiagnostic>, Freshness)>, LspError> {
         let wait = self.options.wait;
         let hard = snap.changed_at + wait.max_wait;
         let quiet = snap.changed_at + self.quiet_period();
         let mut seq = self.inbox.push_seq.subscribe();
+        let mut registrations = self.inbox.registrations_seq.subscribe();
         loop {
+            if !self.pull_providers(snap).is_empty() {
+                return Ok(None);
+            }
             let now = Instant::now();
             let pushed = self.inbox.pushed(&snap.path);
             let mut wake = hard.min(quiet);
+            let mut candidate = false;
             if let Some(p) = &pushed {
                 if p.version.is_some_and(|v| v >= snap.version) {
                     self.note_latency(snap, p.at);
-                    return Ok((p.items.clone(), Freshness::Confirmed));
+                    return Ok(Some((p.items.clone(), Freshness::Confirmed)));
                 }
-                if p.version.is_none() && p.at >= snap.changed_at {
-                    let settled = p.at + wait.settle;
+                let first_after = p.recent.iter().find(|t| **t >= snap.changed_at);
+                if let (None, Some(first)) = (p.version, first_after) {
+                    candidate = true;
+                    let settle = first
+                        .duration_since(snap.changed_at)
+                        .clamp(wait.settle_min, wait.settle_max.max(wait.settle_min));
+                    let settled = p.at + settle;
                     if now >= settled {
-                        self.note_latency(snap, p.at);
-                        return Ok((p.items.clone(), Freshness::Settled));
+                        self.note_latency(snap, *first);
+                        return Ok(Some((p.items.clone(), Freshness::Settled)));
                     }
                     wake = settled.min(hard);
                 }
             }
-            let fresh_candidate = pushed
-                .as_ref()
-                .is_some_and(|p| p.version.is_none() && p.at >= snap.changed_at);
-            if now >= hard || (now >= quiet && !fresh_candidate) {
-                return Ok((
+            if now >= hard || (now >= quiet && !candidate) {
+                return Ok(Some((
                     pushed.map(|p| p.items).unwrap_or_default(),
                     Freshness::Unconfirmed,
-                ));
+                )));
             }
             tokio::select! {
                 _ = seq.changed() => {}
+                _ = registrations.changed() => {}
                 _ = tokio::time::sleep_until(wake.into()) => {}
                 death = self.conn.ended() => return Err(died(&self.name, death)),
             }

@@ -9,7 +9,7 @@ use crate::text::uri_to_path;
 use globset::{GlobBuilder, GlobMatcher};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -82,7 +82,11 @@ pub struct Pushed {
     pub version: Option<i32>,
     pub items: Vec<RawDiagnostic>,
     pub at: Instant,
+    /// When the last few publishes for the file arrived, oldest first (`at` is the last).
+    pub recent: VecDeque<Instant>,
 }
+
+const RECENT_PUBLISHES: usize = 8;
 
 /// A watcher the server registered for `workspace/didChangeWatchedFiles`.
 #[derive(Debug, Clone)]
@@ -129,6 +133,8 @@ pub struct Inbox {
     pushed: Mutex<HashMap<PathBuf, Pushed>>,
     /// Bumped on every publish, so waiters wake.
     pub push_seq: watch::Sender<u64>,
+    /// Bumped on every registration and unregistration.
+    pub registrations_seq: watch::Sender<u64>,
     /// Bumped on every `workspace/diagnostic/refresh`.
     pub refreshes: watch::Sender<u64>,
 }
@@ -153,6 +159,7 @@ impl Inbox {
             progress: Mutex::new(HashSet::new()),
             pushed: Mutex::new(HashMap::new()),
             push_seq: watch::channel(0).0,
+            registrations_seq: watch::channel(0).0,
             refreshes: watch::channel(0).0,
         }
     }
@@ -290,6 +297,8 @@ impl Inbox {
                 watchers,
             });
         }
+        drop(all);
+        self.registrations_seq.send_modify(|s| *s += 1);
         Ok(Value::Null)
     }
 
@@ -350,6 +359,7 @@ impl Inbox {
             .filter_map(|u| u.get("id").and_then(Value::as_str))
             .collect();
         lock(&self.registrations).retain(|r| !ids.contains(r.id.as_str()));
+        self.registrations_seq.send_modify(|s| *s += 1);
         Ok(Value::Null)
     }
 
@@ -448,12 +458,19 @@ impl Inbox {
                     pushed.remove(&oldest);
                 }
             }
+            let now = Instant::now();
+            let mut recent = pushed.remove(&path).map(|p| p.recent).unwrap_or_default();
+            if recent.len() == RECENT_PUBLISHES {
+                recent.pop_front();
+            }
+            recent.push_back(now);
             pushed.insert(
                 path,
                 Pushed {
                     version: p.version,
                     items,
-                    at: Instant::now(),
+                    at: now,
+                    recent,
                 },
             );
         }

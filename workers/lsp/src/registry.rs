@@ -96,6 +96,8 @@ struct Builtin {
     root_markers: &'static [&'static str],
     install_hint: &'static str,
     needs_typescript: bool,
+    /// Initialization options (JSON) that settings are merged over.
+    options: &'static str,
 }
 
 const BUILTINS: &[Builtin] = &[
@@ -107,6 +109,7 @@ const BUILTINS: &[Builtin] = &[
         root_markers: &[],
         install_hint: "install it with `npm install -g pyright` (or `pip install pyright`)",
         needs_typescript: false,
+        options: "",
     },
     Builtin {
         name: "typescript",
@@ -120,6 +123,10 @@ const BUILTINS: &[Builtin] = &[
         install_hint: "install it with `npm install -g typescript-language-server typescript` \
                        (TypeScript may also be a dev dependency of the workspace)",
         needs_typescript: true,
+        // Without a syntax server every request waits for the project to load. With one (the
+        // server's default), requests during the load are answered from the open files alone:
+        // a definition lands on the import instead of the declaration.
+        options: r#"{"tsserver": {"useSyntaxServer": "never"}}"#,
     },
     Builtin {
         name: "rust-analyzer",
@@ -129,6 +136,7 @@ const BUILTINS: &[Builtin] = &[
         root_markers: &["Cargo.toml", "rust-project.json"],
         install_hint: "install it with `rustup component add rust-analyzer`",
         needs_typescript: false,
+        options: "",
     },
 ];
 
@@ -221,7 +229,7 @@ impl Registry {
                     .root_markers
                     .clone()
                     .unwrap_or_else(|| b.root_markers.iter().map(|s| s.to_string()).collect()),
-                initialization_options: e.initialization_options.clone(),
+                initialization_options: merge_options(b.options, e.initialization_options.clone()),
                 settings: e.settings.clone(),
                 install_hint: e
                     .install_hint
@@ -243,6 +251,36 @@ impl Registry {
         self.servers
             .iter()
             .position(|s| s.handles(rel) && s.applies_to(root))
+    }
+}
+
+/// A built-in server's options with the settings' options merged over them (objects key by key).
+fn merge_options(builtin: &str, over: Option<Value>) -> Option<Value> {
+    let base: Option<Value> = (!builtin.is_empty())
+        .then(|| serde_json::from_str(builtin).expect("built-in options are JSON"));
+    match (base, over) {
+        (None, over) => over,
+        (Some(base), None) => Some(base),
+        (Some(mut base), Some(over)) => {
+            merge_into(&mut base, over);
+            Some(base)
+        }
+    }
+}
+
+fn merge_into(base: &mut Value, over: Value) {
+    match (base, over) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(existing) => merge_into(existing, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (slot, over) => *slot = over,
     }
 }
 
@@ -452,6 +490,37 @@ mod tests {
         assert_eq!(
             find_typescript(&ws, &nm.join(".bin/tls")),
             TypeScriptLib::Workspace
+        );
+    }
+
+    #[test]
+    fn builtin_options_are_merged_under_the_settings() {
+        let r = Registry::builtin();
+        let ts = r
+            .servers()
+            .iter()
+            .find(|s| s.name == "typescript")
+            .expect("ts");
+        assert_eq!(
+            ts.initialization_options,
+            Some(json!({"tsserver": {"useSyntaxServer": "never"}}))
+        );
+        let mut entries = BTreeMap::new();
+        entries.insert(
+            "typescript".to_string(),
+            entry(json!({"initialization_options": {"tsserver": {"logVerbosity": "off"}, "preferences": {"a": 1}}})),
+        );
+        let r = Registry::with_settings(&entries).expect("registry");
+        let ts = r
+            .servers()
+            .iter()
+            .find(|s| s.name == "typescript")
+            .expect("ts");
+        assert_eq!(
+            ts.initialization_options,
+            Some(
+                json!({"tsserver": {"useSyntaxServer": "never", "logVerbosity": "off"}, "preferences": {"a": 1}})
+            )
         );
     }
 

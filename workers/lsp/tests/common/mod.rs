@@ -64,7 +64,8 @@ pub fn test_client_options() -> ClientOptions {
         request_timeout: Duration::from_secs(60),
         wait: DiagnosticsWait {
             max_wait: Duration::from_secs(60),
-            settle: Duration::from_millis(300),
+            settle_min: Duration::from_millis(300),
+            settle_max: Duration::from_secs(10),
             quiet_min: Duration::from_millis(500),
         },
         ..ClientOptions::default()
