@@ -133,3 +133,30 @@ pub async fn check(servers: &LanguageServers, paths: &[PathBuf]) -> CheckReport 
     }
     report
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_crosses_the_ipc_encoding_and_reads_as_json() {
+        let r = CheckReport {
+            files: Vec::new(),
+            failures: vec![CheckFailure {
+                path: "x.ghost".into(),
+                error: "no language server is configured for x.ghost".into(),
+            }],
+            left_out: 3,
+        };
+        let bytes = postcard::to_stdvec(&r).expect("encode");
+        assert_eq!(
+            postcard::from_bytes::<CheckReport>(&bytes).expect("decode"),
+            r
+        );
+        assert_eq!(r.exit_code(), 2);
+        assert!(r
+            .to_text()
+            .contains("x.ghost: not checked: no language server"));
+        assert!(r.to_text().contains("3 more files were not checked"));
+    }
+}

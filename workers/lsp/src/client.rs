@@ -448,9 +448,10 @@ impl LspClient {
         Ok(())
     }
 
-    /// A file changed on disk (written, created or deleted by a tool). Watchers the server
-    /// registered hear of it; an open document is synced (or closed if gone); with `open`, a
-    /// closed document of this server is opened.
+    /// A file changed on disk (written, created or deleted by a tool). An open document is
+    /// synced (or closed if gone); with `open`, a closed document of this server is opened. The
+    /// file watchers the server registered hear of every change but that of a document open
+    /// here, whose content it gets as `didChange`.
     pub async fn file_changed(&self, path: &Path, open: bool) -> Result<(), LspError> {
         let exists = path.is_file();
         let (is_open, known) = {
@@ -470,7 +471,10 @@ impl LspClient {
                 docs.forget_known(path);
             }
         }
-        if self.inbox.watches(path, change) {
+        // An open document's new content reaches the server as `didChange` (and `didSave` if it
+        // asked); the watcher event would be the same news twice, and pyright re-checks its file
+        // system state for it.
+        if !(exists && is_open) && self.inbox.watches(path, change) {
             self.notify(
                 "workspace/didChangeWatchedFiles",
                 json!({"changes": [{"uri": path_to_uri(path), "type": change as i32}]}),

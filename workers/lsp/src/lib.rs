@@ -28,7 +28,7 @@ pub use client::{ClientOptions, DiagnosticsWait, LspClient, ServerSetup};
 pub use enrich::format_diagnostics_block;
 pub use error::LspError;
 pub use inbound::{LogKind, LogSink, ServerLog};
-pub use registry::{LspServerEntry, Registry};
+pub use registry::{LspServerEntry, LspServers, Registry};
 pub use servers::{EventSink, LanguageServers, LanguageServersConfig, RestartPolicy, ServerEvent};
 pub use spawn::{
     LaunchSpec, ServerExit, ServerProcess, ServerSpawner, SpawnedServer, TokioSpawner,

@@ -46,6 +46,9 @@ impl LspServerEntry {
     }
 }
 
+/// The `lsp_servers` settings key: server name → entry.
+pub type LspServers = BTreeMap<String, LspServerEntry>;
+
 /// A server definition after settings were applied.
 #[derive(Debug, Clone)]
 pub struct ServerSpec {
@@ -369,6 +372,41 @@ mod tests {
 
     fn entry(v: Value) -> LspServerEntry {
         serde_json::from_value(v).expect("entry")
+    }
+
+    #[test]
+    fn the_settings_entry_has_a_schema_and_reads_snake_case_keys() {
+        let schema = serde_json::to_value(schemars::schema_for!(LspServers)).expect("schema");
+        let props = &schema["additionalProperties"]["properties"];
+        let props = if props.is_null() {
+            let name = schema["additionalProperties"]["$ref"]
+                .as_str()
+                .expect("ref")
+                .rsplit('/')
+                .next()
+                .expect("name")
+                .to_string();
+            schema["$defs"][name]["properties"].clone()
+        } else {
+            props.clone()
+        };
+        for key in [
+            "command",
+            "args",
+            "files",
+            "language_id",
+            "root_markers",
+            "initialization_options",
+            "settings",
+            "install_hint",
+            "disabled",
+        ] {
+            assert!(props.get(key).is_some(), "{key} in {schema}");
+        }
+        let e = entry(
+            json!({"command": "x", "root_markers": ["Cargo.toml"], "initialization_options": {"a": 1}}),
+        );
+        assert_eq!(e.root_markers, Some(vec!["Cargo.toml".to_string()]));
     }
 
     #[test]

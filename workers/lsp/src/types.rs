@@ -119,7 +119,7 @@ pub struct ServerStatus {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "state", content = "detail")]
+#[serde(rename_all = "snake_case")]
 pub enum ServerState {
     /// Not started yet (servers start on the first file of their language).
     Idle,
@@ -128,4 +128,57 @@ pub enum ServerState {
     Exited(String),
     /// It will not be started again in this session.
     Unavailable(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_cross_the_ipc_encoding_unchanged() {
+        // The supervisor channel encodes with postcard, which has no self-description: these
+        // types must not need it (no untagged or internally tagged enums, no `serde_json::Value`).
+        let d = FileDiagnostics {
+            path: "a.py".into(),
+            server: "pyright".into(),
+            freshness: Freshness::Settled,
+            diagnostics: vec![Diagnostic {
+                path: "a.py".into(),
+                range: Range {
+                    start: Position::new(1, 2),
+                    end: Position::new(1, 4),
+                },
+                severity: Severity::Warning,
+                code: None,
+                source: Some("Pyright".into()),
+                message: "m".into(),
+            }],
+        };
+        let bytes = postcard::to_stdvec(&d).expect("encode");
+        assert_eq!(
+            postcard::from_bytes::<FileDiagnostics>(&bytes).expect("decode"),
+            d
+        );
+        let s = ServerStatus {
+            name: "x".into(),
+            state: ServerState::Exited("exit status 3".into()),
+            pid: None,
+            pending_requests: 0,
+            starts: 2,
+        };
+        let bytes = postcard::to_stdvec(&s).expect("encode");
+        assert_eq!(
+            postcard::from_bytes::<ServerStatus>(&bytes).expect("decode"),
+            s
+        );
+        let h = HoverInfo {
+            text: "x: int".into(),
+            range: None,
+        };
+        let bytes = postcard::to_stdvec(&h).expect("encode");
+        assert_eq!(
+            postcard::from_bytes::<HoverInfo>(&bytes).expect("decode"),
+            h
+        );
+    }
 }
