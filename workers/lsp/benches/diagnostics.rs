@@ -34,7 +34,7 @@ fn bin_dir() -> PathBuf {
 }
 
 fn errors_expected(i: u64) -> usize {
-    usize::from(i % 2 == 0)
+    usize::from(i.is_multiple_of(2))
 }
 
 fn content(i: u64) -> &'static str {
