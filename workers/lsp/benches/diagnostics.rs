@@ -292,21 +292,23 @@ fn bench(c: &mut Criterion) {
     });
     group.finish();
 
-    // Paired: one edit each, alternating, so the machine's load falls on both alike.
-    let rounds: u64 = std::env::var("HANZO_LSP_BENCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(40);
+    // Paired: one edit each per round, the order swapped every round (so neither side always
+    // runs on the other's heels), so the machine's load falls on both alike.
+    let rounds: u64 = std::env::var("HANZO_LSP_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     rt.block_on(async {
-        for _ in 0..rounds {
+        for round in 0..rounds {
             n += 1;
-            let t = Instant::now();
-            direct.edit(n).await;
-            theirs.push(t.elapsed());
-            let t = Instant::now();
-            bridge.edit(n).await;
-            ours.push(t.elapsed());
+            for side in [round % 2, 1 - round % 2] {
+                let t = Instant::now();
+                if side == 0 {
+                    direct.edit(n).await;
+                    theirs.push(t.elapsed());
+                } else {
+                    bridge.edit(n).await;
+                    ours.push(t.elapsed());
+                }
+            }
         }
     });
     let (o, t) = (median(ours), median(theirs));
