@@ -294,7 +294,10 @@ fn bench(c: &mut Criterion) {
 
     // Paired: one edit each per round, the order swapped every round (so neither side always
     // runs on the other's heels), so the machine's load falls on both alike.
-    let rounds: u64 = std::env::var("HANZO_LSP_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
+    let rounds: u64 = std::env::var("HANZO_LSP_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     rt.block_on(async {
         for round in 0..rounds {
