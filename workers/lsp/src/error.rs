@@ -115,11 +115,68 @@ impl LspError {
         }
     }
 
+    /// The failure as the lsp channel carries it to the supervisor.
+    pub fn to_failure(&self) -> crate::types::LspFailure {
+        use crate::types::LspFailureKind as K;
+        let kind = match self {
+            LspError::NoServer { .. } => K::NoServer,
+            LspError::ServerMissing { .. } => K::ServerMissing,
+            LspError::Unavailable { .. } => K::Unavailable,
+            LspError::Spawn { .. } => K::Spawn,
+            LspError::ServerExited { .. } => K::ServerExited,
+            LspError::Protocol { .. } => K::Protocol,
+            LspError::Flooded { .. } => K::Flooded,
+            LspError::Timeout { .. } => K::Timeout,
+            LspError::NotSupported { .. } => K::NotSupported,
+            LspError::ServerError { .. } => K::ServerError,
+            LspError::BadResponse { .. } => K::BadResponse,
+            LspError::OutsideWorkspace { .. } => K::OutsideWorkspace,
+            LspError::Read { .. } => K::Read,
+            LspError::FileTooLarge { .. } => K::FileTooLarge,
+            LspError::InvalidPosition { .. } => K::InvalidPosition,
+        };
+        crate::types::LspFailure {
+            kind,
+            server: self.server().map(str::to_string),
+            message: crate::sanitize::one_line(&self.to_string()),
+        }
+    }
+
     /// Whether the server process is gone because of this error (the next call restarts it).
     pub fn ended_server(&self) -> bool {
         matches!(
             self,
             LspError::ServerExited { .. } | LspError::Protocol { .. } | LspError::Flooded { .. }
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::LspFailureKind;
+
+    #[test]
+    fn errors_become_channel_failures_with_their_kind_and_server() {
+        let e = LspError::ServerMissing {
+            server: "pyright".into(),
+            program: "pyright-langserver".into(),
+            hint: "install it".into(),
+        };
+        let f = e.to_failure();
+        assert_eq!(
+            (f.kind, f.server.as_deref()),
+            (LspFailureKind::ServerMissing, Some("pyright"))
+        );
+        assert_eq!(f.message, e.to_string());
+        let outside = LspError::OutsideWorkspace {
+            path: "/etc/x\n".into(),
+        }
+        .to_failure();
+        assert_eq!(
+            (outside.kind, outside.server),
+            (LspFailureKind::OutsideWorkspace, None)
+        );
+        assert!(!outside.message.contains('\n'));
     }
 }

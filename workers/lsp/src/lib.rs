@@ -23,7 +23,7 @@ pub mod spawn;
 pub mod text;
 pub mod types;
 
-pub use check::{check, CheckFailure, CheckReport};
+pub use check::check;
 pub use client::{ClientOptions, DiagnosticsWait, LspClient, ServerSetup};
 pub use enrich::format_diagnostics_block;
 pub use error::LspError;
