@@ -1,4 +1,4 @@
-//! The `hanzo-dev` supervisor: command line, actor tree, worker lifecycle. The binary (`main.rs`)
+//! The `hanzo-dev` supervisor: command line, supervision tree, worker lifecycle. The binary (`main.rs`)
 //! is a thin entry over this library so that integration tests can drive the same code.
 #![deny(unsafe_code)]
 

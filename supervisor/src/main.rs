@@ -1,5 +1,5 @@
 //! `hanzo-dev`: the supervisor binary. It parses the command line, keeps secrets out of its own
-//! environment, runs the actor tree that owns the worker processes, and — re-executed with the
+//! environment, runs the supervision tree that owns the worker processes, and — re-executed with the
 //! hidden `__worker` entry — becomes each of those workers.
 #![deny(unsafe_code)]
 

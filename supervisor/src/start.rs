@@ -87,8 +87,9 @@ pub async fn start_worker<P: Protocol>(
     let pid = child.id().unwrap_or(0);
     forward_stderr(role, pid, &mut child);
     let checked = match handshake(spec, ours).await {
-        Ok((reader, writer, attestation)) => check_attestation(spec, &profile, &attestation)
-            .map(|()| (reader, writer, attestation)),
+        Ok((reader, writer, attestation)) => {
+            check_attestation(spec, &profile, &attestation).map(|()| (reader, writer, attestation))
+        }
         Err(e) => Err(e),
     };
     let (reader, writer, attestation) = match checked {
@@ -155,8 +156,7 @@ async fn spawn_process(
 ) -> Result<(OwnedFd, Child), StartError> {
     let role = spec.role;
     let fail = StartError::Failed;
-    let (ours, theirs) =
-        transport::socketpair().map_err(|e| fail(format!("socketpair: {e}")))?;
+    let (ours, theirs) = transport::socketpair().map_err(|e| fail(format!("socketpair: {e}")))?;
     let cgroup = cgroup
         .map(|cg| cg.procs_file())
         .transpose()
@@ -207,8 +207,8 @@ async fn handshake(
     ours: OwnedFd,
 ) -> Result<(UnixFrameReader, UnixFrameWriter, Attestation), StartError> {
     let role = spec.role;
-    let stream = transport::stream_from_fd(ours)
-        .map_err(|e| StartError::Failed(format!("channel: {e}")))?;
+    let stream =
+        transport::stream_from_fd(ours).map_err(|e| StartError::Failed(format!("channel: {e}")))?;
     let (mut reader, mut writer) = transport::split(stream, DEFAULT_MAX_FRAME);
     let limit = spec.restart.handshake_timeout;
     match tokio::time::timeout(

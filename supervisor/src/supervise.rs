@@ -58,7 +58,11 @@ impl Intensity {
 }
 
 /// Supervise `spec`'s role until the tree stops, publishing where it stands in `slot`.
-pub async fn supervise<P: Protocol>(spec: WorkerSpec, slot: watch::Sender<Slot<P>>, mut stop: Stop) {
+pub async fn supervise<P: Protocol>(
+    spec: WorkerSpec,
+    slot: watch::Sender<Slot<P>>,
+    mut stop: Stop,
+) {
     let role = spec.role;
     let restart = spec.restart;
     let mut backoff = Backoff::new(restart.backoff_base, restart.backoff_max);

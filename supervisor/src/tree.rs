@@ -95,7 +95,11 @@ fn start_role<P: Protocol>(
     let (tx, rx) = watch::channel(Slot::Starting { last_error: None });
     if cfg.starts(role) {
         let stop = Stop::new(parts.stop.subscribe());
-        tasks.push(tokio::spawn(supervise::<P>(spec(cfg, parts, role), tx, stop)));
+        tasks.push(tokio::spawn(supervise::<P>(
+            spec(cfg, parts, role),
+            tx,
+            stop,
+        )));
     } else {
         tx.send_replace(Slot::Failed(format!(
             "the {role} worker was not started: this command runs without it"
@@ -165,7 +169,10 @@ impl Supervisor {
         self.stop.send_replace(true);
         for task in self.tasks {
             let abort = task.abort_handle();
-            if tokio::time::timeout(Duration::from_secs(15), task).await.is_err() {
+            if tokio::time::timeout(Duration::from_secs(15), task)
+                .await
+                .is_err()
+            {
                 tracing::error!("a supervising task did not stop within 15 s; aborting it");
                 abort.abort();
             }

@@ -618,7 +618,11 @@ async fn a_sigstopped_worker_times_out_its_request_misses_its_heartbeat_and_is_r
     })
     .await;
     assert_ne!(new.pid, old.pid);
-    assert!(!alive(old.pid), "the stopped worker {} was not reaped", old.pid);
+    assert!(
+        !alive(old.pid),
+        "the stopped worker {} was not reaped",
+        old.pid
+    );
     within("echo after restart", echo(&sup.mcp, b"back"))
         .await
         .expect("the restarted worker answers");

@@ -93,9 +93,7 @@ async fn check_worker<P: HasCommon>(
 ) -> Result<WorkerReport, String> {
     let (_, info) = handle.ready().await.map_err(|e| e.to_string())?;
     let t = Instant::now();
-    let status = handle
-        .call(P::common_request(CommonRequest::Status))
-        .await;
+    let status = handle.call(P::common_request(CommonRequest::Status)).await;
     let round_trip = match status.map(P::into_common_response) {
         Ok(Some(CommonResponse::Status(s))) if s.role == P::ROLE => Ok(t.elapsed()),
         Ok(other) => Err(format!("unexpected status reply {other:?}")),
