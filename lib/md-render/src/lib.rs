@@ -36,5 +36,7 @@ pub fn render(text: &str, opts: &RenderOptions) -> Vec<Line> {
 /// baseline the benchmark compares against. It differs from [`render`] only in that a reference
 /// definition also resolves links written before it.
 pub fn render_document(text: &str, opts: &RenderOptions) -> Vec<Line> {
-    render::render_text(text, opts, &Default::default(), false, true)
+    // Line endings as the stream sees them, so CRs inside HTML and code read the same.
+    let text = text.replace("\r\n", "\n").replace('\r', "\n");
+    render::render_text(&text, opts, &Default::default(), false, true)
 }

@@ -150,7 +150,8 @@ pub(crate) fn fence_is_closed(block: &str, strict: bool) -> bool {
 }
 
 enum Container {
-    Quote,
+    /// A block quote, with the number of lines output when it began.
+    Quote(usize),
     List {
         next: Option<u64>,
         loose: bool,
@@ -200,6 +201,8 @@ pub(crate) struct Renderer<'o> {
     links: Vec<LinkState>,
     heading: Option<u8>,
     pending_gap: bool,
+    /// Lines were shown before this renderer's: a gap is owed before its first block.
+    gap_before: bool,
     code: Option<CodeState>,
     html: Option<String>,
     table: Option<TableState>,
@@ -228,6 +231,7 @@ impl<'o> Renderer<'o> {
             links: Vec::new(),
             heading: None,
             pending_gap: gap_before,
+            gap_before,
             code: None,
             html: None,
             table: None,
@@ -256,7 +260,7 @@ impl<'o> Renderer<'o> {
     fn quote_depth(&self) -> usize {
         self.containers
             .iter()
-            .filter(|c| matches!(c, Container::Quote))
+            .filter(|c| matches!(c, Container::Quote(_)))
             .count()
     }
 
@@ -366,7 +370,7 @@ impl<'o> Renderer<'o> {
             }
             Tag::BlockQuote(_) => {
                 self.begin_block();
-                self.containers.push(Container::Quote);
+                self.containers.push(Container::Quote(self.out.len()));
             }
             Tag::CodeBlock(kind) => {
                 self.begin_block();
@@ -492,13 +496,22 @@ impl<'o> Renderer<'o> {
                 self.flush_inline();
                 self.pending_gap = true;
             }
-            TagEnd::Heading(_) => {
+            TagEnd::Heading(level) => {
+                if self.inline.is_empty() {
+                    self.emit(LineKind::Heading(level as u8), Vec::new());
+                }
                 self.flush_inline();
                 self.heading = None;
                 self.pending_gap = true;
             }
             TagEnd::BlockQuote(_) => {
                 self.flush_inline();
+                if let Some(Container::Quote(start)) = self.containers.last() {
+                    if *start == self.out.len() {
+                        // An empty quote still shows its bar.
+                        self.emit(LineKind::Paragraph, Vec::new());
+                    }
+                }
                 self.containers.pop();
                 self.pending_gap = true;
             }
@@ -618,7 +631,7 @@ impl<'o> Renderer<'o> {
     /// owed to the previous block is emitted.
     fn begin_block(&mut self) {
         self.flush_inline();
-        if self.pending_gap {
+        if self.pending_gap && (self.gap_before || !self.out.is_empty()) {
             self.pending_gap = false;
             self.emit_gap();
         }
@@ -630,7 +643,7 @@ impl<'o> Renderer<'o> {
             .containers
             .iter()
             .map(|c| match c {
-                Container::Quote => 2,
+                Container::Quote(_) => 2,
                 Container::Item { width, .. } => *width,
                 Container::List { .. } => 0,
             })
@@ -648,7 +661,7 @@ impl<'o> Renderer<'o> {
         let mut width = 0;
         for c in &mut self.containers {
             match c {
-                Container::Quote => {
+                Container::Quote(_) => {
                     spans.push(Span::new("│ ", bar));
                     width += 2;
                 }
@@ -689,7 +702,7 @@ impl<'o> Renderer<'o> {
         let mut spans = Vec::new();
         for c in &self.containers {
             match c {
-                Container::Quote => spans.push(Span::new("│ ", bar)),
+                Container::Quote(_) => spans.push(Span::new("│ ", bar)),
                 Container::Item { width, .. } => spans.push(Span::plain(" ".repeat(*width))),
                 Container::List { .. } => {}
             }
