@@ -36,7 +36,11 @@ pub fn render(text: &str, opts: &RenderOptions) -> Vec<Line> {
 /// baseline the benchmark compares against. It differs from [`render`] only in that a reference
 /// definition also resolves links written before it.
 pub fn render_document(text: &str, opts: &RenderOptions) -> Vec<Line> {
-    // Line endings as the stream sees them, so CRs inside HTML and code read the same.
-    let text = text.replace("\r\n", "\n").replace('\r', "\n");
+    // Line endings as the stream sees them (CRs inside HTML and code read the same; the last
+    // line is a line even without its LF).
+    let mut text = text.replace("\r\n", "\n").replace('\r', "\n");
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
     render::render_text(&text, opts, &Default::default(), false, true)
 }
