@@ -141,9 +141,9 @@ pub struct MarkdownStream {
     /// Class of the first non-blank line of `pending`.
     first_class: Option<LineClass>,
     prev_class: LineClass,
-    /// The fence the pending text seems to be inside (resynchronised from the parser at every
-    /// look); only decides when to look.
-    fence: Option<(u8, usize)>,
+    /// The fence the pending text seems to be inside, and whether it opened at column 0
+    /// (resynchronised from the parser at every look); only decides when to look.
+    fence: Option<(u8, usize, bool)>,
     lines_since_check: usize,
     refs: RefMap,
     /// Some line has been returned, so the next block is preceded by a blank line.
@@ -265,11 +265,17 @@ impl MarkdownStream {
                 chunk = rest;
             }
         }
-        while let Some(i) = chunk.find(['\n', '\r']) {
+        while let Some(i) = memchr::memchr2(b'\n', b'\r', chunk.as_bytes()) {
             let (head, tail) = chunk.split_at(i);
-            let mut line = std::mem::take(&mut self.partial);
-            line.push_str(head);
-            self.line(&line, out);
+            if self.partial.is_empty() {
+                self.line(head, out);
+            } else {
+                let mut line = std::mem::take(&mut self.partial);
+                line.push_str(head);
+                self.line(&line, out);
+                line.clear();
+                self.partial = line;
+            }
             let mut rest = &tail[1..];
             if tail.starts_with('\r') {
                 match rest.strip_prefix('\n') {
@@ -294,17 +300,18 @@ impl MarkdownStream {
         }
         let col0 = !matches!(class, LineClass::Blank | LineClass::Indented);
         let look = match self.fence {
-            Some((ch, n)) => {
+            Some((ch, n, top)) => {
                 let closes = fence_run(line, None)
                     .is_some_and(|(c, m, rest)| c == ch && m >= n && rest.trim().is_empty());
                 if closes {
                     self.fence = None;
                 }
-                closes || self.lines_since_check >= CHECK_AT_LEAST_EVERY
+                // Closing a fence nested in a list or quote finishes no top-level block.
+                (closes && top) || self.lines_since_check >= CHECK_AT_LEAST_EVERY
             }
             None => {
                 if let Some((ch, n, _)) = fence_run(line, None) {
-                    self.fence = Some((ch, n));
+                    self.fence = Some((ch, n, col0));
                     col0 || self.lines_since_check >= CHECK_AT_LEAST_EVERY
                 } else {
                     self.lines_since_check >= CHECK_AT_LEAST_EVERY
@@ -389,14 +396,17 @@ fn top_level_starts(events: &[(Event<'_>, Range<usize>)]) -> Vec<(usize, usize)>
     starts
 }
 
-/// The fence of a fenced code block still open at the end of the text, if any.
-fn open_fence(text: &str, events: &[(Event<'_>, Range<usize>)]) -> Option<(u8, usize)> {
+/// The fence of a fenced code block still open at the end of the text, if any, and whether its
+/// opening line is at the top level.
+fn open_fence(text: &str, events: &[(Event<'_>, Range<usize>)]) -> Option<(u8, usize, bool)> {
     events.iter().rev().find_map(|(event, range)| match event {
         Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(_)))
             if range.end >= text.len() && !fence_is_closed(&text[range.clone()], false) =>
         {
             let first = text[range.clone()].lines().next()?;
-            fence_run(first, None).map(|(c, n, _)| (c, n))
+            let start = line_start(text, range.start);
+            let whole_line = text[start..].lines().next()?;
+            fence_run(first, None).map(|(c, n, _)| (c, n, fence_run(whole_line, Some(0)).is_some()))
         }
         _ => None,
     })
@@ -453,7 +463,7 @@ mod tests {
     fn a_closed_fence_is_final_at_its_closing_line() {
         let mut s = MarkdownStream::new(RenderOptions::default());
         assert!(s.push("```rust\nfn main() {}\n").is_empty());
-        assert_eq!(s.fence, Some((b'`', 3)));
+        assert_eq!(s.fence, Some((b'`', 3, true)));
         let done = s.push("```\n");
         assert_eq!(done.len(), 3);
         assert!(s.pending.is_empty());
