@@ -21,6 +21,10 @@ fn themes() -> &'static ThemeSet {
     SET.get_or_init(ThemeSet::load_defaults)
 }
 
+pub(crate) fn preload() {
+    let _ = (syntaxes(), themes());
+}
+
 /// Languages that syntect's default set lacks or names differently, mapped to the closest one
 /// it has.
 fn alias(token: &str) -> &str {
