@@ -141,13 +141,15 @@ pub struct MarkdownStream {
     /// Class of the first non-blank line of `pending`.
     first_class: Option<LineClass>,
     prev_class: LineClass,
-    /// The fence the pending text seems to be inside, and whether it opened at column 0
-    /// (resynchronised from the parser at every look); only decides when to look.
-    fence: Option<(u8, usize, bool)>,
+    /// The fence the pending text seems to be inside (resynchronised from the parser at every
+    /// look); only decides when to look.
+    fence: Option<OpenFence>,
     lines_since_check: usize,
     refs: RefMap,
     /// Some line has been returned, so the next block is preceded by a blank line.
     emitted_any: bool,
+    /// How many times the pending text was parsed to look for final blocks.
+    looks: u64,
 }
 
 impl MarkdownStream {
@@ -164,6 +166,7 @@ impl MarkdownStream {
             lines_since_check: 0,
             refs: RefMap::new(),
             emitted_any: false,
+            looks: 0,
         }
     }
 
@@ -292,6 +295,9 @@ impl MarkdownStream {
     /// One complete line (without its terminator).
     fn line(&mut self, line: &str, out: &mut Vec<Line>) {
         let class = classify(line);
+        // Alone in the pending text, a line finishes nothing (a fence is still looked at, so
+        // the parser confirms it).
+        let alone = self.pending.is_empty();
         self.pending.push_str(line);
         self.pending.push('\n');
         self.lines_since_check += 1;
@@ -299,23 +305,40 @@ impl MarkdownStream {
             self.first_class = Some(class);
         }
         let col0 = !matches!(class, LineClass::Blank | LineClass::Indented);
+        let due = self.lines_since_check >= CHECK_AT_LEAST_EVERY;
         let look = match self.fence {
-            Some((ch, n, top)) => {
+            Some(f) => {
+                // Whitespace and `>` stripped: this finds every line that could close the fence.
                 let closes = fence_run(line, None)
-                    .is_some_and(|(c, m, rest)| c == ch && m >= n && rest.trim().is_empty());
+                    .is_some_and(|(c, m, rest)| c == f.ch && m >= f.len && rest.trim().is_empty());
                 if closes {
                     self.fence = None;
                 }
-                // Closing a fence nested in a list or quote finishes no top-level block.
-                (closes && top) || self.lines_since_check >= CHECK_AT_LEAST_EVERY
+                if closes {
+                    // Closing a fence nested in a list or quote finishes no top-level block.
+                    f.top || due
+                } else if f.confirmed && f.top {
+                    // The parser saw this fence open at the top level: only a closing line
+                    // ends it, so a long code block costs no looks.
+                    false
+                } else if f.confirmed {
+                    // A line at column 0 may end the list item or quote holding the fence.
+                    due || (col0 && !continues(self.prev_class, self.first_class, class))
+                } else {
+                    due
+                }
             }
             None => {
                 if let Some((ch, n, _)) = fence_run(line, None) {
-                    self.fence = Some((ch, n, col0));
-                    col0 || self.lines_since_check >= CHECK_AT_LEAST_EVERY
+                    self.fence = Some(OpenFence {
+                        ch,
+                        len: n,
+                        top: col0,
+                        confirmed: false,
+                    });
+                    col0 || due
                 } else {
-                    self.lines_since_check >= CHECK_AT_LEAST_EVERY
-                        || (col0 && !continues(self.prev_class, self.first_class, class))
+                    due || (col0 && !alone && !continues(self.prev_class, self.first_class, class))
                 }
             }
         };
@@ -328,6 +351,7 @@ impl MarkdownStream {
     /// Parses the pending text and moves its final blocks to `out`.
     fn finalize(&mut self, out: &mut Vec<Line>) {
         self.lines_since_check = 0;
+        self.looks += 1;
         let (cut, lines, defs, fence) = {
             let parsed = render::parse(&self.pending, &self.refs);
             let starts = top_level_starts(&parsed.events);
@@ -396,9 +420,19 @@ fn top_level_starts(events: &[(Event<'_>, Range<usize>)]) -> Vec<(usize, usize)>
     starts
 }
 
-/// The fence of a fenced code block still open at the end of the text, if any, and whether its
-/// opening line is at the top level.
-fn open_fence(text: &str, events: &[(Event<'_>, Range<usize>)]) -> Option<(u8, usize, bool)> {
+/// The fence the stream is inside, as far as looking for final blocks is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct OpenFence {
+    ch: u8,
+    len: usize,
+    /// Its opening line starts at column 0.
+    top: bool,
+    /// A parse saw it open (rather than the line tracker guessing).
+    confirmed: bool,
+}
+
+/// The fenced code block still open at the end of the text, if any.
+fn open_fence(text: &str, events: &[(Event<'_>, Range<usize>)]) -> Option<OpenFence> {
     events.iter().rev().find_map(|(event, range)| match event {
         Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(_)))
             if range.end >= text.len() && !fence_is_closed(&text[range.clone()], false) =>
@@ -406,7 +440,12 @@ fn open_fence(text: &str, events: &[(Event<'_>, Range<usize>)]) -> Option<(u8, u
             let first = text[range.clone()].lines().next()?;
             let start = line_start(text, range.start);
             let whole_line = text[start..].lines().next()?;
-            fence_run(first, None).map(|(c, n, _)| (c, n, fence_run(whole_line, Some(0)).is_some()))
+            fence_run(first, None).map(|(ch, len, _)| OpenFence {
+                ch,
+                len,
+                top: fence_run(whole_line, Some(0)).is_some(),
+                confirmed: true,
+            })
         }
         _ => None,
     })
@@ -463,11 +502,63 @@ mod tests {
     fn a_closed_fence_is_final_at_its_closing_line() {
         let mut s = MarkdownStream::new(RenderOptions::default());
         assert!(s.push("```rust\nfn main() {}\n").is_empty());
-        assert_eq!(s.fence, Some((b'`', 3, true)));
+        assert_eq!(
+            s.fence,
+            Some(OpenFence {
+                ch: b'`',
+                len: 3,
+                top: true,
+                confirmed: true
+            })
+        );
         let done = s.push("```\n");
         assert_eq!(done.len(), 3);
         assert!(s.pending.is_empty());
         assert_eq!(s.fence, None);
+    }
+
+    /// Looking parses the pending text, so it must stay rare inside long blocks: a long code
+    /// block is looked at when it opens and closes, long lists and paragraphs at most every
+    /// `CHECK_AT_LEAST_EVERY` lines.
+    #[test]
+    fn long_blocks_are_not_parsed_over_and_over() {
+        let mut code = String::from("para\n\n```rust\n");
+        for i in 0..3_000 {
+            code.push_str(&format!("let x{i} = {i}; // no closing fence here\n"));
+        }
+        code.push_str("```\n");
+        let plain = RenderOptions {
+            color: false,
+            ..RenderOptions::default()
+        };
+        let mut s = MarkdownStream::new(plain.clone());
+        let lines = s.push(&code);
+        assert_eq!(s.looks, 2, "at the opening and the closing fence");
+        assert_eq!(lines.len(), 1 + 1 + 3_002);
+
+        let mut list = String::new();
+        for i in 0..10_000 {
+            list.push_str(&format!("- item {i}\n"));
+        }
+        let mut s = MarkdownStream::new(plain.clone());
+        s.push(&list);
+        assert!(
+            s.looks <= 10_000 / CHECK_AT_LEAST_EVERY as u64 + 1,
+            "{}",
+            s.looks
+        );
+
+        let mut para = String::new();
+        for i in 0..10_000 {
+            para.push_str(&format!("line {i} of one long paragraph\n"));
+        }
+        let mut s = MarkdownStream::new(plain);
+        s.push(&para);
+        assert!(
+            s.looks <= 10_000 / CHECK_AT_LEAST_EVERY as u64 + 1,
+            "{}",
+            s.looks
+        );
     }
 
     #[test]
