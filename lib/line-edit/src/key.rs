@@ -95,7 +95,8 @@ impl Key {
     }
 }
 
-/// The editing mode, from `input_mode` in settings or `HANZO_INPUT_MODE`.
+/// The editing mode: `input_mode` in settings (`HANZO_INPUT_MODE` overrides it), as
+/// `hanzo_policy` merges them; its names parse with `str::parse`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum InputMode {
     #[default]
@@ -133,7 +134,7 @@ impl FromStr for InputMode {
         match s.trim().to_ascii_lowercase().as_str() {
             "default" => Ok(InputMode::Default),
             "emacs" => Ok(InputMode::Emacs),
-            "vim" | "vi" => Ok(InputMode::Vim),
+            "vim" => Ok(InputMode::Vim),
             _ => Err(UnknownInputMode(s.to_owned())),
         }
     }

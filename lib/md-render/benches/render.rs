@@ -8,11 +8,15 @@
 //!
 //! Each also runs with colour off (`*_nocolor`), where no code is highlighted, to show syntect's
 //! share. `cargo bench -p hanzo-md-render --bench render`.
+//!
+//! On a loaded machine wall-clock figures drift; `--once MODE [nocolor]` (MODE `stream`,
+//! `one_shot` or `one_parse`) renders the document once and exits, for an instruction count that
+//! does not: `valgrind --tool=callgrind target/release/deps/render-<hash> --once stream`.
 
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, Criterion, Throughput};
 use hanzo_md_render::{render, render_document, MarkdownStream, RenderOptions};
 
 const RUST: &str = r#"```rust
@@ -138,4 +142,26 @@ fn bench(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--once") {
+        let mode = args.get(i + 1).map_or("stream", String::as_str);
+        let color = args.get(i + 2).map(String::as_str) != Some("nocolor");
+        let doc = document(1 << 20);
+        let opts = RenderOptions {
+            color,
+            ..RenderOptions::new(Some(80))
+        };
+        let lines = match mode {
+            "stream" => stream(&doc, &opts),
+            "one_shot" => render(&doc, &opts).len(),
+            "one_parse" => render_document(&doc, &opts).len(),
+            other => panic!("--once takes stream, one_shot or one_parse, not {other}"),
+        };
+        println!("{mode} color={color}: {} bytes, {lines} lines", doc.len());
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
