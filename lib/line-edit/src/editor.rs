@@ -11,6 +11,8 @@ use crate::key::{Action, InputMode, Key, KeyCode};
 use crate::vim::{Vim, VimState};
 
 const UNDO_DEPTH: usize = 200;
+/// Undo keeps whole snapshots; beyond this many characters in all, the oldest go.
+const UNDO_CHARS: usize = 4 << 20;
 const KILL_RING: usize = 16;
 
 /// A selected region in (line, column) coordinates, columns in characters; `end` is exclusive.
@@ -217,8 +219,9 @@ impl Editor {
             cursor: self.buf.cursor,
         };
         self.undo.push(snap);
-        if self.undo.len() > UNDO_DEPTH {
-            self.undo.remove(0);
+        let mut total: usize = self.undo.iter().map(|s| s.chars.len()).sum();
+        while self.undo.len() > UNDO_DEPTH || (total > UNDO_CHARS && self.undo.len() > 1) {
+            total -= self.undo.remove(0).chars.len();
         }
         self.redo.clear();
     }

@@ -16,6 +16,12 @@ use crate::key::{Action, InputMode, Key, KeyCode};
 /// How long a pending operator (or `g`, `f`, a count) waits for its next key.
 pub const PENDING_TIMEOUT: Duration = Duration::from_millis(500);
 
+/// Counts are capped (`99999999x` must not stall the input box).
+const MAX_COUNT: usize = 10_000;
+
+/// The most text one `p` inserts, in characters.
+const MAX_PUT: usize = 1 << 20;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum VimState {
     Insert,
@@ -81,6 +87,7 @@ impl Pending {
         self.op_count
             .unwrap_or(1)
             .saturating_mul(self.count.unwrap_or(1))
+            .min(MAX_COUNT)
     }
 
     /// A count given at all (for `G`, `gg`, history on `j`/`k`).
@@ -677,7 +684,11 @@ impl Editor {
                     // `cw` inside a word is `ce`, except that it stops at this word's end.
                     let mut target = b.run_end(pos, big);
                     for _ in 1..count {
-                        target = b.word_end(target, big);
+                        let next = b.word_end(target, big);
+                        if next == target {
+                            break;
+                        }
+                        target = next;
                     }
                     return Some(Motion::new(target, Kind::Inclusive));
                 }
@@ -686,6 +697,9 @@ impl Editor {
                 for _ in 0..count {
                     before_last = target;
                     target = b.next_word_start(target, big);
+                    if target == before_last {
+                        break;
+                    }
                 }
                 if has_op && b.line_index(target) > b.line_index(before_last) {
                     // The last word moved over ends its line: the operator stops there.
@@ -699,14 +713,22 @@ impl Editor {
             'b' | 'B' => {
                 let mut target = pos;
                 for _ in 0..count {
-                    target = b.prev_word_start(target, c == 'B');
+                    let next = b.prev_word_start(target, c == 'B');
+                    if next == target {
+                        break;
+                    }
+                    target = next;
                 }
                 Motion::new(target, Kind::Exclusive)
             }
             'e' | 'E' => {
                 let mut target = pos;
                 for _ in 0..count {
-                    target = b.word_end(target, c == 'E');
+                    let next = b.word_end(target, c == 'E');
+                    if next == target {
+                        break;
+                    }
+                    target = next;
                 }
                 Motion::new(target, Kind::Inclusive)
             }
@@ -1061,6 +1083,8 @@ impl Editor {
         if register.text.is_empty() && !register.linewise {
             return Action::None;
         }
+        let size = register.text.chars().count().max(1) + 1;
+        let count = count.min(MAX_PUT / size).max(1);
         self.checkpoint();
         let pos = self.buf.cursor;
         if register.linewise {

@@ -699,3 +699,14 @@ fn vim_cases_agree_with_real_vim() {
         differ.join("\n")
     );
 }
+
+#[test]
+fn huge_counts_do_not_stall() {
+    // 99999 × 99999 words, and pasting a register 99999 times, finish at once and stay bounded.
+    let r = run(V, "ione two three<Esc>099999d99999w");
+    assert_eq!(r.editor.text(), "");
+    let r = run(V, "iabcdefghij<Esc>0y$99999p");
+    assert!(r.editor.text().chars().count() <= (1 << 20) + 10);
+    let r = run(V, "ione two<Esc>99999b99999e99999x");
+    assert!(r.editor.text().len() < 10);
+}
