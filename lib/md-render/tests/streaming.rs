@@ -135,3 +135,39 @@ fn preview_comes_after_a_gap_from_the_final_lines() {
         ]
     );
 }
+
+#[test]
+fn pathological_structures_render_within_bounds() {
+    let opts = RenderOptions::new(Some(40));
+    let deep_quote = format!("{}deep", "> ".repeat(300));
+    let deep_list: String = (0..200)
+        .map(|i| format!("{}- level {i}\n", "  ".repeat(i)))
+        .collect();
+    let wide_table = format!(
+        "{}|\n{}|\n{}|\n",
+        "| h ".repeat(500),
+        "|---".repeat(500),
+        "| c ".repeat(500)
+    );
+    let long_line = "word ".repeat(20_000);
+    let brackets = "[".repeat(5_000) + &"]".repeat(5_000);
+    let stars = "*a ".repeat(5_000);
+    for doc in [
+        deep_quote, deep_list, wide_table, long_line, brackets, stars,
+    ] {
+        let lines = hanzo_md_render::render(&doc, &opts);
+        assert!(!lines.is_empty());
+        for line in &lines {
+            if line.kind == LineKind::Table {
+                assert!(line.width() <= 40, "tables are cut to the width");
+            }
+            if line.kind == LineKind::Paragraph && line.quote_depth == 0 && line.indent == 0 {
+                assert!(
+                    line.width() <= 40,
+                    "prose wraps to the width: {}",
+                    line.width()
+                );
+            }
+        }
+    }
+}
