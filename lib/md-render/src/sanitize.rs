@@ -21,8 +21,17 @@
 use std::borrow::Cow;
 
 /// Text safe to write to a terminal, keeping tabs and line feeds (CR LF becomes LF). Every
-/// other control character, C1 control and bidi control becomes a visible escape (see the
-/// module documentation). Borrows when nothing needed escaping.
+/// other control character, C1 control and bidi control becomes a visible escape:
+///
+/// | input | shown as |
+/// |---|---|
+/// | C0 controls U+0000–U+001F (ESC, BEL, BS, NUL, a lone CR, …) | Control Pictures, U+2400 + code: `␛` `␇` `␈` `␀` `␍` |
+/// | DEL U+007F | `␡` |
+/// | C1 controls U+0080–U+009F (8-bit CSI U+009B, OSC U+009D, …) | `<U+009B>` |
+/// | bidi controls U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069 | `<U+202E>` |
+///
+/// The escapes contain nothing that is escaped again, so sanitising twice changes nothing more.
+/// Borrows when nothing needed escaping.
 pub fn sanitize_for_terminal(text: &str) -> Cow<'_, str> {
     sanitize(text, false)
 }
