@@ -9,6 +9,8 @@ for tool in git python3 sh; do
 done
 # bubblewrap is only used by the sandbox benchmark for comparison.
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
+# vim is the reference the line editor's vim-mode table is checked against.
+command -v vim >/dev/null 2>&1 || need_apt+=(vim)
 if [ "${#need_apt[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
     pkgs=()
     for t in "${need_apt[@]}"; do
@@ -20,7 +22,7 @@ if [ "${#need_apt[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
     done
     echo "setup: installing ${pkgs[*]}"
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}") \
-        || echo "setup: could not install ${pkgs[*]} (continuing; only benchmarks need bubblewrap)"
+        || echo "setup: could not install ${pkgs[*]} (continuing; benchmarks need bubblewrap, hanzo-line-edit's tests vim)"
 fi
 
 if ! cargo nextest --version >/dev/null 2>&1; then
