@@ -51,9 +51,11 @@ fn entries_parse_to_their_canonical_text() {
     }
 }
 
+type Expect = fn(&EntryError) -> bool;
+
 #[test]
 fn bad_entries_are_refused_with_the_reason() {
-    let cases: &[(&str, fn(&EntryError) -> bool)] = &[
+    let cases: &[(&str, Expect)] = &[
         ("https://example.com", |e| {
             matches!(e, EntryError::NotAHost(_))
         }),
