@@ -8,14 +8,16 @@
 //! the other end. A message from any other pid — a command that got hold of the socket, say —
 //! refuses the whole channel: its descriptors are closed, every tunnel of the channel is shut
 //! down, and a `PeerMismatch` record says who sent it.
+//!
+//! The kernel attaches credentials only to messages sent after `SO_PASSCRED` was set on the
+//! receiving end, so whoever makes the pair sets it on the broker's end at once
+//! (`hanzo_ipc::transport::pass_credentials`), before the other end is handed out.
 
 use super::{Egress, Handled};
 use hanzo_ipc::roles::broker::{EgressDenial, EgressOutcome, EgressProtocol};
-use rustix::net::{
-    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SocketType,
-};
-use std::io::{self, IoSliceMut};
-use std::mem::MaybeUninit;
+use hanzo_ipc::transport;
+use rustix::net::{AddressFamily, SocketType};
+use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -38,53 +40,44 @@ pub enum ControlError {
     PeerMismatch { expected: u32, got: Option<u32> },
 }
 
+fn receive(fd: BorrowedFd<'_>) -> io::Result<Message> {
+    let mut data = [0u8; 64];
+    let got = transport::recv_with_credentials(fd, &mut data, MAX_FDS)?;
+    Ok(Message {
+        bytes: got.len,
+        fds: got.fds,
+        sender: got.sender.map(|c| c.pid).filter(|pid| *pid != 0),
+        truncated: got.truncated,
+    })
+}
+
 /// One message from the control socket.
 struct Message {
     bytes: usize,
     fds: Vec<OwnedFd>,
+    /// The sending process, when the kernel named it.
     sender: Option<u32>,
     truncated: bool,
-}
-
-fn receive(fd: BorrowedFd<'_>) -> io::Result<Message> {
-    let mut data = [0u8; 64];
-    let mut space =
-        [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS), ScmCredentials(1))];
-    let mut ancillary = RecvAncillaryBuffer::new(&mut space);
-    let got = rustix::net::recvmsg(
-        fd,
-        &mut [IoSliceMut::new(&mut data)],
-        &mut ancillary,
-        RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT,
-    )?;
-    let mut fds = Vec::new();
-    let mut sender = None;
-    for message in ancillary.drain() {
-        match message {
-            RecvAncillaryMessage::ScmRights(received) => fds.extend(received),
-            RecvAncillaryMessage::ScmCredentials(cred) => {
-                sender = u32::try_from(cred.pid.as_raw_nonzero().get()).ok();
-            }
-            _ => {}
-        }
-    }
-    Ok(Message {
-        bytes: got.bytes,
-        fds,
-        sender,
-        truncated: got.flags.intersects(ReturnFlags::CTRUNC | ReturnFlags::TRUNC),
-    })
 }
 
 /// A received descriptor as a client connection: a connected TCP socket, or nothing.
 fn admit_socket(fd: OwnedFd) -> Result<tokio::net::TcpStream, String> {
     let kind = rustix::net::sockopt::socket_type(&fd).map_err(|e| format!("not a socket ({e})"))?;
     if kind != SocketType::STREAM {
-        return Err(format!("a socket of type {kind:?}, not a stream"));
+        let name = match kind {
+            SocketType::DGRAM => "datagram",
+            SocketType::SEQPACKET => "seqpacket",
+            SocketType::RAW => "raw",
+            _ => "non-stream",
+        };
+        return Err(format!("a {name} socket, not a TCP connection"));
     }
     let family = rustix::net::sockopt::socket_domain(&fd).map_err(|e| e.to_string())?;
     if family != AddressFamily::INET && family != AddressFamily::INET6 {
-        return Err(format!("a socket of family {family:?}, not TCP"));
+        return Err(format!(
+            "a socket of address family {}, not TCP",
+            family.as_raw()
+        ));
     }
     if rustix::net::sockopt::socket_acceptconn(&fd).map_err(|e| e.to_string())? {
         return Err("a listening socket".to_string());
@@ -112,7 +105,9 @@ impl Egress {
             Ok(other) => return Err(ControlError::NotSeqpacket(format!("{other:?}"))),
             Err(e) => return Err(ControlError::NotSeqpacket(e.to_string())),
         }
-        rustix::net::sockopt::set_socket_passcred(&control, true).map_err(io::Error::from)?;
+        // Normally set already by whoever made the pair, before the forwarder could send: a
+        // message sent before this carries no sender and refuses the channel.
+        transport::pass_credentials(control.as_fd())?;
         // Driven through tokio's datagram type for its readiness only: every receive is our own
         // `recvmsg` (one message per call, as for any SOCK_SEQPACKET socket).
         let control = std::os::unix::net::UnixDatagram::from(control);

@@ -36,17 +36,16 @@ use hanzo_ipc::roles::broker::{
     EgressDenial, EgressOutcome, EgressProtocol, EgressRecord, EgressSettings, TunnelEnd,
 };
 use hanzo_policy::network::{
-    admit_address, decide, parse_host, AllowList, Decision, DenyReason, EntryError, Host,
-    NonPublic,
+    admit_address, decide, parse_host, AllowList, Decision, DenyReason, EntryError, Host, NonPublic,
 };
 use relay::Traffic;
-use request::{socks_reply, ClientRequest};
+use request::{socks_reply, Answer, ClientRequest};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, Semaphore};
 
@@ -54,8 +53,10 @@ use tokio::sync::{mpsc, watch, Semaphore};
 const MAX_ADDRESSES: usize = 8;
 /// Longest host text kept in a record.
 const MAX_RECORDED_HOST: usize = 255;
-/// Time allowed for writing a refusal to a client that does not read.
+/// Time allowed for answering a refused client and letting it close.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+/// Most bytes read and discarded from a refused client before closing anyway.
+const MAX_DRAIN: usize = 256 * 1024;
 
 /// The proxy's configuration for one channel.
 #[derive(Debug, Clone)]
@@ -160,8 +161,8 @@ impl Egress {
     /// End every connection of this proxy (each still sends its record) and wait until all have.
     pub async fn shutdown(&self) {
         self.stop.send_replace(true);
-        let n = u32::try_from(self.config.max_tunnels.min(Semaphore::MAX_PERMITS))
-            .unwrap_or(u32::MAX);
+        let n =
+            u32::try_from(self.config.max_tunnels.min(Semaphore::MAX_PERMITS)).unwrap_or(u32::MAX);
         let _live = self.live.acquire_many(n).await;
         let _refusing = self.refusals.acquire_many(n).await;
     }
@@ -243,9 +244,14 @@ impl Egress {
                 h.protocol = refusal.protocol;
                 h.host = refusal.host;
                 h.port = refusal.port;
-                if refusal.answer {
-                    answer(client, h.protocol, refusal.reason, &refusal.detail, None).await;
-                }
+                answer_in(
+                    client,
+                    refusal.answer,
+                    refusal.reason,
+                    &refusal.detail,
+                    None,
+                )
+                .await;
                 return h.deny(refusal.reason, None, refusal.detail);
             }
             Ok(Ok(r)) => r,
@@ -285,8 +291,10 @@ impl Egress {
         let candidates: Vec<IpAddr> = match parse_host(&req.host) {
             Ok(Host::Address(ip)) => vec![ip],
             Ok(Host::Name(name)) => {
-                let lookup =
-                    tokio::time::timeout(cfg.connect_timeout, self.resolver.resolve(&name, req.port));
+                let lookup = tokio::time::timeout(
+                    cfg.connect_timeout,
+                    self.resolver.resolve(&name, req.port),
+                );
                 let found = tokio::select! {
                     r = lookup => r,
                     () = self.stopped() => return h,
@@ -339,7 +347,14 @@ impl Egress {
                  it literally",
                 req.host
             );
-            answer(client, h.protocol, EgressDenial::PrivateAddress, &public, None).await;
+            answer(
+                client,
+                h.protocol,
+                EgressDenial::PrivateAddress,
+                &public,
+                None,
+            )
+            .await;
             return h.deny(EgressDenial::PrivateAddress, Some(rule), detail);
         }
 
@@ -403,7 +418,10 @@ impl Egress {
                 }
                 EgressProtocol::HttpForward | EgressProtocol::Unknown => {}
             }
-            for part in [req.forward_head.as_deref().unwrap_or_default(), &req.leftover] {
+            for part in [
+                req.forward_head.as_deref().unwrap_or_default(),
+                &req.leftover,
+            ] {
                 if !part.is_empty() {
                     upstream.write_all(part).await?;
                     traffic.up.fetch_add(part.len() as u64, Ordering::Relaxed);
@@ -421,6 +439,7 @@ impl Egress {
                     cfg.relay,
                     cfg.idle_timeout,
                     traffic,
+                    h.protocol == EgressProtocol::HttpForward,
                     self.stopped(),
                 )
                 .await
@@ -467,17 +486,45 @@ async fn answer(
     text: &str,
     io_kind: Option<io::ErrorKind>,
 ) {
-    let bytes = match protocol {
-        EgressProtocol::HttpConnect | EgressProtocol::HttpForward => {
+    answer_in(
+        client,
+        Answer::for_protocol(protocol),
+        reason,
+        text,
+        io_kind,
+    )
+    .await
+}
+
+async fn answer_in(
+    client: &mut TcpStream,
+    dialect: Answer,
+    reason: EgressDenial,
+    text: &str,
+    io_kind: Option<io::ErrorKind>,
+) {
+    let bytes = match dialect {
+        Answer::Http => {
             let (status, phrase) = http_status(reason);
             request::http_error(status, phrase, text)
         }
-        EgressProtocol::Socks5 => socks_reply(socks_code(reason, io_kind)).to_vec(),
-        EgressProtocol::Unknown => return,
+        Answer::Socks => socks_reply(socks_code(reason, io_kind)).to_vec(),
+        Answer::None => Vec::new(),
     };
+    // Answer, then read what the client is still sending until it closes: closing with unread
+    // bytes would reset the connection and could destroy the answer before the client reads it.
     let _ = tokio::time::timeout(ANSWER_TIMEOUT, async {
         client.write_all(&bytes).await?;
-        client.shutdown().await
+        client.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        let mut drained = 0usize;
+        while drained < MAX_DRAIN {
+            match client.read(&mut sink).await? {
+                0 => break,
+                n => drained += n,
+            }
+        }
+        Ok::<(), io::Error>(())
     })
     .await;
 }

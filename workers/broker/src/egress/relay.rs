@@ -68,13 +68,16 @@ impl Default for Traffic {
     }
 }
 
-/// Relay between `client` and `upstream` until the tunnel ends; `stop` ends it early.
+/// Relay between `client` and `upstream` until the tunnel ends; `stop` ends it early. With
+/// `one_response`, the tunnel ends as soon as the destination has finished sending (a forwarded
+/// plain-HTTP request: the destination closes after its one response).
 pub async fn relay(
     client: &TcpStream,
     upstream: &TcpStream,
     mode: RelayMode,
     idle: Duration,
     traffic: &Traffic,
+    one_response: bool,
     stop: impl std::future::Future<Output = ()>,
 ) -> TunnelEnd {
     let up = pump(client, upstream, mode, traffic, &traffic.up);
@@ -92,7 +95,7 @@ pub async fn relay(
             },
             async {
                 let r = down.await;
-                if r.is_err() {
+                if r.is_err() || one_response {
                     let _ = rustix::net::shutdown(upstream, rustix::net::Shutdown::Both);
                     let _ = rustix::net::shutdown(client, rustix::net::Shutdown::Both);
                 }

@@ -35,8 +35,26 @@ pub struct Refusal {
     pub port: u16,
     pub reason: EgressDenial,
     pub detail: String,
-    /// Whether the client can still be answered (false: the connection is just closed).
-    pub answer: bool,
+    /// How the client is told (or not: the connection is just closed).
+    pub answer: Answer,
+}
+
+/// The dialect a refusal is answered in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    None,
+    Http,
+    Socks,
+}
+
+impl Answer {
+    pub fn for_protocol(p: EgressProtocol) -> Answer {
+        match p {
+            EgressProtocol::HttpConnect | EgressProtocol::HttpForward => Answer::Http,
+            EgressProtocol::Socks5 => Answer::Socks,
+            EgressProtocol::Unknown => Answer::None,
+        }
+    }
 }
 
 fn refuse(protocol: EgressProtocol, reason: EgressDenial, detail: impl Into<String>) -> Refusal {
@@ -46,7 +64,7 @@ fn refuse(protocol: EgressProtocol, reason: EgressDenial, detail: impl Into<Stri
         port: 0,
         reason,
         detail: detail.into(),
-        answer: true,
+        answer: Answer::for_protocol(protocol),
     }
 }
 
@@ -59,7 +77,7 @@ where
     let n = stream.read(&mut first).await.unwrap_or(0);
     if n == 0 {
         return Err(Refusal {
-            answer: false,
+            answer: Answer::None,
             ..refuse(
                 EgressProtocol::Unknown,
                 EgressDenial::BadRequest,
@@ -73,7 +91,7 @@ where
             // A SOCKS4 "request rejected or failed" reply, so that the client says something.
             let _ = stream.write_all(&[0, 0x5b, 0, 0, 0, 0, 0, 0]).await;
             Err(Refusal {
-                answer: false,
+                answer: Answer::None,
                 ..refuse(
                     EgressProtocol::Unknown,
                     EgressDenial::BadRequest,
@@ -106,7 +124,7 @@ where
 {
     let p = EgressProtocol::Socks5;
     let io = |_| Refusal {
-        answer: false,
+        answer: Answer::None,
         ..refuse(
             p,
             EgressDenial::BadRequest,
@@ -119,7 +137,7 @@ where
     if !methods.contains(&0) {
         let _ = stream.write_all(&[SOCKS5, 0xff]).await;
         return Err(Refusal {
-            answer: false,
+            answer: Answer::None,
             ..refuse(
                 p,
                 EgressDenial::BadRequest,
@@ -133,7 +151,7 @@ where
     let [ver, cmd, _rsv, atyp] = head;
     if ver != SOCKS5 {
         return Err(Refusal {
-            answer: false,
+            answer: Answer::None,
             ..refuse(
                 p,
                 EgressDenial::BadRequest,
@@ -176,7 +194,9 @@ where
         ..refuse(
             p,
             EgressDenial::UnsupportedCommand,
-            format!("SOCKS5 {what} is not supported: the proxy only opens TCP connections (CONNECT)"),
+            format!(
+                "SOCKS5 {what} is not supported: the proxy only opens TCP connections (CONNECT)"
+            ),
         )
     };
     match cmd {
@@ -216,25 +236,31 @@ where
             }
             Ok(httparse::Status::Partial) => {}
             Err(e) => {
-                return Err(refuse(
-                    EgressProtocol::Unknown,
-                    EgressDenial::BadRequest,
-                    format!("not an HTTP request or SOCKS5 handshake ({e})"),
-                ))
+                return Err(Refusal {
+                    answer: Answer::Http,
+                    ..refuse(
+                        EgressProtocol::Unknown,
+                        EgressDenial::BadRequest,
+                        format!("not an HTTP request or SOCKS5 handshake ({e})"),
+                    )
+                })
             }
         }
         if buf.len() >= MAX_HEAD {
-            return Err(refuse(
-                EgressProtocol::Unknown,
-                EgressDenial::BadRequest,
-                format!("the request head is larger than {MAX_HEAD} bytes"),
-            ));
+            return Err(Refusal {
+                answer: Answer::Http,
+                ..refuse(
+                    EgressProtocol::Unknown,
+                    EgressDenial::BadRequest,
+                    format!("the request head is larger than {MAX_HEAD} bytes"),
+                )
+            });
         }
         let room = (MAX_HEAD - buf.len()).min(chunk.len());
         let n = stream.read(&mut chunk[..room]).await.unwrap_or(0);
         if n == 0 {
             return Err(Refusal {
-                answer: false,
+                answer: Answer::None,
                 ..refuse(
                     EgressProtocol::Unknown,
                     EgressDenial::BadRequest,
@@ -246,7 +272,10 @@ where
     }
 }
 
-fn http_target(req: &httparse::Request<'_, '_>, leftover: Vec<u8>) -> Result<ClientRequest, Refusal> {
+fn http_target(
+    req: &httparse::Request<'_, '_>,
+    leftover: Vec<u8>,
+) -> Result<ClientRequest, Refusal> {
     let method = req.method.unwrap_or_default();
     let target = req.path.unwrap_or_default();
     if method.eq_ignore_ascii_case("CONNECT") {
@@ -316,7 +345,11 @@ fn http_target(req: &httparse::Request<'_, '_>, leftover: Vec<u8>) -> Result<Cli
         host: host.to_string(),
         port: port.unwrap_or(80),
         forward_head: Some(origin_form_head(
-            method, &path, version, authority, req.headers,
+            method,
+            &path,
+            version,
+            authority,
+            req.headers,
         )),
         leftover,
     })
@@ -344,7 +377,12 @@ fn origin_form_head(
     let named_in_connection: Vec<String> = headers
         .iter()
         .filter(|h| h.name.eq_ignore_ascii_case("connection"))
-        .flat_map(|h| String::from_utf8_lossy(h.value).into_owned().split(',').map(|t| t.trim().to_ascii_lowercase()).collect::<Vec<_>>())
+        .flat_map(|h| {
+            String::from_utf8_lossy(h.value)
+                .split(',')
+                .map(|t| t.trim().to_ascii_lowercase())
+                .collect::<Vec<_>>()
+        })
         .collect();
     let mut out = format!("{method} {path} {version}\r\nHost: {authority}\r\n").into_bytes();
     for h in headers {
@@ -365,7 +403,8 @@ fn origin_form_head(
 
 fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
     let head = s.get(..prefix.len())?;
-    head.eq_ignore_ascii_case(prefix).then(|| &s[prefix.len()..])
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &s[prefix.len()..])
 }
 
 /// `host`, `host:port`, `[v6]`, `[v6]:port`. The host is returned as written (brackets kept).

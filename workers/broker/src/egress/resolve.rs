@@ -43,8 +43,7 @@ impl StaticResolver {
 
     /// `name` (lowercase) resolves to `addrs`.
     pub fn with(mut self, name: &str, addrs: &[IpAddr]) -> StaticResolver {
-        self.names
-            .insert(name.to_ascii_lowercase(), addrs.to_vec());
+        self.names.insert(name.to_ascii_lowercase(), addrs.to_vec());
         self
     }
 }
