@@ -1,6 +1,9 @@
-//! The whole egress path but the final wiring, with real clients: this process runs the broker's
-//! egress service and real servers on the host's loopback (HTTPS with a test CA, plain HTTP, an
-//! echo server); a child re-executes this binary, enters a fresh tier-B namespace set
+//! The whole egress path but the final wiring, with real clients: this process runs real servers
+//! on the host's loopback (HTTPS with a test CA, plain HTTP, an echo server, a 1 GiB source); a
+//! broker child re-executes this binary, confines itself with the broker's own profile
+//! (`profile_for(Role::Broker)`: Landlock, seccomp, no capabilities) and serves the egress proxy
+//! on its end of the control socket, printing every record; a namespace child re-executes this
+//! binary, enters a fresh tier-B namespace set
 //! (`hanzo_sandbox::namespaces`: user, mount, pid, net, ipc; its only interface its own `lo`),
 //! binds the forwarder's listener on its `127.0.0.1`, starts the forwarder as a process of its own
 //! confined with `hanzo_policy::profile::egress_forwarder` (no file, no `socket(2)`), and runs
@@ -31,6 +34,7 @@ use std::time::{Duration, Instant};
 
 const NS_CHILD: &str = "__egress_ns";
 const FORWARDER: &str = "__egress_forwarder";
+const BROKER: &str = "__egress_broker";
 /// Bounds a wait that would otherwise hang a broken test; never a measurement.
 const PATIENCE: Duration = Duration::from_secs(180);
 const PY: &str = "/usr/bin/python3";
@@ -41,6 +45,9 @@ const PLAIN: &str = "plain.egress.test";
 const ECHO: &str = "echo.egress.test";
 const REBIND: &str = "rebind.egress.test";
 const EVIL: &str = "evil.egress.test";
+const SOURCE: &str = "source.egress.test";
+/// What the source server sends on each connection.
+const SOURCE_BYTES: u64 = 1 << 30;
 
 /// One command the namespace side runs (`sh -c`), and what came of it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -176,6 +183,82 @@ fn forwarder_child(args: &[OsString]) -> i32 {
     let e = egress_forward::serve(std::net::TcpListener::from(listener), control);
     eprintln!("forwarder: {e}");
     0
+}
+
+// ---------------------------------------------------------------- the broker side
+
+/// What the broker child is told (in `EGRESS_BROKER_CONFIG`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct BrokerSpec {
+    allow: Vec<String>,
+    forwarder_pid: u32,
+    request_timeout_ms: u64,
+    names: BTreeMap<String, Vec<IpAddr>>,
+}
+
+/// `__egress_broker CONTROL_FD`: confine as the broker is, serve the egress proxy until the
+/// forwarder's end closes, print each record as a JSON line.
+fn broker_child(args: &[OsString]) -> i32 {
+    let fd: i32 = args[0].to_string_lossy().parse().expect("fd");
+    let control = hanzo_sandbox::confine::adopt_inherited_fd(fd).expect("control");
+    let spec: BrokerSpec =
+        serde_json::from_str(&std::env::var("EGRESS_BROKER_CONFIG").expect("EGRESS_BROKER_CONFIG"))
+            .expect("config");
+    let profile = hanzo_policy::profile::profile_for(
+        hanzo_ipc::Role::Broker,
+        &hanzo_policy::profile::ProfileContext::default(),
+    );
+    match hanzo_sandbox::confine::confine_current_process(&profile) {
+        Ok(a)
+            if a.seccomp.installed
+                && a.caps.all_empty()
+                && a.landlock.status == hanzo_ipc::attest::LandlockStatus::FullyEnforced => {}
+        Ok(a) => {
+            eprintln!("broker not confined: {a:?}");
+            return 95;
+        }
+        Err(e) => {
+            eprintln!("broker: cannot confine: {e}");
+            return 95;
+        }
+    }
+    let mut resolver = StaticResolver::new();
+    for (name, addrs) in &spec.names {
+        resolver = resolver.with(name, addrs);
+    }
+    let cfg = EgressConfig {
+        allow: AllowList::parse(&spec.allow).expect("entries"),
+        forwarder_pid: spec.forwarder_pid,
+        max_tunnels: 256,
+        connect_timeout: Duration::from_secs(5),
+        request_timeout: Duration::from_millis(spec.request_timeout_ms),
+        idle_timeout: Duration::from_secs(60),
+        relay: RelayMode::Splice,
+    };
+    // As the broker worker runs: one thread.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+        let egress = Egress::new(cfg, Arc::new(resolver), tx);
+        let printer = tokio::spawn(async move {
+            while let Some(r) = rx.recv().await {
+                println!("{}", serde_json::to_string(&r).expect("json"));
+            }
+        });
+        let ended = egress.serve_control(control).await;
+        drop(egress);
+        let _ = printer.await;
+        match ended {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("broker: {e}");
+                96
+            }
+        }
+    })
 }
 
 // ---------------------------------------------------------------- the host side
@@ -400,6 +483,7 @@ struct Fixture {
     tls_port: u16,
     plain_port: u16,
     echo_port: u16,
+    source_port: u16,
     _servers: Vec<Server>,
 }
 
@@ -425,6 +509,7 @@ impl Fixture {
             tls_port,
             plain_port,
             echo_port: 0,
+            source_port: 0,
             _servers: vec![tls, plain],
         }
     }
@@ -438,29 +523,26 @@ impl Fixture {
             format!("127.0.0.1:{t}"),
             format!("127.0.0.1:{p}"),
         ];
-        if e != 0 {
-            allow.extend([format!("{ECHO}:{e}"), format!("127.0.0.1:{e}")]);
+        for (name, port) in [(ECHO, e), (SOURCE, self.source_port)] {
+            if port != 0 {
+                allow.extend([format!("{name}:{port}"), format!("127.0.0.1:{port}")]);
+            }
         }
         allow
     }
 
-    fn resolver(&self) -> StaticResolver {
+    fn names(&self) -> BTreeMap<String, Vec<IpAddr>> {
         let lo = IpAddr::from([127, 0, 0, 1]);
-        StaticResolver::new()
-            .with(PKGS, &[lo])
-            .with(PLAIN, &[lo])
-            .with(ECHO, &[lo])
-            .with(EVIL, &[lo])
-            .with(REBIND, &[IpAddr::from([127, 0, 0, 2])])
+        [PKGS, PLAIN, ECHO, EVIL, SOURCE]
+            .iter()
+            .map(|n| (n.to_string(), vec![lo]))
+            .chain([(REBIND.to_string(), vec![IpAddr::from([127, 0, 0, 2])])])
+            .collect()
     }
 
     /// Run `steps` in a fresh tier-B namespace through the proxy; the step results (by name) and
     /// every record the proxy sent.
-    fn run(
-        &self,
-        steps: &[(&str, String)],
-        tweak: impl FnOnce(&mut EgressConfig),
-    ) -> (BTreeMap<String, StepResult>, Vec<EgressRecord>) {
+    fn run(&self, steps: &[(&str, String)], tweak: impl FnOnce(&mut BrokerSpec)) -> Run {
         let steps: Vec<Step> = steps
             .iter()
             .map(|(n, s)| Step {
@@ -473,72 +555,140 @@ impl Fixture {
             serde_json::to_vec(&steps).expect("json"),
         )
         .expect("steps.json");
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async {
-            let (ours, theirs) = fdpass::seqpacket_pair(false).expect("control pair");
-            hanzo_ipc::transport::pass_credentials(ours.as_fd()).expect("SO_PASSCRED");
-            rustix::io::fcntl_setfd(theirs.as_fd(), rustix::io::FdFlags::empty())
-                .expect("inheritable");
-            let mut child = Command::new(std::env::current_exe().expect("exe"))
-                .arg(NS_CHILD)
-                .arg(theirs.as_raw_fd().to_string())
-                .arg(&self.dir)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn the namespace child");
-            drop(theirs);
-            let forwarder_pid = find_forwarder(child.id());
-            let mut cfg = EgressConfig {
-                allow: AllowList::parse(&self.allow()).expect("entries"),
-                forwarder_pid,
-                max_tunnels: 256,
-                connect_timeout: Duration::from_secs(5),
-                request_timeout: Duration::from_secs(10),
-                idle_timeout: Duration::from_secs(60),
-                relay: RelayMode::Splice,
-            };
-            tweak(&mut cfg);
-            let (tx, mut rx) = tokio::sync::mpsc::channel(4096);
-            let egress = Egress::new(cfg, Arc::new(self.resolver()), tx);
-            let e = egress.clone();
-            let serving = tokio::spawn(async move { e.serve_control(ours).await });
-            let mut stdout = child.stdout.take().expect("stdout");
-            let mut stderr = child.stderr.take().expect("stderr");
-            let (status, out, err) = tokio::task::spawn_blocking(move || {
-                let mut out = String::new();
-                let mut err = String::new();
-                let _ = stdout.read_to_string(&mut out);
-                let _ = stderr.read_to_string(&mut err);
-                (child.wait().expect("wait"), out, err)
-            })
-            .await
-            .expect("join");
-            assert!(
-                status.success(),
-                "namespace child: {status:?}\n{out}\n{err}"
-            );
-            let ended = tokio::time::timeout(PATIENCE, serving)
-                .await
-                .expect("the control channel ends with the namespace")
-                .expect("join");
-            assert!(ended.is_ok(), "{ended:?}");
-            let mut records = Vec::new();
-            while let Ok(r) = rx.try_recv() {
-                records.push(r);
+        let (ours, theirs) = fdpass::seqpacket_pair(false).expect("control pair");
+        hanzo_ipc::transport::pass_credentials(ours.as_fd()).expect("SO_PASSCRED");
+        for fd in [ours.as_fd(), theirs.as_fd()] {
+            rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty()).expect("inheritable");
+        }
+        let mut ns = Command::new(std::env::current_exe().expect("exe"))
+            .arg(NS_CHILD)
+            .arg(theirs.as_raw_fd().to_string())
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the namespace child");
+        // The supervisor's part: learn the forwarder's pid and tell the broker.
+        let forwarder_pid = find_forwarder(ns.id());
+        let mut spec = BrokerSpec {
+            allow: self.allow(),
+            forwarder_pid,
+            request_timeout_ms: 10_000,
+            names: self.names(),
+        };
+        tweak(&mut spec);
+        // The broker child must not hold the forwarder's end, nor the namespace child ours.
+        rustix::io::fcntl_setfd(theirs.as_fd(), rustix::io::FdFlags::CLOEXEC).expect("cloexec");
+        let mut broker = Command::new(std::env::current_exe().expect("exe"))
+            .arg(BROKER)
+            .arg(ours.as_raw_fd().to_string())
+            .env(
+                "EGRESS_BROKER_CONFIG",
+                serde_json::to_string(&spec).expect("json"),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the broker child");
+        drop((ours, theirs));
+        let broker_pid = broker.id();
+        let watch = during(broker_pid);
+        let (status, out, err) = collect(&mut ns);
+        assert!(
+            status.success(),
+            "namespace child: {status:?}\n{out}\n{err}"
+        );
+        let (bstatus, bout, berr) = collect(&mut broker);
+        let peak_rss = watch.finish();
+        assert!(bstatus.success(), "broker child: {bstatus:?}\n{berr}");
+        let records = bout
+            .lines()
+            .map(|l| serde_json::from_str::<EgressRecord>(l).expect("a record"))
+            .collect();
+        let results = out
+            .lines()
+            .map(|l| serde_json::from_str::<StepResult>(l).expect("a step result"))
+            .map(|r| (r.name.clone(), r))
+            .collect();
+        Run {
+            results,
+            records,
+            broker_rss_kib: peak_rss,
+        }
+    }
+}
+
+/// What one run in a namespace produced.
+struct Run {
+    results: BTreeMap<String, StepResult>,
+    records: Vec<EgressRecord>,
+    /// The broker child's VmRSS: (first reading, highest reading), KiB.
+    broker_rss_kib: (u64, u64),
+}
+
+/// A child's exit status and output, waited for at most [`PATIENCE`].
+fn collect(child: &mut Child) -> (std::process::ExitStatus, String, String) {
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let err_reader = std::thread::spawn(move || {
+        let mut err = String::new();
+        let _ = stderr.read_to_string(&mut err);
+        err
+    });
+    let mut out = String::new();
+    let _ = stdout.read_to_string(&mut out);
+    let deadline = Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("a child did not finish: {out}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status, out, err_reader.join().unwrap_or_default())
+}
+
+fn vm_rss_kib(pid: u32) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Samples a process's VmRSS on a thread until [`RssWatch::finish`].
+struct RssWatch {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<(u64, u64)>,
+}
+
+fn during(pid: u32) -> RssWatch {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s = stop.clone();
+    let thread = std::thread::spawn(move || {
+        let mut first = None;
+        let mut peak = 0;
+        while !s.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Some(kib) = vm_rss_kib(pid) {
+                first.get_or_insert(kib);
+                peak = peak.max(kib);
             }
-            let results = out
-                .lines()
-                .map(|l| serde_json::from_str::<StepResult>(l).expect("a step result"))
-                .map(|r| (r.name.clone(), r))
-                .collect();
-            (results, records)
-        })
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        (first.unwrap_or(0), peak)
+    });
+    RssWatch { stop, thread }
+}
+
+impl RssWatch {
+    fn finish(self) -> (u64, u64) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap_or((0, 0))
     }
 }
 
@@ -582,7 +732,9 @@ fn allowed_rule(r: &EgressRecord) -> String {
 fn allowed_clients_fetch_through_the_broker() {
     let fx = Fixture::new();
     let (t, p) = (fx.tls_port, fx.plain_port);
-    let (results, records) = fx.run(
+    let Run {
+        results, records, ..
+    } = fx.run(
         &[
             ("curl https", format!("curl -sS -m 30 https://{PKGS}:{t}/hello.txt")),
             (
@@ -676,7 +828,9 @@ fn denied_requests_are_refused_and_recorded() {
     let socks = |cmd: u8, atyp: u8, host: &str, port: u16| {
         format!("{PY} -c '{SOCKS_CLIENT}' {cmd} {atyp} {host} {port}")
     };
-    let (results, records) = fx.run(
+    let Run {
+        results, records, ..
+    } = fx.run(
         &[
             (
                 "not listed",
@@ -787,7 +941,9 @@ fn the_namespace_reaches_nothing_directly() {
     let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
     udp.set_nonblocking(true).expect("nonblocking");
     let udp_port = udp.local_addr().expect("addr").port();
-    let (results, records) = fx.run(
+    let Run {
+        results, records, ..
+    } = fx.run(
         &[
             (
                 "tcp to the host loopback",
@@ -889,6 +1045,25 @@ async def main():
 asyncio.run(main())
 "#;
 
+const DOWNLOAD: &str = r#"
+import socket, os, sys
+host, port = sys.argv[1], int(sys.argv[2])
+s = socket.create_connection(("127.0.0.1", int(os.environ["PROXY_PORT"])), timeout=60)
+s.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\n\r\n".encode())
+head = b""
+while not head.endswith(b"\r\n\r\n"):
+    head += s.recv(1)
+assert head.startswith(b"HTTP/1.1 200"), head
+buf = memoryview(bytearray(1 << 20))
+total = 0
+while True:
+    n = s.recv_into(buf)
+    if n == 0:
+        break
+    total += n
+print("received", total)
+"#;
+
 const SILENT: &str = r#"
 import socket, os
 s = socket.create_connection(("127.0.0.1", int(os.environ["PROXY_PORT"])), timeout=60)
@@ -914,8 +1089,37 @@ fn the_forwarder_survives_load_and_silent_clients() {
         port
     });
     fx.echo_port = echo;
-    let (results, records) = fx.run(
+    fx.source_port = rt.block_on(async {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("source");
+        let port = l.local_addr().expect("addr").port();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                tokio::spawn(async move {
+                    use tokio::io::AsyncWriteExt;
+                    let chunk = vec![0x5au8; 1 << 20];
+                    for _ in 0..SOURCE_BYTES / chunk.len() as u64 {
+                        if s.write_all(&chunk).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        port
+    });
+    let source = fx.source_port;
+    let Run {
+        results,
+        records,
+        broker_rss_kib: (rss_first, rss_peak),
+    } = fx.run(
         &[
+            (
+                "1 GiB through one tunnel",
+                format!("{PY} -c '{DOWNLOAD}' {SOURCE} {source}"),
+            ),
             (
                 "200 tunnels",
                 format!("{PY} -c '{MANY_TUNNELS}' 200 {ECHO} {echo}"),
@@ -926,7 +1130,21 @@ fn the_forwarder_survives_load_and_silent_clients() {
                 format!("curl -sS -m 30 https://{PKGS}:{}/hello.txt", fx.tls_port),
             ),
         ],
-        |cfg| cfg.request_timeout = Duration::from_millis(500),
+        |spec| spec.request_timeout_ms = 500,
+    );
+    expect_ok(
+        &results,
+        "1 GiB through one tunnel",
+        &format!("received {SOURCE_BYTES}"),
+    );
+    let big = records_for(&records, SOURCE);
+    assert_eq!(big.len(), 1);
+    assert_eq!(big[0].bytes_down, SOURCE_BYTES);
+    // The broker's memory does not follow what passes through it: the bytes stay in the kernel.
+    eprintln!("broker VmRSS: {rss_first} KiB at start, {rss_peak} KiB at most");
+    assert!(
+        rss_peak < rss_first + 16 * 1024,
+        "the broker grew from {rss_first} KiB to {rss_peak} KiB"
     );
     expect_ok(&results, "200 tunnels", "ok 200");
     expect_ok(&results, "silent client", "closed");
@@ -976,6 +1194,7 @@ fn main() {
     {
         Some(NS_CHILD) => std::process::exit(namespace_child(&args[2..])),
         Some(FORWARDER) => std::process::exit(forwarder_child(&args[2..])),
+        Some(BROKER) => std::process::exit(broker_child(&args[2..])),
         _ => {}
     }
     let flags: Vec<String> = args[1..]
