@@ -110,7 +110,8 @@ pub struct EgressRecord {
     pub host: String,
     pub port: u16,
     pub outcome: EgressOutcome,
-    /// Bytes from the client to the destination (the request to the proxy not counted).
+    /// Bytes sent to the destination for the client (a `CONNECT` or SOCKS5 request to the proxy
+    /// not counted; a forwarded plain-HTTP request counted as rewritten).
     pub bytes_up: u64,
     /// Bytes from the destination to the client (the proxy's own replies not counted).
     pub bytes_down: u64,
