@@ -1000,3 +1000,66 @@ fn settings_convert_to_a_config_and_bad_entries_refuse_it() {
     assert!(EgressConfig::from_settings(&bad).is_err());
     let _: SocketAddr = "127.0.0.1:1".parse().expect("addr");
 }
+
+#[tokio::test]
+async fn records_reach_the_supervisor_as_events_on_the_broker_channel() {
+    use hanzo_ipc::channel::{Client, ServerWriter};
+    use hanzo_ipc::roles::broker::{BrokerProtocol, Event};
+    use hanzo_ipc::transport;
+    // The broker channel: the supervisor's client on one end, the broker's event sink on the other.
+    let (sup, brk) = tokio::net::UnixStream::pair().expect("pair");
+    let (sr, sw) = transport::split(sup, hanzo_ipc::frame::DEFAULT_MAX_FRAME);
+    let (_client, mut events, _end) = Client::<BrokerProtocol, _>::start(sr, sw);
+    let (_br, bw) = transport::split(brk, hanzo_ipc::frame::DEFAULT_MAX_FRAME);
+    let sink = ServerWriter::new(bw).events::<BrokerProtocol>();
+
+    let port = echo_server("127.0.0.1").await;
+    let (ours, theirs) = control_pair();
+    let settings = EgressSettings {
+        allow: vec![format!("127.0.0.1:{port}")],
+        forwarder_pid: std::process::id(),
+        ..EgressSettings::default()
+    };
+    let task = hanzo_broker::egress::spawn_with_resolver(
+        &settings,
+        ours,
+        Arc::new(StaticResolver::new()),
+        sink,
+    )
+    .expect("valid settings");
+    let listener = egress_forward::bind(0).expect("bind");
+    let proxy = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || egress_forward::serve(listener, theirs));
+
+    let mut s = TcpStream::connect(("127.0.0.1", proxy))
+        .await
+        .expect("connect");
+    s.write_all(b"CONNECT nowhere.test:443 HTTP/1.1\r\n\r\n")
+        .await
+        .expect("send");
+    assert!(read_head(&mut s).await.starts_with("HTTP/1.1 403 "));
+    drop(s);
+    let mut s = TcpStream::connect(("127.0.0.1", proxy))
+        .await
+        .expect("connect");
+    s.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes())
+        .await
+        .expect("send");
+    assert!(read_head(&mut s).await.starts_with("HTTP/1.1 200 "));
+    echo_once(&mut s, b"event").await;
+    drop(s);
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        match tokio::time::timeout(PATIENCE, events.recv()).await {
+            Ok(Some(Event::Egress(r))) => got.push(r),
+            Ok(Some(_)) => {}
+            other => panic!("no egress event: {other:?}"),
+        }
+    }
+    got.sort_by_key(|r| r.id);
+    assert_eq!(denial(&got[0]).0, EgressDenial::NotListed);
+    assert_eq!(got[0].host, "nowhere.test");
+    assert_eq!(allowed(&got[1]).0, format!("127.0.0.1:{port}"));
+    assert_eq!((got[1].bytes_up, got[1].bytes_down), (5, 5));
+    task.abort();
+}

@@ -32,8 +32,10 @@ pub use control::ControlError;
 pub use relay::RelayMode;
 pub use resolve::{Resolve, StaticResolver, SystemResolver};
 
+use hanzo_ipc::channel::EventSink;
 use hanzo_ipc::roles::broker::{
-    EgressDenial, EgressOutcome, EgressProtocol, EgressRecord, EgressSettings, TunnelEnd,
+    BrokerProtocol, EgressDenial, EgressOutcome, EgressProtocol, EgressRecord, EgressSettings,
+    Event, TunnelEnd,
 };
 use hanzo_policy::network::{
     admit_address, decide, parse_host, AllowList, Decision, DenyReason, EntryError, Host, NonPublic,
@@ -42,12 +44,14 @@ use relay::Traffic;
 use request::{socks_reply, Answer, ClientRequest};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::task::JoinHandle;
 
 /// Most resolved addresses tried for one name.
 const MAX_ADDRESSES: usize = 8;
@@ -85,6 +89,53 @@ impl EgressConfig {
             relay: RelayMode::Splice,
         })
     }
+}
+
+/// Start the egress proxy of one run, as the broker does when the supervisor configures it:
+/// serve `control` (the broker's end of the pair, `SO_PASSCRED` already set) under `settings`,
+/// resolving with the system's resolver, and send every record to the supervisor as
+/// [`Event::Egress`] through `events`. The task ends when the forwarder's end closes (`Ok`) or
+/// the sender check refuses the channel (`Err`), after every record was sent.
+pub fn spawn_for_run<W>(
+    settings: &EgressSettings,
+    control: OwnedFd,
+    events: EventSink<BrokerProtocol, W>,
+) -> Result<JoinHandle<Result<(), ControlError>>, EntryError>
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    spawn_with_resolver(settings, control, Arc::new(SystemResolver), events)
+}
+
+/// [`spawn_for_run`] with another resolver (tests).
+pub fn spawn_with_resolver<W>(
+    settings: &EgressSettings,
+    control: OwnedFd,
+    resolver: Arc<dyn Resolve>,
+    events: EventSink<BrokerProtocol, W>,
+) -> Result<JoinHandle<Result<(), ControlError>>, EntryError>
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let config = EgressConfig::from_settings(settings)?;
+    let (tx, mut rx) = mpsc::channel(256);
+    let egress = Egress::new(config, resolver, tx);
+    Ok(tokio::spawn(async move {
+        let forward = async move {
+            while let Some(record) = rx.recv().await {
+                // Without the supervisor there is no run record left to write to.
+                let _ = events.send(Event::Egress(record)).await;
+            }
+        };
+        let serve = async move {
+            let ended = egress.serve_control(control).await;
+            // The last sender goes with the last connection task: then `forward` ends.
+            drop(egress);
+            ended
+        };
+        let (ended, ()) = tokio::join!(serve, forward);
+        ended
+    }))
 }
 
 /// The egress proxy of one run.
