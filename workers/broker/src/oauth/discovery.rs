@@ -268,17 +268,18 @@ impl Drop for RawRegistration {
     }
 }
 
-/// Register a public native client with loopback redirects (RFC 7591, RFC 8252).
+/// Register a public native client with loopback redirects (RFC 7591, RFC 8252). No `scope`
+/// is registered: servers refuse registrations naming scopes outside their own list (resource
+/// scopes often are), and the authorization request names the scopes anyway.
 pub async fn register_client(
     http: &reqwest::Client,
     registration_endpoint: &str,
     redirect_uris: &[String],
     grant_types: &[&str],
-    scopes: &[String],
 ) -> Result<RegisteredClient, OAuthError> {
     const WHAT: &str = "dynamic client registration";
     let u = check_endpoint(WHAT, registration_endpoint)?;
-    let mut body = serde_json::json!({
+    let body = serde_json::json!({
         "client_name": "hanzo-dev",
         "application_type": "native",
         "redirect_uris": redirect_uris,
@@ -286,9 +287,6 @@ pub async fn register_client(
         "response_types": if grant_types.contains(&"authorization_code") { vec!["code"] } else { vec![] },
         "token_endpoint_auth_method": "none",
     });
-    if !scopes.is_empty() {
-        body["scope"] = serde_json::Value::String(scopes.join(" "));
-    }
     let answer = send(
         http.post(u)
             .header("accept", "application/json")

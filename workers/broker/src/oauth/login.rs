@@ -42,7 +42,7 @@ pub async fn client_for(
             provider.name
         )));
     };
-    register_client(http, reg, redirect_uris, grant_types, &provider.scopes).await
+    register_client(http, reg, redirect_uris, grant_types).await
 }
 
 /// The browser flow: listener, authorization URL (streamed), redirect, code exchange.
