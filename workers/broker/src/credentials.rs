@@ -262,7 +262,13 @@ pub fn valid_entry_name(name: &str) -> bool {
 pub struct CredentialStore {
     creds: BTreeMap<String, Credential>,
     warnings: Vec<String>,
+    /// Tokens replaced by a refresh or removed by a logout in this process: still scrubbed from
+    /// anything sent back, since a server may echo an old one.
+    retired: Vec<Secret>,
 }
+
+/// How many retired secrets are kept for scrubbing.
+const MAX_RETIRED: usize = 64;
 
 impl CredentialStore {
     /// Load from `env` (a lookup, so tests need not touch the process environment) and the files
@@ -366,14 +372,22 @@ impl CredentialStore {
         {
             return;
         }
-        match credential_from_entry(entry) {
-            Some(c) => {
-                self.creds.insert(name.to_string(), c);
-            }
-            None => {
-                self.creds.remove(name);
-            }
+        let old = match credential_from_entry(entry) {
+            Some(c) => self.creds.insert(name.to_string(), c),
+            None => self.creds.remove(name),
+        };
+        if let Some(old) = old {
+            self.retire(old);
         }
+    }
+
+    fn retire(&mut self, old: Credential) {
+        self.retired.push(old.secret);
+        if let Some(o) = old.oauth {
+            self.retired.extend(o.refresh_token);
+        }
+        let excess = self.retired.len().saturating_sub(MAX_RETIRED);
+        self.retired.drain(..excess);
     }
 
     /// Forget the file's credential for `name` (after a logout).
@@ -383,7 +397,9 @@ impl CredentialStore {
             .get(name)
             .is_some_and(|c| c.source == CredentialSource::CredentialFile)
         {
-            self.creds.remove(name);
+            if let Some(old) = self.creds.remove(name) {
+                self.retire(old);
+            }
         }
     }
 
@@ -408,13 +424,16 @@ impl CredentialStore {
 
     /// Every secret value held, to scrub from anything sent back.
     pub fn secrets(&self) -> impl Iterator<Item = &Secret> {
-        self.creds.values().flat_map(|c| {
-            std::iter::once(&c.secret).chain(
-                c.oauth
-                    .iter()
-                    .flat_map(|o| o.refresh_token.iter().chain(o.client_secret.iter())),
-            )
-        })
+        self.creds
+            .values()
+            .flat_map(|c| {
+                std::iter::once(&c.secret).chain(
+                    c.oauth
+                        .iter()
+                        .flat_map(|o| o.refresh_token.iter().chain(o.client_secret.iter())),
+                )
+            })
+            .chain(self.retired.iter())
     }
 
     pub fn report(&self) -> CredentialReport {
