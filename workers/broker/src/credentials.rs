@@ -62,6 +62,9 @@ pub struct StoredCredential {
     /// Only for a dynamically registered confidential client (RFC 7591).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_secret: Option<String>,
+    /// How that client authenticates at the token endpoint (`client_secret_basic`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_endpoint_auth_method: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub issuer: Option<String>,
     /// RFC 8707 resource the tokens are for (remote MCP servers).

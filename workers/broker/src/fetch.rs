@@ -202,11 +202,17 @@ impl Broker {
         };
         let refresh_token = Secret::new(refresh_token);
         let client_secret = entry.client_secret.as_deref().map(Secret::new);
+        let client = entry.client_id.as_deref().map(|id| {
+            crate::oauth::token::ClientAuth::new(
+                id,
+                client_secret.as_ref(),
+                entry.token_endpoint_auth_method.as_deref(),
+            )
+        });
         let answer = crate::oauth::token::refresh(
             &self.client,
             &endpoint,
-            entry.client_id.as_deref(),
-            client_secret.as_ref(),
+            client,
             &refresh_token,
             entry.resource.as_deref(),
             &entry.scopes,

@@ -275,8 +275,7 @@ async fn refresh_rotates_and_a_reused_refresh_token_is_refused() {
     let reuse = hanzo_broker::oauth::token::refresh(
         b.http(),
         &format!("{}/token", op.issuer),
-        Some(CODE_CLIENT),
-        None,
+        Some(hanzo_broker::oauth::token::ClientAuth::public(CODE_CLIENT)),
         &old,
         None,
         &[],
@@ -969,4 +968,47 @@ async fn discovery_refuses_a_server_without_s256_a_wrong_issuer_and_insecure_end
         .await
         .expect_err("plain http off loopback");
     assert!(err.to_string().contains("only https is allowed"), "{err}");
+}
+
+#[tokio::test]
+async fn confidential_clients_authenticate_as_registered() {
+    use hanzo_broker::oauth::token::{token_request, ClientAuth};
+    let ok = r#"{"access_token":"a","token_type":"Bearer"}"#;
+    let s = Server::start(vec![
+        Reply::json(200, ok),
+        Reply::json(200, ok),
+        Reply::json(200, ok),
+    ])
+    .await;
+    let http = reqwest::Client::new();
+    let secret = Secret::new("s3cr:et");
+    let url = format!("{}/token", s.base);
+    for method in [
+        Some("client_secret_basic"),
+        Some("client_secret_post"),
+        None,
+    ] {
+        let auth = ClientAuth::new("id 1", Some(&secret), method);
+        token_request(&http, &url, &[("grant_type", "x")], Some(auth), &[], &[])
+            .await
+            .expect("sent")
+            .expect("token");
+    }
+    let got = s.received();
+    // client_secret_basic: id and secret form-encoded, then base64 (RFC 6749 §2.3.1).
+    use base64::Engine;
+    let want = base64::engine::general_purpose::STANDARD.encode("id+1:s3cr%3Aet");
+    assert_eq!(
+        got[0].header("authorization"),
+        Some(&*format!("Basic {want}"))
+    );
+    assert!(!String::from_utf8_lossy(&got[0].body).contains("client_secret"));
+    for r in &got[1..] {
+        assert_eq!(r.header("authorization"), None);
+        let body = String::from_utf8_lossy(&r.body);
+        assert!(
+            body.contains("client_id=id+1") && body.contains("client_secret=s3cr%3Aet"),
+            "{body}"
+        );
+    }
 }

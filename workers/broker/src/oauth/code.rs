@@ -7,7 +7,7 @@
 
 use super::config::ResolvedProvider;
 use super::discovery::RegisteredClient;
-use super::token::{token_request, ErrorResponse};
+use super::token::{token_request, ClientAuth, ErrorResponse};
 use super::{check_endpoint, OAuthError, TokenSet};
 use crate::pkce::{random_token, PkcePair, METHOD};
 use crate::secret::Secret;
@@ -307,31 +307,27 @@ pub async fn exchange_code(
     code: &Secret,
     request: &AuthorizationRequest,
 ) -> Result<Result<TokenSet, ErrorResponse>, OAuthError> {
-    let client_id = client.client_id.as_str();
-    let client_secret = client.client_secret.as_ref();
     let resource = provider.resource.as_deref();
     let mut form: Vec<(&str, &str)> = vec![
         ("grant_type", "authorization_code"),
         ("code", code.expose()),
         ("redirect_uri", &request.redirect_uri),
-        ("client_id", client_id),
         ("code_verifier", request.pkce.verifier.expose()),
     ];
-    if let Some(s) = client_secret {
-        form.push(("client_secret", s.expose()));
-    }
     if let Some(r) = resource {
         form.push(("resource", r));
     }
-    let mut secrets = vec![code.expose(), request.pkce.verifier.expose()];
-    if let Some(s) = client_secret {
-        secrets.push(s.expose());
-    }
+    let auth = ClientAuth::new(
+        &client.client_id,
+        client.client_secret.as_ref(),
+        client.auth_method.as_deref(),
+    );
     token_request(
         http,
         &provider.token_endpoint,
         &form,
-        &secrets,
+        Some(auth),
+        &[code.expose(), request.pkce.verifier.expose()],
         &provider.scopes,
     )
     .await

@@ -122,6 +122,7 @@ pub async fn poll(
         }
         pacer.sleep(interval).await;
         waited += interval;
+        // Device clients are public (RFC 8628 §3.4): the id goes in the form.
         let form = [
             ("grant_type", GRANT_TYPE),
             ("device_code", device_code.expose()),

@@ -250,6 +250,9 @@ pub fn canonical_resource(url: &str) -> Result<String, OAuthError> {
 pub struct RegisteredClient {
     pub client_id: String,
     pub client_secret: Option<crate::Secret>,
+    /// `token_endpoint_auth_method` the server registered (`none`, `client_secret_post`,
+    /// `client_secret_basic`).
+    pub auth_method: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -257,6 +260,8 @@ struct RawRegistration {
     client_id: String,
     #[serde(default)]
     client_secret: Option<String>,
+    #[serde(default)]
+    token_endpoint_auth_method: Option<String>,
 }
 
 impl Drop for RawRegistration {
@@ -308,6 +313,7 @@ pub async fn register_client(
             .as_deref()
             .filter(|s| !s.is_empty())
             .map(crate::Secret::new),
+        auth_method: raw.token_endpoint_auth_method.clone(),
     })
 }
 

@@ -33,6 +33,7 @@ pub async fn client_for(
         return Ok(RegisteredClient {
             client_id: id.clone(),
             client_secret: None,
+            auth_method: None,
         });
     }
     let Some(reg) = &provider.registration_endpoint else {
@@ -168,6 +169,7 @@ pub fn entry_for(
         .client_secret
         .as_ref()
         .map(|s: &Secret| s.expose().to_string());
+    e.token_endpoint_auth_method = client.auth_method.clone();
     e.issuer = provider.issuer.clone();
     e.resource = provider.resource.clone();
     e

@@ -221,16 +221,98 @@ pub fn parse_token(
     })
 }
 
+/// How the client authenticates at the token endpoint (RFC 6749 §2.3.1): a public client sends
+/// its id in the form; a confidential one its secret too, in the form (`client_secret_post`) or
+/// in an `Authorization: Basic` header (`client_secret_basic`).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAuth<'a> {
+    pub id: &'a str,
+    pub secret: Option<&'a Secret>,
+    pub basic: bool,
+}
+
+impl<'a> ClientAuth<'a> {
+    pub fn public(id: &'a str) -> ClientAuth<'a> {
+        ClientAuth {
+            id,
+            secret: None,
+            basic: false,
+        }
+    }
+
+    /// From the registration's (or the stored) `token_endpoint_auth_method`.
+    pub fn new(id: &'a str, secret: Option<&'a Secret>, method: Option<&str>) -> ClientAuth<'a> {
+        ClientAuth {
+            id,
+            secret,
+            basic: secret.is_some() && method == Some("client_secret_basic"),
+        }
+    }
+}
+
+fn form_encode(s: &str) -> String {
+    let mut u = reqwest::Url::parse("x:/").expect("a constant URL");
+    u.query_pairs_mut().append_pair("v", s);
+    u.query()
+        .unwrap_or_default()
+        .trim_start_matches("v=")
+        .to_string()
+}
+
 /// POST a grant to the token endpoint and parse the token, or return the server's OAuth error.
 pub async fn token_request(
     http: &reqwest::Client,
     token_endpoint: &str,
     form: &[(&str, &str)],
+    client: Option<ClientAuth<'_>>,
     secrets: &[&str],
     requested: &[String],
 ) -> Result<Result<TokenSet, ErrorResponse>, OAuthError> {
-    let answer = post_form(http, "the token request", token_endpoint, form, secrets).await?;
-    if let Some(e) = answer.error(secrets) {
+    const WHAT: &str = "the token request";
+    let mut form = form.to_vec();
+    let mut secrets = secrets.to_vec();
+    let mut basic = None;
+    if let Some(c) = client {
+        if let Some(s) = c.secret {
+            secrets.push(s.expose());
+        }
+        match (c.secret, c.basic) {
+            (Some(s), true) => {
+                use base64::Engine;
+                basic = Some(zeroize::Zeroizing::new(format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(format!(
+                        "{}:{}",
+                        form_encode(c.id),
+                        form_encode(s.expose())
+                    ))
+                )));
+            }
+            (secret, _) => {
+                form.push(("client_id", c.id));
+                if let Some(s) = secret {
+                    form.push(("client_secret", s.expose()));
+                }
+            }
+        }
+    }
+    let answer = match &basic {
+        None => post_form(http, WHAT, token_endpoint, &form, &secrets).await?,
+        Some(b) => {
+            let u = check_endpoint(WHAT, token_endpoint)?;
+            let mut value = reqwest::header::HeaderValue::from_str(b).map_err(|_| {
+                OAuthError::Config("the client credentials are not valid in a header".into())
+            })?;
+            value.set_sensitive(true);
+            let req = http
+                .post(u)
+                .header("accept", "application/json")
+                .header(reqwest::header::AUTHORIZATION, value)
+                .form(&form);
+            send(req, WHAT, token_endpoint, &secrets).await?
+        }
+    };
+    if let Some(e) = answer.error(&secrets) {
         return Ok(Err(e));
     }
     parse_token(&answer, "the token request", token_endpoint, requested).map(Ok)
@@ -241,8 +323,7 @@ pub async fn token_request(
 pub async fn refresh(
     http: &reqwest::Client,
     token_endpoint: &str,
-    client_id: Option<&str>,
-    client_secret: Option<&Secret>,
+    client: Option<ClientAuth<'_>>,
     refresh_token: &Secret,
     resource: Option<&str>,
     scopes: &[String],
@@ -251,18 +332,16 @@ pub async fn refresh(
         ("grant_type", "refresh_token"),
         ("refresh_token", refresh_token.expose()),
     ];
-    if let Some(c) = client_id {
-        form.push(("client_id", c));
-    }
-    if let Some(s) = client_secret {
-        form.push(("client_secret", s.expose()));
-    }
     if let Some(r) = resource {
         form.push(("resource", r));
     }
-    let mut secrets = vec![refresh_token.expose()];
-    if let Some(s) = client_secret {
-        secrets.push(s.expose());
-    }
-    token_request(http, token_endpoint, &form, &secrets, scopes).await
+    token_request(
+        http,
+        token_endpoint,
+        &form,
+        client,
+        &[refresh_token.expose()],
+        scopes,
+    )
+    .await
 }
