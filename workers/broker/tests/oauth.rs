@@ -1012,3 +1012,43 @@ async fn confidential_clients_authenticate_as_registered() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_redirect_naming_another_issuer_ends_the_login() {
+    let op = provider();
+    let dir = tempfile::tempdir().expect("dir");
+    let b = broker(dir.path());
+    let (tx, mut rx) = mpsc::channel(8);
+    let req = login_request(code_config(&op), false);
+    let drive = async {
+        let Some(LoginProgress::OpenBrowser { url }) = rx.recv().await else {
+            panic!("first progress is the URL");
+        };
+        let q: std::collections::HashMap<String, String> = reqwest::Url::parse(&url)
+            .expect("url")
+            .query_pairs()
+            .into_owned()
+            .collect();
+        // The right state, but the response claims another authorization server (RFC 9207).
+        let mixed = reqwest::get(format!(
+            "{}?code=c&state={}&iss=https%3A%2F%2Fevil.example.com",
+            q["redirect_uri"], q["state"]
+        ))
+        .await
+        .expect("the listener answers");
+        mixed.status().as_u16()
+    };
+    let run = async {
+        let r = b.login(&req, &tx).await;
+        drop(tx);
+        r
+    };
+    let (outcome, status) = tokio::join!(run, drive);
+    assert_eq!(status, 400);
+    let err = outcome.expect_err("mix-up refused");
+    assert!(err.to_string().contains("RFC 9207"), "{err}");
+    assert!(
+        op.events("grant.success").is_empty(),
+        "no code was exchanged"
+    );
+}

@@ -52,13 +52,21 @@ impl LoopbackListener {
 
     /// Wait for the browser's redirect carrying `state` (until `timeout`): the authorization
     /// code, or the error the authorization server sent back.
-    pub async fn wait(&self, state: &str, timeout: Duration) -> Result<Secret, OAuthError> {
+    /// `issuer`, when known, is checked against the redirect's `iss` (RFC 9207) when the server
+    /// sends one: a different issuer is a mix-up attack and ends the login.
+    pub async fn wait(
+        &self,
+        state: &str,
+        issuer: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Secret, OAuthError> {
         let wait = async {
             loop {
                 let Ok((stream, _)) = self.listener.accept().await else {
                     continue;
                 };
-                match tokio::time::timeout(CONNECTION_TIMEOUT, handle(stream, state)).await {
+                match tokio::time::timeout(CONNECTION_TIMEOUT, handle(stream, state, issuer)).await
+                {
                     Ok(Some(outcome)) => return outcome,
                     // A wrong state, another path, a broken connection: keep waiting.
                     Ok(None) | Err(_) => continue,
@@ -75,7 +83,8 @@ impl LoopbackListener {
 
 /// What a redirect carried.
 enum Redirect {
-    Code(Secret),
+    /// The code, and the `iss` parameter if the server sent one (RFC 9207).
+    Code(Secret, Option<String>),
     Error(String, Option<String>),
     WrongState,
     Other,
@@ -92,6 +101,7 @@ fn parse_callback(target: &str, state: &str) -> Redirect {
     let mut code = None;
     let mut error = None;
     let mut description = None;
+    let mut iss = None;
     for (k, v) in u.query_pairs() {
         match k.as_ref() {
             // A repeated parameter makes the response ambiguous: refuse it like a wrong state.
@@ -101,6 +111,7 @@ fn parse_callback(target: &str, state: &str) -> Redirect {
             "code" => return Redirect::WrongState,
             "error" => error = Some(v.into_owned()),
             "error_description" => description = Some(v.into_owned()),
+            "iss" => iss = Some(v.into_owned()),
             _ => {}
         }
     }
@@ -112,7 +123,7 @@ fn parse_callback(target: &str, state: &str) -> Redirect {
     }
     match (code, error) {
         (_, Some(e)) => Redirect::Error(e, description),
-        (Some(c), None) if !c.is_empty() => Redirect::Code(c),
+        (Some(c), None) if !c.is_empty() => Redirect::Code(c, iss),
         _ => Redirect::Other,
     }
 }
@@ -163,7 +174,11 @@ async fn respond(stream: &mut TcpStream, status: &str, body: &str) {
 }
 
 /// Serve one browser connection. `Some` ends the wait.
-async fn handle(mut stream: TcpStream, state: &str) -> Option<Result<Secret, OAuthError>> {
+async fn handle(
+    mut stream: TcpStream,
+    state: &str,
+    issuer: Option<&str>,
+) -> Option<Result<Secret, OAuthError>> {
     let mut buf = zeroize::Zeroizing::new(Vec::with_capacity(1024));
     let mut chunk = [0u8; 1024];
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -196,7 +211,32 @@ async fn handle(mut stream: TcpStream, state: &str) -> Option<Result<Secret, OAu
         return None;
     }
     match parse_callback(target, state) {
-        Redirect::Code(code) => {
+        Redirect::Code(_, Some(iss))
+            if issuer
+                .is_some_and(|want| want.trim_end_matches('/') != iss.trim_end_matches('/')) =>
+        {
+            respond(
+                &mut stream,
+                "400 Bad Request",
+                &page(
+                    "Login refused",
+                    "The response came from another authorization server than the one hanzo-dev asked. \
+                     The terminal says more; you can close this window.",
+                ),
+            )
+            .await;
+            Some(Err(OAuthError::Malformed {
+                what: "the authorization response",
+                url: "the loopback redirect".into(),
+                detail: format!(
+                    "it names the issuer {:?}, not {:?} (RFC 9207: a mix-up attack, or a \
+                     misconfigured provider)",
+                    super::sanitize(&iss, &[]),
+                    super::sanitize(issuer.unwrap_or_default(), &[])
+                ),
+            }))
+        }
+        Redirect::Code(code, _) => {
             respond(
                 &mut stream,
                 "200 OK",
@@ -341,7 +381,7 @@ mod tests {
     fn callbacks_need_the_exact_state_once() {
         assert!(matches!(
             parse_callback("/callback?code=abc&state=s1", "s1"),
-            Redirect::Code(c) if c.expose() == "abc"
+            Redirect::Code(c, None) if c.expose() == "abc"
         ));
         assert!(matches!(
             parse_callback("/callback?code=abc&state=s2", "s1"),

@@ -94,7 +94,9 @@ pub async fn code_flow(
         },
     )
     .await;
-    let code = listener.wait(&request.state, timeout).await?;
+    let code = listener
+        .wait(&request.state, provider.issuer.as_deref(), timeout)
+        .await?;
     let tokens = exchange_code(http, provider, &client, &code, &request)
         .await?
         .map_err(|e| e.into_error("the code exchange", &provider.token_endpoint))?;
