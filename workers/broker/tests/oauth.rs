@@ -853,8 +853,11 @@ async fn mcp_servers_get_discovery_registration_resource_and_step_up() {
         auth_url.contains(&format!("resource={}", urlencode(&url))),
         "{auth_url}"
     );
+    // The server lists offline_access, so it is asked for (SEP-2207) and a refresh token held.
+    assert!(auth_url.contains("offline_access"), "{auth_url}");
     let e = stored(dir.path(), "mcp:docs");
     assert_eq!(e.resource.as_deref(), Some(&*url));
+    assert!(e.refresh_token.is_some());
 
     // Step-up: the server now wants mcp:write too.
     rs.push(Reply::json(403, "{}").header(

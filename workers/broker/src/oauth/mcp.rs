@@ -214,6 +214,18 @@ impl Broker {
         } else {
             auth.scopes.clone()
         };
+        let mut scopes = scopes;
+        // A refresh token is wanted: ask for `offline_access` where the server lists it (and
+        // only there: SEP-2207).
+        let offline = "offline_access";
+        if meta
+            .scopes_supported
+            .as_ref()
+            .is_some_and(|s| s.iter().any(|x| x == offline))
+            && !scopes.iter().any(|x| x == offline)
+        {
+            scopes.push(offline.to_string());
+        }
         let key = mcp_key(&auth.server);
         // A client registered at an earlier login is reused (same authorization server).
         let stored_client = self.read_creds().get_named(&key).and_then(|c| {
