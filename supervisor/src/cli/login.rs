@@ -194,6 +194,7 @@ async fn run_login(
             Ok(StreamPart::Item(_)) => {}
             Ok(StreamPart::Done(broker::Response::LoggedIn(outcome))) => {
                 println!("{}", describe_login(&outcome));
+                note_precedence(sup, &outcome.provider).await;
                 return Ok(exit::OK);
             }
             Ok(StreamPart::Done(other)) => anyhow::bail!("unexpected broker reply {other:?}"),
@@ -208,6 +209,25 @@ async fn run_login(
         }
     }
     anyhow::bail!("the broker ended the login without an answer")
+}
+
+/// An API key from the environment or the settings keeps precedence over a login: say so.
+async fn note_precedence(sup: &Supervisor, provider: &str) {
+    if let Ok(broker::Response::AuthStatus(r)) = sup.broker.call(broker::Request::AuthStatus).await
+    {
+        if let Some(e) = r.entries.iter().find(|e| e.name == provider) {
+            if e.source != broker::CredentialSource::CredentialFile {
+                eprintln!(
+                    "note: {} also has an API key from {}, which takes precedence over the login",
+                    printable(provider),
+                    match e.source {
+                        broker::CredentialSource::Env => "the environment",
+                        _ => "the user settings",
+                    }
+                );
+            }
+        }
+    }
 }
 
 fn show_progress(env: &StartEnv, p: &LoginProgress) {
