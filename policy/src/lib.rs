@@ -6,6 +6,7 @@
 pub mod audit;
 pub mod glob;
 pub mod hooks;
+pub mod isolation;
 pub mod permission;
 pub mod profile;
 pub mod settings;
@@ -15,8 +16,9 @@ pub mod trust;
 
 pub use audit::AuditRecord;
 pub use hooks::{HookConfig, HookEvent};
+pub use isolation::{IsolationMode, Tier};
 pub use permission::{
-    Decision, PermissionMode, PermissionPolicy, PermissionRule, RuleList, RuleRef, Tier,
+    Decision, PermissionMode, PermissionPolicy, PermissionRule, RuleList, RuleRef, Scope,
     TieredPolicy, ToolPattern,
 };
 pub use settings::{Config, SettingsError, SettingsSources};

@@ -67,31 +67,32 @@ impl FromStr for PermissionMode {
     }
 }
 
-/// The settings tier a rule (or any setting) came from.
+/// The settings scope a rule (or any setting) came from: the user file, the project file, or the
+/// local file. (The sandbox *tier* is [`crate::isolation::Tier`], a different idea.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Tier {
+pub enum Scope {
     User,
     Project,
     Local,
 }
 
-impl Tier {
+impl Scope {
     pub fn as_str(self) -> &'static str {
         match self {
-            Tier::User => "user",
-            Tier::Project => "project",
-            Tier::Local => "local",
+            Scope::User => "user",
+            Scope::Project => "project",
+            Scope::Local => "local",
         }
     }
 
     /// Project and local files live in the workspace, which may be someone else's repository.
     pub fn is_workspace(self) -> bool {
-        !matches!(self, Tier::User)
+        !matches!(self, Scope::User)
     }
 }
 
-impl fmt::Display for Tier {
+impl fmt::Display for Scope {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -295,7 +296,7 @@ impl RuleList {
 /// Which rule decided, for the audit trail. `tier` is absent for a single, untiered list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuleRef {
-    pub tier: Option<Tier>,
+    pub tier: Option<Scope>,
     pub index: usize,
     pub pattern: String,
 }
@@ -508,16 +509,16 @@ impl TieredPolicy {
         self.trusted
     }
 
-    fn scan_order(&self) -> [(Tier, &RuleList); 3] {
+    fn scan_order(&self) -> [(Scope, &RuleList); 3] {
         [
-            (Tier::Local, &self.local),
-            (Tier::Project, &self.project),
-            (Tier::User, &self.user),
+            (Scope::Local, &self.local),
+            (Scope::Project, &self.project),
+            (Scope::User, &self.user),
         ]
     }
 
     fn judge(&self, tool: &str, arg: Option<&str>) -> PartVerdict {
-        let verdict = |tier: Tier, index: usize, rule: &PermissionRule| PartVerdict {
+        let verdict = |tier: Scope, index: usize, rule: &PermissionRule| PartVerdict {
             mode: rule.mode,
             rule: Some((
                 RuleRef {
@@ -717,7 +718,7 @@ mod tests {
         assert_eq!(
             d.rule_matched,
             Some(RuleRef {
-                tier: Some(Tier::Local),
+                tier: Some(Scope::Local),
                 index: 0,
                 pattern: "bash".into()
             })

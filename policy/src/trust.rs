@@ -451,11 +451,11 @@ impl TrustStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::permission::Tier;
+    use crate::permission::Scope;
     use crate::settings::parse_settings;
 
     fn file(text: &str) -> SettingsFile {
-        parse_settings(Tier::Project, "p", text).expect("valid").0
+        parse_settings(Scope::Project, "p", text).expect("valid").0
     }
 
     #[test]

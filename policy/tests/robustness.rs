@@ -2,7 +2,7 @@
 //! input — pattern, command line or settings text — makes the parsers panic.
 
 use hanzo_policy::glob::Glob;
-use hanzo_policy::permission::{Tier, ToolPattern};
+use hanzo_policy::permission::{Scope, ToolPattern};
 use hanzo_policy::settings::parse_settings;
 use hanzo_policy::shell::split_simple_commands;
 use proptest::prelude::*;
@@ -105,7 +105,7 @@ proptest! {
 
     #[test]
     fn settings_parsing_never_panics(text in "\\PC{0,64}") {
-        let _ = parse_settings(Tier::Project, "f", &text);
+        let _ = parse_settings(Scope::Project, "f", &text);
     }
 
     #[test]
@@ -119,6 +119,6 @@ proptest! {
         ],
     ) {
         let text = format!("{{\"{key}\": {value}}}");
-        let _ = parse_settings(Tier::Local, "f", &text);
+        let _ = parse_settings(Scope::Local, "f", &text);
     }
 }

@@ -27,7 +27,7 @@ fn new_run() -> NewRun {
         agent: None,
         input: "bench".into(),
         model: "replay".into(),
-        isolation: "strict".into(),
+        isolation: hanzo_policy::Tier::B,
     }
 }
 

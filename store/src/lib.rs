@@ -14,7 +14,7 @@
 
 mod schema;
 
-use hanzo_policy::{AuditRecord, PermissionMode, RuleRef, Tier};
+use hanzo_policy::{AuditRecord, PermissionMode, RuleRef, Scope, Tier};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -175,8 +175,8 @@ pub struct NewRun {
     pub agent: Option<String>,
     pub input: String,
     pub model: String,
-    /// The isolation tier the run's workers got, as the sandbox reports it.
-    pub isolation: String,
+    /// The isolation tier the run's tools worker got, as its attestation reports it.
+    pub isolation: Tier,
 }
 
 /// One run's header row.
@@ -186,7 +186,7 @@ pub struct RunSummary {
     pub agent: Option<String>,
     pub input: String,
     pub model: String,
-    pub isolation: String,
+    pub isolation: Tier,
     pub status: RunStatus,
     pub outcome: Option<String>,
     pub started_ms: u64,
@@ -522,7 +522,6 @@ impl RunStore {
         self.guard_opt("runs", "agent", run.agent.as_deref())?;
         self.guard("runs", "input", &run.input)?;
         self.guard("runs", "model", &run.model)?;
-        self.guard("runs", "isolation", &run.isolation)?;
         self.conn.execute(
             "INSERT INTO runs (agent, input, model, isolation, status, started_ms, owner_pid)
              VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6)",
@@ -530,7 +529,7 @@ impl RunStore {
                 run.agent,
                 run.input,
                 run.model,
-                run.isolation,
+                run.isolation.as_str(),
                 to_i64(now_ms()),
                 i64::from(std::process::id())
             ],
@@ -682,7 +681,7 @@ impl RunStore {
                 rec.tool_name,
                 rec.input_digest,
                 rec.mode.as_str(),
-                rule.and_then(|r| r.tier).map(Tier::as_str),
+                rule.and_then(|r| r.tier).map(Scope::as_str),
                 rule.map(|r| i64::try_from(r.index).unwrap_or(i64::MAX)),
                 rule.map(|r| r.pattern.as_str()),
                 rec.reason
@@ -977,12 +976,16 @@ fn run_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunSummary>> {
         Ok(s) => s,
         Err(e) => return Ok(Err(e)),
     };
+    let isolation = match parse_isolation(&r.get::<_, String>(4)?) {
+        Ok(t) => t,
+        Err(e) => return Ok(Err(e)),
+    };
     Ok(Ok(RunSummary {
         id: RunId(r.get(0)?),
         agent: r.get(1)?,
         input: r.get(2)?,
         model: r.get(3)?,
-        isolation: r.get(4)?,
+        isolation,
         status,
         outcome: r.get(6)?,
         started_ms: to_u64(r.get(7)?),
@@ -1019,7 +1022,7 @@ fn audit_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<AuditRecord>
     let build = || -> Result<AuditRecord> {
         let rule_matched = match (index, pattern) {
             (Some(index), Some(pattern)) => Some(RuleRef {
-                tier: tier.as_deref().map(parse_tier).transpose()?,
+                tier: tier.as_deref().map(parse_scope).transpose()?,
                 index: usize::try_from(index)
                     .map_err(|_| StoreError::Corrupt(format!("rule index {index}")))?,
                 pattern,
@@ -1045,13 +1048,17 @@ fn parse_mode(s: &str) -> Result<PermissionMode> {
         .map_err(|_| StoreError::Corrupt(format!("unknown permission mode {s:?}")))
 }
 
-fn parse_tier(s: &str) -> Result<Tier> {
+fn parse_scope(s: &str) -> Result<Scope> {
     match s {
-        "user" => Ok(Tier::User),
-        "project" => Ok(Tier::Project),
-        "local" => Ok(Tier::Local),
-        other => Err(StoreError::Corrupt(format!("unknown tier {other:?}"))),
+        "user" => Ok(Scope::User),
+        "project" => Ok(Scope::Project),
+        "local" => Ok(Scope::Local),
+        other => Err(StoreError::Corrupt(format!("unknown scope {other:?}"))),
     }
+}
+
+fn parse_isolation(s: &str) -> Result<Tier> {
+    Tier::parse(s).ok_or_else(|| StoreError::Corrupt(format!("unknown isolation tier {s:?}")))
 }
 
 fn parse_json(what: &str, s: &str) -> Result<Value> {

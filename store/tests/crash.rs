@@ -42,7 +42,7 @@ fn child(dir: &Path) -> ! {
             agent: None,
             input: "long task".into(),
             model: "replay".into(),
-            isolation: "strict".into(),
+            isolation: hanzo_policy::Tier::B,
         })
         .expect("begin run");
     for i in 0..COMMITTED_STEPS {
@@ -149,7 +149,7 @@ fn kill_9_mid_step_loses_only_the_step_in_progress() {
             agent: None,
             input: "next".into(),
             model: "replay".into(),
-            isolation: "strict".into(),
+            isolation: hanzo_policy::Tier::B,
         })
         .expect("store usable after the crash");
     assert_eq!(s.get_run(again).expect("run").status, RunStatus::Running);

@@ -1,6 +1,6 @@
 //! Run-store behaviour against real SQLite files in temporary directories.
 
-use hanzo_policy::{AuditRecord, PermissionMode, PermissionPolicy, PermissionRule, RuleRef, Tier};
+use hanzo_policy::{AuditRecord, PermissionMode, PermissionPolicy, PermissionRule, RuleRef, Scope};
 use hanzo_store::{
     AgentDef, NewRun, RunId, RunStatus, RunStore, StepEnd, StoreError, TokenUsage, ToolCall,
     DEFAULT_ORG, SCHEMA_VERSION,
@@ -22,7 +22,7 @@ fn new_run(input: &str) -> NewRun {
         agent: Some("coder".into()),
         input: input.into(),
         model: "claude-sonnet".into(),
-        isolation: "landlock+seccomp".into(),
+        isolation: hanzo_policy::Tier::A,
     }
 }
 
@@ -33,7 +33,7 @@ fn call(n: u32) -> ToolCall {
         input: json!({"command": format!("cargo test -p x{n}")}),
         permission: PermissionMode::Prompt,
         rule: Some(RuleRef {
-            tier: Some(Tier::Project),
+            tier: Some(Scope::Project),
             index: 2,
             pattern: "bash(cargo *)".into(),
         }),
@@ -256,7 +256,7 @@ fn whole_run_round_trips_through_load_and_export() {
     s.record_audit(Some(run), &audit).expect("audit");
     let tiered = AuditRecord {
         rule_matched: Some(RuleRef {
-            tier: Some(Tier::Local),
+            tier: Some(Scope::Local),
             index: 4,
             pattern: "read".into(),
         }),
@@ -284,7 +284,7 @@ fn whole_run_round_trips_through_load_and_export() {
     assert_eq!(rec.run.outcome.as_deref(), Some("All 12 tests pass."));
     assert_eq!(rec.run.usage, usage);
     assert_eq!(rec.run.agent.as_deref(), Some("coder"));
-    assert_eq!(rec.run.isolation, "landlock+seccomp");
+    assert_eq!(rec.run.isolation, hanzo_policy::Tier::A);
     assert!(rec.run.ended_ms.is_some());
     assert_eq!(rec.steps.len(), 2);
     assert_eq!(rec.steps[0].index, 1);

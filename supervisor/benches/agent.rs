@@ -49,7 +49,7 @@ fn spec() -> RunSpec {
         agent_name: "bench".into(),
         stages: vec![agent()],
         model: "m".into(),
-        isolation: "B".into(),
+        isolation: hanzo_policy::Tier::B,
         workspace: "/ws".into(),
         replay: true,
     }

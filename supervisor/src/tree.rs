@@ -41,6 +41,8 @@ pub struct SupervisorConfig {
     /// Start only these roles (`None`: all). A role left out is `Unavailable` to its callers;
     /// `auth status` and `login` start the broker alone.
     pub roles: Option<Vec<Role>>,
+    /// What the tools worker must set up (it refuses to start short of `strict`'s tier B).
+    pub isolation: hanzo_policy::isolation::IsolationMode,
 }
 
 /// The running tree.
@@ -90,6 +92,7 @@ fn spec(
         env: hanzo_sandbox::env::role_env(&profile, cfg.env.iter().cloned(), &cfg.secret_names),
         kernel_landlock_abi: cfg.kernel_landlock_abi,
         restart: cfg.restart,
+        isolation: cfg.isolation,
         fault: cfg.faults.get(&role).copied(),
         spawner: spawner.clone(),
         direct: match role {

@@ -86,6 +86,7 @@ pub struct WorkerSpec {
     pub env: Vec<(String, String)>,
     pub kernel_landlock_abi: u32,
     pub restart: RestartPolicy,
+    pub isolation: hanzo_policy::isolation::IsolationMode,
     pub fault: Option<Fault>,
     pub spawner: Spawner,
     /// The direct channel this role holds one end of, if any.
@@ -336,6 +337,7 @@ async fn start_worker<P: Protocol>(
             opts: WorkerOptions {
                 role,
                 ctx: spec.ctx.clone(),
+                isolation: spec.isolation,
                 fault: spec.fault,
             },
             env: spec.env.clone(),

@@ -282,7 +282,7 @@ impl Harness {
             agent_name: stages.first().map(|a| a.name.clone()).unwrap_or_default(),
             stages,
             model: "test-model".into(),
-            isolation: "B".into(),
+            isolation: hanzo_policy::Tier::B,
             workspace: "/ws".into(),
             replay: true,
         })
@@ -397,7 +397,7 @@ async fn a_multi_step_run_executes_feeds_back_and_records_everything() {
 
     let rec = h.store.load_run(report.run_id).unwrap();
     assert_eq!(rec.run.status, RunStatus::Succeeded);
-    assert_eq!(rec.run.isolation, "B");
+    assert_eq!(rec.run.isolation, hanzo_policy::Tier::B);
     assert_eq!(rec.steps.len(), 3);
     assert!(rec.steps.iter().all(|s| s.ended_ms.is_some()));
     assert_eq!(rec.steps[1].tool_calls.len(), 2);
@@ -1008,7 +1008,7 @@ async fn malformed_tool_input_is_an_error_result_not_a_crash() {
             agent_name: "code".into(),
             stages: vec![defs::builtin("code").unwrap()],
             model: "m".into(),
-            isolation: "A".into(),
+            isolation: hanzo_policy::Tier::A,
             workspace: "/ws".into(),
             replay: false,
         })

@@ -1,19 +1,11 @@
-//! `hanzo-dev sandbox`'s command line (`cli/sandbox.rs`), compiled here on its own until the
-//! subcommand is wired into `cli/mod.rs`. The confinement it applies — the whole escape battery,
-//! the canary, ordinary work — is proven by `workers/tools/tests/escape.rs`, which runs the same
-//! `hanzo_tools::oneshot::run` in fresh processes.
-
-// `sandbox.rs` names `crate::secrets`; here the crate is this test.
-mod secrets {
-    pub use hanzo_dev::secrets::*;
-}
-
-#[path = "../src/cli/sandbox.rs"]
-mod sandbox;
+//! `hanzo-dev sandbox`'s command line (`cli/sandbox.rs`). The confinement it applies — the whole
+//! escape battery, the canary, ordinary work — is proven by `workers/tools/tests/escape.rs`, which
+//! runs the same `hanzo_tools::oneshot::run` in fresh processes.
 
 use clap::Parser;
+use hanzo_dev::cli::sandbox::{self, one_shot, Args};
+use hanzo_policy::isolation::IsolationMode;
 use hanzo_sandbox::doctor::KernelReport;
-use sandbox::{one_shot, Args, Isolation};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -60,13 +52,13 @@ fn arguments_parse_with_the_command_after_the_double_dash() {
         "--all",
     ])
     .expect("parse");
-    assert_eq!(a.isolation, Isolation::Strict);
+    assert_eq!(a.isolation, IsolationMode::Strict);
     assert_eq!(a.workspace, Some(PathBuf::from("/w")));
     assert_eq!(a.allow_write, [PathBuf::from("/a"), PathBuf::from("/b")]);
     assert_eq!(a.allow_read, [PathBuf::from("/opt/tc")]);
     assert_eq!(a.command, ["ls", "-l", "--all"].map(OsString::from));
     let d = parse(&["--", "/bin/true"]).expect("parse");
-    assert_eq!(d.isolation, Isolation::Auto);
+    assert_eq!(d.isolation, IsolationMode::Auto);
     assert!(parse(&[]).is_err(), "a command is required");
     assert!(parse(&["--isolation", "off", "--", "true"]).is_err());
 }
@@ -110,13 +102,13 @@ fn strict_failure_names_the_cause_and_the_way_out() {
 fn isolation_maps_to_the_one_shot_tier() {
     let env = hanzo_dev::secrets::StartEnv { vars: Vec::new() };
     let auto = one_shot(&parse(&["--", "true"]).expect("parse"), &env).expect("spec");
-    assert_eq!(auto.isolation, hanzo_tools::oneshot::Tier::Auto);
+    assert_eq!(auto.isolation, IsolationMode::Auto);
     let strict = one_shot(
         &parse(&["--isolation", "strict", "--", "true"]).expect("parse"),
         &env,
     )
     .expect("spec");
-    assert_eq!(strict.isolation, hanzo_tools::oneshot::Tier::B);
+    assert_eq!(strict.isolation, IsolationMode::Strict);
 }
 
 // --- Commands that leave their process group, through the real supervisor and tools worker.

@@ -187,7 +187,10 @@ fn the_demo_fixes_the_project_through_the_real_workers() {
     let store = env.store();
     let rec = store.load_run(run_id(&events)).expect("run");
     assert_eq!(rec.run.status, RunStatus::Succeeded);
-    assert_eq!(rec.run.isolation, started["isolation"].as_str().unwrap());
+    assert_eq!(
+        rec.run.isolation.as_str(),
+        started["isolation"].as_str().unwrap()
+    );
     let all_calls: Vec<_> = rec.steps.iter().flat_map(|s| &s.tool_calls).collect();
     assert_eq!(all_calls.len(), calls.len());
     assert!(all_calls
@@ -324,7 +327,7 @@ fn isolation_strict_runs_on_this_machine_and_is_recorded() {
     assert_eq!(of_type(&events, "run_started")[0]["isolation"], "B");
     assert_eq!(
         env.store().load_run(run_id(&events)).unwrap().run.isolation,
-        "B"
+        hanzo_policy::Tier::B
     );
 }
 

@@ -5,7 +5,7 @@
 //! A run "left running by a dead process" needs a process that dies: the test re-executes its own
 //! binary with `CHILD_ENV` set, and that copy begins a run and exits without finishing it.
 
-use hanzo_policy::{AuditRecord, PermissionMode, RuleRef, Tier};
+use hanzo_policy::{AuditRecord, PermissionMode, RuleRef, Scope};
 use hanzo_store::{
     NewRun, RunId, RunRecord, RunStatus, RunStore, StepEnd, TokenUsage, ToolCall, DEFAULT_ORG,
 };
@@ -402,7 +402,7 @@ fn child_begins_a_run_and_exits() {
             agent: Some("solve".into()),
             input: "abandoned task".into(),
             model: "claude-test".into(),
-            isolation: "A".into(),
+            isolation: hanzo_policy::Tier::A,
         })
         .expect("begin run");
     s.begin_step(run).expect("step in progress");
@@ -440,7 +440,7 @@ fn populate_finished_run(s: &mut RunStore) -> RunId {
             agent: Some("code".into()),
             input: "fix the failing test\nand keep the API".into(),
             model: "claude-test".into(),
-            isolation: "B (landlock+seccomp)".into(),
+            isolation: hanzo_policy::Tier::B,
         })
         .expect("begin run");
     let step1 = s.begin_step(run).expect("step 1");
@@ -449,7 +449,7 @@ fn populate_finished_run(s: &mut RunStore) -> RunId {
         json!({"path": "src/lib.rs", "pad": "p".repeat(300)}),
         PermissionMode::Allow,
         Some(RuleRef {
-            tier: Some(Tier::Project),
+            tier: Some(Scope::Project),
             index: 0,
             pattern: "read_file".into(),
         }),
@@ -463,7 +463,7 @@ fn populate_finished_run(s: &mut RunStore) -> RunId {
         json!({"command": "curl https://example.com"}),
         PermissionMode::Deny,
         Some(RuleRef {
-            tier: Some(Tier::User),
+            tier: Some(Scope::User),
             index: 3,
             pattern: "bash(curl *)".into(),
         }),
@@ -554,7 +554,7 @@ fn runs_list_show_export_and_interrupted_runs() {
             agent: None,
             input: "still going".into(),
             model: "claude-test".into(),
-            isolation: "B".into(),
+            isolation: hanzo_policy::Tier::B,
         })
         .expect("live run");
     // Owned by a process that exits without finishing it.
@@ -615,10 +615,9 @@ fn runs_list_show_export_and_interrupted_runs() {
     assert_eq!(r[6], "-", "a running run has no duration yet: {text}");
     let r = row(finished);
     assert_eq!(r[1..4], ["succeeded", "code", "claude-test"], "{text}");
-    // The isolation label has spaces: it spans two fields here.
-    assert_eq!(r[4..6], ["B", "(landlock+seccomp)"], "{text}");
-    assert!(r[6].ends_with('Z'), "{text}");
-    assert_eq!(r[8], "1500/300", "{text}");
+    assert_eq!(r[4], "B", "{text}");
+    assert!(r[5].ends_with('Z'), "{text}");
+    assert_eq!(r[7], "1500/300", "{text}");
     assert!(lines[3].ends_with("fix the failing test…"), "{text}");
 
     let o = hanzo(d, &["runs", "list", "--json"]);
@@ -662,7 +661,7 @@ fn runs_list_show_export_and_interrupted_runs() {
         "  input:     fix the failing test…\n",
         "  agent:     code\n",
         "  model:     claude-test\n",
-        "  isolation: B (landlock+seccomp)\n",
+        "  isolation: B\n",
         "  status:    succeeded\n",
         "  outcome:   fixed the test\n",
         "  tokens:    1500 in, 300 out\n",

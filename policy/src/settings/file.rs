@@ -3,7 +3,8 @@
 
 use super::SettingsError;
 use crate::hooks::HookConfig;
-use crate::permission::{PermissionMode, PermissionRule, Tier, ToolPattern};
+pub use crate::isolation::IsolationMode;
+use crate::permission::{PermissionMode, PermissionRule, Scope, ToolPattern};
 use crate::suggest::did_you_mean;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
@@ -92,33 +93,6 @@ impl InputMode {
             "default" => Some(InputMode::Default),
             "vim" => Some(InputMode::Vim),
             "emacs" => Some(InputMode::Emacs),
-            _ => None,
-        }
-    }
-}
-
-/// `auto` uses the best sandbox tier available; `strict` requires tier B or refuses to run.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum IsolationMode {
-    #[default]
-    Auto,
-    Strict,
-}
-
-impl IsolationMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IsolationMode::Auto => "auto",
-            IsolationMode::Strict => "strict",
-        }
-    }
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "auto" => Some(IsolationMode::Auto),
-            "strict" => Some(IsolationMode::Strict),
             _ => None,
         }
     }
@@ -376,7 +350,7 @@ impl fmt::Display for Warning {
 
 /// Parses one file's text. `file` is how errors and warnings name it.
 pub fn parse_settings(
-    tier: Tier,
+    tier: Scope,
     file: &str,
     text: &str,
 ) -> Result<(SettingsFile, Vec<Warning>), SettingsError> {
@@ -543,7 +517,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<(SettingsFile, Vec<Warning>), SettingsError> {
-        parse_settings(Tier::User, "/home/u/.config/hanzo/settings.json", text)
+        parse_settings(Scope::User, "/home/u/.config/hanzo/settings.json", text)
     }
 
     #[test]
@@ -642,7 +616,8 @@ mod tests {
         assert!(w[0]
             .message
             .contains("unknown key `oauth_providers.corp.clent_secret`"));
-        let (s, w) = parse_settings(Tier::Project, "/p/.hanzo/settings.json", text).expect("loads");
+        let (s, w) =
+            parse_settings(Scope::Project, "/p/.hanzo/settings.json", text).expect("loads");
         assert!(s.oauth_providers.is_none());
         assert!(w.iter().any(|w| w
             .message
@@ -652,7 +627,7 @@ mod tests {
     #[test]
     fn secrets_ignored_in_workspace_files_and_hidden_in_debug() {
         let (s, w) = parse_settings(
-            Tier::Project,
+            Scope::Project,
             "/p/.hanzo/settings.json",
             "{\"api_key\": \"sk-123\", \"model\": \"m\"}",
         )

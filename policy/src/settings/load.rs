@@ -5,7 +5,7 @@
 use super::file::{parse_settings, Warning};
 use super::merge::{merge, CliOverrides, Merged, TierFile};
 use super::SettingsError;
-use crate::permission::Tier;
+use crate::permission::Scope;
 use crate::trust::{TrustCheck, TrustContent, TrustStore};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -66,11 +66,11 @@ impl SettingsSources {
             .map(|r| r.join(".hanzo").join("settings.local.json"))
     }
 
-    pub fn tier_files(&self) -> Vec<(Tier, PathBuf)> {
+    pub fn tier_files(&self) -> Vec<(Scope, PathBuf)> {
         [
-            (Tier::User, self.user_file.clone()),
-            (Tier::Project, self.project_file()),
-            (Tier::Local, self.local_file()),
+            (Scope::User, self.user_file.clone()),
+            (Scope::Project, self.project_file()),
+            (Scope::Local, self.local_file()),
         ]
         .into_iter()
         .filter_map(|(t, p)| Some((t, p?)))
@@ -99,7 +99,7 @@ pub fn find_project_root(start: &Path, home: Option<&Path>) -> Option<PathBuf> {
 pub struct LoadedSettings {
     pub merged: Merged,
     /// Every file that was looked for and whether it existed.
-    pub files: Vec<(Tier, PathBuf, bool)>,
+    pub files: Vec<(Scope, PathBuf, bool)>,
     pub project_root: Option<PathBuf>,
     pub trust_check: TrustCheck,
     pub trust_content: TrustContent,
@@ -136,8 +136,8 @@ pub fn load(sources: &SettingsSources) -> Result<LoadedSettings, SettingsError> 
             settings,
         });
     }
-    let find = |t: Tier| tier_files.iter().find(|f| f.tier == t).map(|f| &f.settings);
-    let content = TrustContent::from_workspace_files(find(Tier::Project), find(Tier::Local));
+    let find = |t: Scope| tier_files.iter().find(|f| f.tier == t).map(|f| &f.settings);
+    let content = TrustContent::from_workspace_files(find(Scope::Project), find(Scope::Local));
     let root = sources
         .project_root
         .as_ref()

@@ -5,7 +5,7 @@ use super::file::{
 };
 use super::SettingsError;
 use crate::hooks::{HookConfig, HookSet};
-use crate::permission::{PermissionRule, RuleError, RuleList, Tier, TieredPolicy};
+use crate::permission::{PermissionRule, RuleError, RuleList, Scope, TieredPolicy};
 use crate::suggest::did_you_mean;
 use crate::trust::TrustContent;
 use serde::Serialize;
@@ -49,12 +49,12 @@ impl Source {
     }
 }
 
-impl From<Tier> for Source {
-    fn from(t: Tier) -> Source {
+impl From<Scope> for Source {
+    fn from(t: Scope) -> Source {
         match t {
-            Tier::User => Source::User,
-            Tier::Project => Source::Project,
-            Tier::Local => Source::Local,
+            Scope::User => Source::User,
+            Scope::Project => Source::Project,
+            Scope::Local => Source::Local,
         }
     }
 }
@@ -68,7 +68,7 @@ impl fmt::Display for Source {
 /// One parsed settings file and the name it is reported under.
 #[derive(Debug, Clone)]
 pub struct TierFile {
-    pub tier: Tier,
+    pub tier: Scope,
     pub file: String,
     pub settings: SettingsFile,
 }
@@ -115,7 +115,7 @@ pub struct McpServer {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfiguredHook {
-    pub tier: Tier,
+    pub tier: Scope,
     pub hook: HookConfig,
 }
 
@@ -286,11 +286,11 @@ pub fn merge(
 
     let project = files
         .iter()
-        .find(|f| f.tier == Tier::Project)
+        .find(|f| f.tier == Scope::Project)
         .map(|f| &f.settings);
     let local = files
         .iter()
-        .find(|f| f.tier == Tier::Local)
+        .find(|f| f.tier == Scope::Local)
         .map(|f| &f.settings);
     let trust_content = TrustContent::from_workspace_files(project, local);
     let trust = if trust_content.is_empty() {
@@ -406,9 +406,9 @@ pub fn merge(
                 sources.insert(format!("permissions.{}", f.tier), src);
             }
             match f.tier {
-                Tier::User => permissions.user = rules,
-                Tier::Project => permissions.project = rules,
-                Tier::Local => permissions.local = rules,
+                Scope::User => permissions.user = rules,
+                Scope::Project => permissions.project = rules,
+                Scope::Local => permissions.local = rules,
             }
         }
         if let Some(hs) = &s.hooks {
@@ -490,7 +490,7 @@ pub fn merge(
             }
             "HANZO_ISOLATION" => {
                 sandbox.isolation = IsolationMode::parse(value)
-                    .ok_or_else(|| bad("an isolation mode (auto, strict)"))?;
+                    .ok_or_else(|| bad("an isolation mode (tier-a, auto, strict)"))?;
                 sources.insert("sandbox.isolation".into(), Source::Env);
             }
             other => {
@@ -584,7 +584,7 @@ mod tests {
     use super::*;
     use crate::settings::parse_settings;
 
-    fn tier(tier: Tier, text: &str) -> TierFile {
+    fn tier(tier: Scope, text: &str) -> TierFile {
         TierFile {
             tier,
             file: tier.as_str().to_string(),
@@ -596,10 +596,13 @@ mod tests {
     fn command_and_url_after_merge_is_an_error() {
         let files = [
             tier(
-                Tier::User,
+                Scope::User,
                 r#"{"mcp_servers": {"x": {"url": "https://x"}}}"#,
             ),
-            tier(Tier::Project, r#"{"mcp_servers": {"x": {"command": "x"}}}"#),
+            tier(
+                Scope::Project,
+                r#"{"mcp_servers": {"x": {"command": "x"}}}"#,
+            ),
         ];
         let err =
             merge(&files, &BTreeMap::new(), &CliOverrides::default(), true).expect_err("conflict");
@@ -616,7 +619,7 @@ mod tests {
             ..Default::default()
         };
         let files = [TierFile {
-            tier: Tier::Local,
+            tier: Scope::Local,
             file: "l".into(),
             settings,
         }];
@@ -626,7 +629,7 @@ mod tests {
 
     #[test]
     fn cli_beats_env_beats_files_and_sources_say_so() {
-        let files = [tier(Tier::User, r#"{"model": "u", "input_mode": "vim"}"#)];
+        let files = [tier(Scope::User, r#"{"model": "u", "input_mode": "vim"}"#)];
         let mut env = BTreeMap::new();
         env.insert("HANZO_MODEL".to_string(), "e".to_string());
         env.insert("HANZO_ISOLATION".to_string(), "strict".to_string());
@@ -650,7 +653,7 @@ mod tests {
     #[test]
     fn untrusted_policy_ignores_workspace_allow_but_keeps_deny() {
         let files = [tier(
-            Tier::Project,
+            Scope::Project,
             r#"{"permissions": {"bash(npm *)": "allow", "bash(rm *)": "deny"}}"#,
         )];
         let m = merge(&files, &BTreeMap::new(), &CliOverrides::default(), false).expect("merges");

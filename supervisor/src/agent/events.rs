@@ -13,7 +13,7 @@ pub enum RunEvent {
         agent: String,
         model: String,
         /// `A` or `B`, as the tools worker attested it.
-        isolation: String,
+        isolation: hanzo_policy::isolation::Tier,
         approval: String,
         workspace: String,
         /// True when the model is a recording (replay provider).

@@ -84,7 +84,7 @@ pub struct RunSpec {
     pub stages: Vec<AgentDef>,
     pub model: String,
     /// The tier the tools worker attested (`A` or `B`), for the record.
-    pub isolation: String,
+    pub isolation: hanzo_policy::isolation::Tier,
     pub workspace: String,
     pub replay: bool,
 }
@@ -174,7 +174,7 @@ where
             agent: Some(spec.agent_name.clone()),
             input: self.scrub(&spec.task),
             model: spec.model.clone(),
-            isolation: spec.isolation.clone(),
+            isolation: spec.isolation,
         })?;
         let span = tracing::info_span!("agent.run", run_id = run.0, agent = %spec.agent_name);
         let started = Instant::now();
@@ -182,7 +182,7 @@ where
             run_id: run.0,
             agent: spec.agent_name.clone(),
             model: spec.model.clone(),
-            isolation: spec.isolation.clone(),
+            isolation: spec.isolation,
             approval: self.prompter.describe(),
             workspace: spec.workspace.clone(),
             replay: spec.replay,

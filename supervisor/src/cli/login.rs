@@ -15,7 +15,7 @@ use hanzo_ipc::roles::broker::{
     self, LoginOutcome, LoginProgress, LoginRequest, OAuthProviderConfig,
 };
 use hanzo_ipc::Role;
-use hanzo_policy::permission::Tier;
+use hanzo_policy::permission::Scope;
 use hanzo_policy::settings::{parse_settings, OAuthProviderEntry};
 use std::path::Path;
 
@@ -71,7 +71,7 @@ pub fn user_provider_config(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
-    let (settings, warnings) = parse_settings(Tier::User, &path.display().to_string(), &text)
+    let (settings, warnings) = parse_settings(Scope::User, &path.display().to_string(), &text)
         .map_err(|e| super::provider::usage(e.to_string()))?;
     for w in warnings {
         eprintln!("warning: {}", printable(&w.to_string()));

@@ -16,7 +16,9 @@ pub mod vectors;
 pub mod workers;
 
 use crate::secrets::StartEnv;
+use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use hanzo_policy::isolation::IsolationMode;
 
 /// Process exit codes (documented in the README).
 pub mod exit {
@@ -90,6 +92,14 @@ pub enum Command {
     Logout(login::LogoutArgs),
     /// Credentials the broker holds (`auth status`), never their values.
     Auth(auth::Args),
+}
+
+/// The value parser of every `--isolation` flag: the modes of [`IsolationMode`], with their help.
+pub fn isolation_parser() -> impl clap::builder::TypedValueParser<Value = IsolationMode> {
+    let values = IsolationMode::ALL
+        .map(|m| clap::builder::PossibleValue::new(m.as_str()).help(m.describe()));
+    clap::builder::PossibleValuesParser::new(values)
+        .map(|s| IsolationMode::parse(&s).expect("clap admits only the listed modes"))
 }
 
 pub fn init_logging(global: &GlobalArgs) {

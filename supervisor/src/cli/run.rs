@@ -16,8 +16,9 @@ use crate::startup::supervisor_config;
 use crate::tree::Supervisor;
 use anyhow::Context;
 use hanzo_ipc::roles::model::{ProviderConfig, ProviderId, RetryPolicy};
+use hanzo_policy::isolation::{IsolationMode, Tier};
 use hanzo_policy::permission::{PermissionMode, PermissionRule, RuleList, TieredPolicy};
-use hanzo_policy::settings::{load, CliOverrides, IsolationMode, SettingsSources};
+use hanzo_policy::settings::{load, CliOverrides, SettingsSources};
 use hanzo_store::{AgentDef, RunStatus, RunStore};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -27,14 +28,6 @@ use std::time::Duration;
 
 /// Exit code of a cancelled run (128 + SIGINT, as shells report it).
 pub const CANCELLED: i32 = 130;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Isolation {
-    /// The best tier available (B when user namespaces work, else A), reported in the record.
-    Auto,
-    /// Tier B or nothing: fail closed (exit 3) with advice when it is unavailable.
-    Strict,
-}
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -67,8 +60,8 @@ pub struct Args {
     #[arg(long, value_enum)]
     pub approval: Option<ApprovalMode>,
     /// How much isolation to insist on (settings `sandbox.isolation` when not given).
-    #[arg(long, value_enum)]
-    pub isolation: Option<Isolation>,
+    #[arg(long, value_parser = super::isolation_parser())]
+    pub isolation: Option<IsolationMode>,
     /// Stop after this many model turns.
     #[arg(long, default_value_t = 50)]
     pub max_steps: u32,
@@ -191,13 +184,9 @@ async fn run_inner(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     } else {
         Some(serde_json::to_string(&hooks).context("hooks")?)
     };
-    let strict = match args.isolation {
-        Some(Isolation::Strict) => true,
-        Some(Isolation::Auto) => false,
-        None => config.sandbox.isolation == IsolationMode::Strict,
-    };
+    let isolation = args.isolation.unwrap_or(config.sandbox.isolation);
     let kernel = hanzo_sandbox::doctor::probe_kernel();
-    if strict {
+    if isolation == IsolationMode::Strict {
         if let Err(why) = kernel.tier_b() {
             eprintln!(
                 "error: --isolation strict needs tier B (namespaces), which this machine cannot \
@@ -227,20 +216,21 @@ async fn run_inner(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     let stages = resolve_agent(&agent_name, &store)?;
 
     // ---- the workers ----
-    let (cfg, _run_dir) = supervisor_config(Some(workspace.clone()), &env, kernel.landlock_abi)?;
+    let (mut cfg, _run_dir) =
+        supervisor_config(Some(workspace.clone()), &env, kernel.landlock_abi)?;
+    cfg.isolation = isolation;
     let sup = Supervisor::start(cfg).await?;
     let result = async {
         let infos = sup
             .wait_ready()
             .await
             .context("the workers did not start")?;
-        let tools_ns = infos
+        let tier = infos
             .iter()
             .find(|i| i.role == hanzo_ipc::Role::Tools)
-            .map(|i| i.attestation.namespaces.clone())
-            .unwrap_or_default();
-        let tier = if tools_ns.is_empty() { "A" } else { "B" };
-        if strict && tier != "B" {
+            .map(|i| Tier::of(&i.attestation))
+            .unwrap_or(Tier::A);
+        if !isolation.accepts(tier) {
             eprintln!(
                 "error: --isolation strict: the tools worker came up without namespaces (tier \
                  {tier}). Run `hanzo-dev doctor` for details."
@@ -316,7 +306,7 @@ async fn run_inner(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
             agent_name: agent_name.clone(),
             stages,
             model: model_name,
-            isolation: tier.to_string(),
+            isolation: tier,
             workspace: workspace.display().to_string(),
             replay,
         };

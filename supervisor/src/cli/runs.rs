@@ -329,7 +329,7 @@ pub fn render_run_table(runs: &[RunSummary], org: &str) -> String {
                 r.status.to_string(),
                 or_dash(r.agent.as_deref()),
                 or_dash(Some(&r.model)),
-                or_dash(Some(&r.isolation)),
+                r.isolation.to_string(),
                 iso_utc(r.started_ms),
                 run_duration(r),
                 format!("{}/{}", r.usage.input, r.usage.output),
@@ -427,7 +427,7 @@ fn render_header(out: &mut String, r: &RunSummary) {
     field("input", one_line(&r.input, 200));
     field("agent", or_dash(r.agent.as_deref()));
     field("model", or_dash(Some(&r.model)));
-    field("isolation", or_dash(Some(&r.isolation)));
+    field("isolation", r.isolation.to_string());
     field("status", r.status.to_string());
     field("outcome", or_dash(r.outcome.as_deref()));
     field("started", iso_utc(r.started_ms));
@@ -562,7 +562,7 @@ pub fn render_run(record: &RunRecord) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hanzo_policy::{PermissionMode, Tier};
+    use hanzo_policy::{PermissionMode, Scope};
     use hanzo_store::{StepId, TokenUsage, ToolCall};
     use serde_json::json;
 
@@ -572,7 +572,7 @@ mod tests {
             agent: Some("code".into()),
             input: "fix the failing test\nin src/lib.rs please".into(),
             model: "claude-test".into(),
-            isolation: "B".into(),
+            isolation: hanzo_policy::Tier::B,
             status,
             outcome: Some("done".into()),
             started_ms: 1_700_000_000_000,
@@ -597,7 +597,7 @@ mod tests {
                     PermissionMode::Deny
                 },
                 rule: Some(RuleRef {
-                    tier: Some(Tier::Project),
+                    tier: Some(Scope::Project),
                     index: 2,
                     pattern: "bash(curl *)".into(),
                 }),

@@ -9,27 +9,20 @@
 
 use crate::secrets::StartEnv;
 use anyhow::Context;
+use hanzo_policy::isolation::IsolationMode;
 use hanzo_tools::limits::Limits;
-use hanzo_tools::oneshot::{self, OneShot, OneShotError, Tier};
+use hanzo_tools::oneshot::{self, OneShot, OneShotError};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
 /// Exit code when `--isolation strict` cannot be honoured (as `cli::exit::ISOLATION_UNAVAILABLE`).
 pub const ISOLATION_UNAVAILABLE: i32 = 3;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Isolation {
-    /// The best tier this machine offers: B when user namespaces work, else A.
-    Auto,
-    /// Tier B (namespaces) or nothing: fail closed, with advice, when it is unavailable.
-    Strict,
-}
-
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// How much isolation to insist on.
-    #[arg(long, value_enum, default_value_t = Isolation::Auto)]
-    pub isolation: Isolation,
+    #[arg(long, value_parser = super::isolation_parser(), default_value = "auto")]
+    pub isolation: IsolationMode,
     /// The workspace the command may write (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
@@ -71,10 +64,7 @@ pub fn one_shot(args: &Args, env: &StartEnv) -> anyhow::Result<OneShot> {
     };
     let _ = env;
     Ok(OneShot {
-        isolation: match args.isolation {
-            Isolation::Auto => Tier::Auto,
-            Isolation::Strict => Tier::B,
-        },
+        isolation: args.isolation,
         workspace,
         allow_write: args.allow_write.clone(),
         allow_read: args.allow_read.clone(),
@@ -90,7 +80,7 @@ pub fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     let spec = one_shot(args, &env)?;
     match oneshot::run(&spec) {
         Ok(code) => Ok(code),
-        Err(OneShotError::Namespaces(e)) if args.isolation == Isolation::Strict => {
+        Err(OneShotError::Namespaces(e)) if args.isolation == IsolationMode::Strict => {
             eprintln!(
                 "hanzo-dev sandbox: {}",
                 strict_unavailable(&e, hanzo_sandbox::doctor::probe_kernel)

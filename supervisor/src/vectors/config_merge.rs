@@ -6,7 +6,7 @@
 //! part of the vector format (it is covered by `hanzo-policy`'s own tests).
 
 use super::field;
-use hanzo_policy::permission::Tier;
+use hanzo_policy::permission::Scope;
 use hanzo_policy::settings::{merge, parse_settings, CliOverrides, TierFile};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -19,9 +19,9 @@ pub fn run(case: &Value) -> Result<(), String> {
     let mut files = Vec::new();
     let mut warnings = Vec::new();
     for (tier, key, name) in [
-        (Tier::User, "user", USER_FILE),
-        (Tier::Project, "project", PROJECT_FILE),
-        (Tier::Local, "local", LOCAL_FILE),
+        (Scope::User, "user", USER_FILE),
+        (Scope::Project, "project", PROJECT_FILE),
+        (Scope::Local, "local", LOCAL_FILE),
     ] {
         let Some(v) = case.get(key) else { continue };
         let text = serde_json::to_string_pretty(v).map_err(|e| e.to_string())?;

@@ -11,6 +11,7 @@ use std::path::Path;
 mod backoff;
 mod config_merge;
 mod ipc_frames;
+mod mcp_normalization;
 mod oauth_pkce;
 mod permission_policy;
 mod session_compaction;
@@ -56,6 +57,7 @@ pub const DOMAINS: &[(&str, CaseFn)] = &[
     ("config-merge", config_merge::run),
     ("session-compaction", session_compaction::run),
     ("oauth-pkce", oauth_pkce::run),
+    ("mcp-normalization", mcp_normalization::run),
 ];
 
 fn domain_fn(domain: &str) -> Option<CaseFn> {

@@ -15,6 +15,7 @@ use hanzo_ipc::roles::{
 };
 use hanzo_ipc::transport::{self, IpcError, DIRECT_FD, SUPERVISOR_FD};
 use hanzo_ipc::Role;
+use hanzo_policy::isolation::IsolationMode;
 use hanzo_policy::profile::{profile_for, ProfileContext};
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -102,6 +103,9 @@ impl Fault {
 pub struct WorkerOptions {
     pub role: Role,
     pub ctx: ProfileContext,
+    /// How much isolation the role must set up for itself (the tools worker enters tier B unless
+    /// this is `tier-a`, and refuses to start without it when `strict`).
+    pub isolation: IsolationMode,
     pub fault: Option<Fault>,
 }
 
@@ -118,6 +122,10 @@ impl WorkerOptions {
         push("--workspace", &self.ctx.workspace);
         push("--config-dir", &self.ctx.config_dir);
         push("--run-dir", &self.ctx.run_dir);
+        if self.isolation != IsolationMode::default() {
+            args.push("--isolation".into());
+            args.push(self.isolation.as_str().into());
+        }
         if let Some(f) = self.fault {
             args.push("--fault".into());
             args.push(f.name().into());
@@ -131,6 +139,7 @@ impl WorkerOptions {
         let mut opts = WorkerOptions {
             role,
             ctx: ProfileContext::default(),
+            isolation: IsolationMode::default(),
             fault: None,
         };
         let mut it = rest.iter();
@@ -140,6 +149,10 @@ impl WorkerOptions {
                 "--workspace" => opts.ctx.workspace = Some(value.into()),
                 "--config-dir" => opts.ctx.config_dir = Some(value.into()),
                 "--run-dir" => opts.ctx.run_dir = Some(value.into()),
+                "--isolation" => {
+                    opts.isolation = IsolationMode::parse(value)
+                        .ok_or_else(|| format!("unknown isolation mode {value:?}"))?
+                }
                 "--fault" => {
                     opts.fault = Some(
                         Fault::parse(value).ok_or_else(|| format!("unknown fault {value:?}"))?,
@@ -381,6 +394,7 @@ mod tests {
                 config_dir: None,
                 run_dir: Some("/tmp/r".into()),
             },
+            isolation: IsolationMode::Strict,
             fault: Some(Fault::OversizedFrame),
         };
         assert_eq!(WorkerOptions::parse(&opts.to_args()), Ok(opts));

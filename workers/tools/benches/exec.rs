@@ -19,10 +19,11 @@ use hanzo_ipc::frame::DEFAULT_MAX_FRAME;
 use hanzo_ipc::roles::tools::{Request, Response, ToolCall, ToolsProtocol};
 use hanzo_ipc::transport;
 use hanzo_ipc::Role;
+use hanzo_policy::isolation::IsolationMode;
 use hanzo_policy::profile::ProfileContext;
 use hanzo_sandbox::spawn::{configure_command, ChildSetup};
 use hanzo_tools::limits::Limits;
-use hanzo_tools::oneshot::{self, OneShot, Tier};
+use hanzo_tools::oneshot::{self, OneShot};
 use hanzo_worker::WorkerOptions;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -42,7 +43,11 @@ fn main() {
             std::process::exit(code);
         }
         Some(ONESHOT) => {
-            let isolation = if args[2] == "b" { Tier::B } else { Tier::A };
+            let isolation = if args[2] == "b" {
+                IsolationMode::Strict
+            } else {
+                IsolationMode::TierA
+            };
             let spec = OneShot {
                 isolation,
                 workspace: PathBuf::from(&args[3]),
@@ -172,6 +177,7 @@ async fn start_worker(
             config_dir: None,
             run_dir: Some(run.canonicalize().expect("canon")),
         },
+        isolation: Default::default(),
         fault: None,
     };
     let (ours, theirs) = transport::socketpair().expect("socketpair");

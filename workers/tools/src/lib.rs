@@ -22,7 +22,7 @@ pub mod search;
 pub mod worker;
 
 pub use defs::definitions;
-pub use worker::{worker_main, worker_main_with, Isolation};
+pub use worker::worker_main;
 
 use exec::{ExecConfig, Exit};
 use hanzo_ipc::roles::tools::{ToolCall, ToolResult};

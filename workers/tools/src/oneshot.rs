@@ -16,6 +16,7 @@ use crate::exec::ExecConfig;
 use crate::limits::Limits;
 use hanzo_ipc::attest::LandlockStatus;
 use hanzo_ipc::Role;
+use hanzo_policy::isolation::{IsolationMode, Tier};
 use hanzo_policy::profile::{profile_for, FsAccess, PathGrant, ProfileContext, SandboxProfile};
 use hanzo_sandbox::namespaces::{self, NamespaceError, Side, TierB};
 use std::ffi::OsString;
@@ -65,17 +66,6 @@ pub enum OneShotError {
     },
 }
 
-/// Which tier a one-shot run asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tier {
-    /// Landlock, seccomp, no capabilities, rlimits.
-    A,
-    /// Tier A inside user, mount, pid, net and ipc namespaces; fail when they cannot be made.
-    B,
-    /// B when the kernel lets us create the namespaces, else A.
-    Auto,
-}
-
 /// The variable that tells a command which tier it runs under (`A` or `B`).
 pub const TIER_ENV: &str = "HANZO_SANDBOX_TIER";
 
@@ -90,7 +80,7 @@ pub struct OneShot {
     /// Extra environment variables for the command (secrets are dropped).
     pub extra_env: Vec<(String, String)>,
     pub limits: Limits,
-    pub isolation: Tier,
+    pub isolation: IsolationMode,
     pub command: Vec<OsString>,
 }
 
@@ -208,8 +198,8 @@ pub fn run(spec: &OneShot) -> Result<i32, OneShotError> {
     let profile = tools_profile(&ctx, &allow_write, &allow_read);
     spec.limits.apply_all_process_wide()?;
     let tier_b = match spec.isolation {
-        Tier::A => false,
-        Tier::B | Tier::Auto => {
+        IsolationMode::TierA => false,
+        IsolationMode::Strict | IsolationMode::Auto => {
             let kept: Vec<PathBuf> = allow_write.iter().chain(&allow_read).cloned().collect();
             let mut cfg = TierB::for_workspace(&workspace, Some(&run_dir.0), &kept);
             // The waiting original process removes the private directory through this fd.
@@ -219,7 +209,7 @@ pub fn run(spec: &OneShot) -> Result<i32, OneShotError> {
                 Ok(Side::Parent { status }) => return Ok(status),
                 Ok(Side::Child) => true,
                 // `unshare` failing changes nothing: auto goes on with tier A.
-                Err(NamespaceError::Unshare(_)) if spec.isolation == Tier::Auto => false,
+                Err(NamespaceError::Unshare(_)) if spec.isolation == IsolationMode::Auto => false,
                 Err(e) => return Err(OneShotError::Namespaces(e)),
             }
         }
@@ -243,7 +233,7 @@ pub fn run(spec: &OneShot) -> Result<i32, OneShotError> {
     exec.extra_env = spec.extra_env.clone();
     exec.extra_env.push((
         TIER_ENV.to_string(),
-        if tier_b { "B" } else { "A" }.to_string(),
+        if tier_b { Tier::B } else { Tier::A }.to_string(),
     ));
     exec.prepare_dirs().map_err(OneShotError::RunDir)?;
     // The caller's directory when it is inside the workspace, else the workspace.

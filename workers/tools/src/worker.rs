@@ -6,6 +6,7 @@ use hanzo_ipc::channel::{Handler, ItemSink};
 use hanzo_ipc::proto::{RemoteError, RemoteErrorKind};
 use hanzo_ipc::roles::tools::{HookCall, Item, PreHookReply, Request, Response, ToolsProtocol};
 use hanzo_policy::hooks::PreHookVerdict;
+use hanzo_policy::isolation::IsolationMode;
 use hanzo_sandbox::namespaces::{self, Side, TierB};
 use hanzo_worker::{handle_common, WorkerOptions};
 use tokio::io::AsyncWrite;
@@ -138,35 +139,22 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Handler<ToolsProtocol, W> for Tools
     }
 }
 
-/// How much isolation the tools worker sets up for itself and its commands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Isolation {
-    /// Tier A only: Landlock, seccomp, no capabilities, rlimits.
-    TierA,
-    /// Tier B or nothing: the worker exits with `CONFINE_FAILED` when namespaces cannot be set up.
-    TierB,
-    /// Tier B when the kernel offers user namespaces, else tier A.
-    Auto,
-}
-
-/// The tools worker's `main` with `Isolation::Auto`.
-pub fn worker_main(opts: WorkerOptions) -> i32 {
-    worker_main_with(opts, Isolation::Auto)
-}
-
 /// The tools worker's `main`: lower the process-wide limits, enter tier B's namespaces (before
-/// confinement: seccomp refuses `unshare` and `mount`) and fork the tier-B command launcher, then
-/// confine, handshake and serve (`hanzo_worker::run_with`). Returns the process exit code.
-pub fn worker_main_with(opts: WorkerOptions, isolation: Isolation) -> i32 {
+/// confinement: seccomp refuses `unshare` and `mount`) unless `opts.isolation` is `tier-a`, and
+/// fork the tier-B command launcher, then confine, handshake and serve
+/// (`hanzo_worker::run_with`). With `strict`, a worker that cannot enter tier B exits with
+/// `CONFINE_FAILED` rather than run weaker. Returns the process exit code.
+pub fn worker_main(opts: WorkerOptions) -> i32 {
+    let isolation = opts.isolation;
     let limits = Limits::default();
     if let Err(e) = limits.apply_process_wide() {
         eprintln!("hanzo-dev tools worker: cannot set resource limits: {e}");
         return hanzo_worker::exit::CONFINE_FAILED;
     }
     let tier_b = match isolation {
-        Isolation::TierA => false,
-        Isolation::TierB => true,
-        Isolation::Auto => {
+        IsolationMode::TierA => false,
+        IsolationMode::Strict => true,
+        IsolationMode::Auto => {
             opts.ctx.workspace.is_some() && hanzo_sandbox::doctor::probe_kernel().tier_b().is_ok()
         }
     };

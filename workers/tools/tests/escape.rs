@@ -10,8 +10,9 @@
 //! A custom harness (`harness = false`): confinement needs a process of its own, and libtest would
 //! run tests on threads.
 
+use hanzo_policy::isolation::IsolationMode;
 use hanzo_tools::limits::Limits;
-use hanzo_tools::oneshot::{self, OneShot, Tier};
+use hanzo_tools::oneshot::{self, OneShot};
 use std::ffi::OsString;
 use std::io::{ErrorKind, Read};
 use std::net::{TcpListener, UdpSocket};
@@ -46,7 +47,11 @@ fn child(args: &[OsString]) -> i32 {
         allow_read,
         extra_env: Vec::new(),
         limits,
-        isolation: if tier == "b" { Tier::B } else { Tier::A },
+        isolation: if tier == "b" {
+            IsolationMode::Strict
+        } else {
+            IsolationMode::TierA
+        },
         command: args[5..].to_vec(),
     };
     match oneshot::run(&spec) {

@@ -11,6 +11,7 @@ use hanzo_ipc::frame::DEFAULT_MAX_FRAME;
 use hanzo_ipc::roles::tools::{Item, Request, Response, ToolCall, ToolResult, ToolsProtocol};
 use hanzo_ipc::transport;
 use hanzo_ipc::Role;
+use hanzo_policy::isolation::IsolationMode;
 use hanzo_policy::profile::ProfileContext;
 use hanzo_sandbox::spawn::{configure_command, ChildSetup};
 use hanzo_worker::WorkerOptions;
@@ -27,12 +28,8 @@ type ToolsClient = Client<ToolsProtocol, OwnedWriteHalf>;
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some(WORKER) {
-        let isolation = match std::env::var("TEST_TOOLS_TIER").as_deref() {
-            Ok("a") => hanzo_tools::Isolation::TierA,
-            _ => hanzo_tools::Isolation::Auto,
-        };
         let code = match WorkerOptions::parse(&args[2..]) {
-            Ok(opts) => hanzo_tools::worker_main_with(opts, isolation),
+            Ok(opts) => hanzo_tools::worker_main(opts),
             Err(e) => {
                 eprintln!("{e}");
                 64
@@ -80,6 +77,11 @@ async fn start(tier: &str) -> Worker {
             config_dir: None,
             run_dir: Some(run.path().canonicalize().expect("canon")),
         },
+        isolation: if tier == "a" {
+            IsolationMode::TierA
+        } else {
+            IsolationMode::Auto
+        },
         fault: None,
     };
     let (ours, theirs) = transport::socketpair().expect("socketpair");
@@ -91,7 +93,6 @@ async fn start(tier: &str) -> Worker {
         // Worse than the supervisor ever does (it gives workers an allow-listed environment):
         // a secret in the worker's own environment must still not reach a command.
         .env("HANZO_CANARY_API_KEY", CANARY)
-        .env("TEST_TOOLS_TIER", tier)
         .stdin(Stdio::null())
         .current_dir("/");
     configure_command(
