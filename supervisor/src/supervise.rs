@@ -141,9 +141,11 @@ mod tests {
         let t0 = Instant::now();
         assert!(!i.exceeded_after(t0));
         assert!(!i.exceeded_after(t0 + Duration::from_secs(1)));
-        // A third crash 11 s after the first: the first has left the window.
-        assert!(!i.exceeded_after(t0 + Duration::from_secs(11)));
-        assert!(i.exceeded_after(t0 + Duration::from_secs(12)));
+        // 12 s after the first: both earlier crashes have left the window.
+        assert!(!i.exceeded_after(t0 + Duration::from_secs(12)));
+        assert!(!i.exceeded_after(t0 + Duration::from_secs(13)));
+        // A third crash within 10 s: more than `max`.
+        assert!(i.exceeded_after(t0 + Duration::from_secs(14)));
     }
 
     #[tokio::test]
