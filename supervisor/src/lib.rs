@@ -10,9 +10,12 @@ pub mod pair;
 pub mod secrets;
 pub mod spawner;
 pub mod startup;
+pub mod term;
 pub mod tree;
+pub mod userfile;
 pub mod vectors;
 pub mod worker;
+pub mod workspace;
 
 /// The hidden first argument that turns this binary into a worker.
 pub const WORKER_ENTRY: &str = "__worker";

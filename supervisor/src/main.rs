@@ -38,10 +38,7 @@ fn main() -> ExitCode {
     cli::init_logging(&cli.global);
     let code = match cli::run(cli, env) {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            cli::exit::USAGE
-        }
+        Err(e) => cli::exit::report(&e),
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }

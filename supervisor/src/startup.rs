@@ -32,7 +32,8 @@ fn lookup<'a>(env: &'a StartEnv, name: &str) -> Option<&'a str> {
 
 /// `$XDG_CONFIG_HOME/hanzo`, else `$HOME/.config/hanzo`.
 pub fn config_dir(env: &StartEnv) -> Option<PathBuf> {
-    if let Some(x) = lookup(env, "XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+    // The XDG rule: a relative value is ignored.
+    if let Some(x) = lookup(env, "XDG_CONFIG_HOME").filter(|v| Path::new(v).is_absolute()) {
         return Some(PathBuf::from(x).join("hanzo"));
     }
     lookup(env, "HOME").map(|h| PathBuf::from(h).join(".config").join("hanzo"))

@@ -13,8 +13,8 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// HIP-0301 §4's default model.
-pub const DEFAULT_MODEL: &str = "claude-sonnet-4-20250514";
+/// HIP-0301 §4's default model: the provider table's (`hanzo_ipc::roles::providers`).
+pub const DEFAULT_MODEL: &str = hanzo_ipc::roles::providers::DEFAULT_MODEL;
 
 /// The environment tier: variable → the setting it sets. Empty values count as unset.
 pub const ENV_VARS: &[(&str, &str)] = &[
