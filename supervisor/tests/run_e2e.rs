@@ -337,7 +337,7 @@ fn isolation_strict_runs_on_this_machine_and_is_recorded() {
 }
 
 #[test]
-fn usage_errors_exit_2_with_a_message() {
+fn usage_errors_exit_2_and_a_missing_agent_4_with_a_message() {
     let env = Env::new();
     let out = env
         .command(&["run", "--agent", "nobody", "--replay", "/nonexistent", "x"])
@@ -350,7 +350,7 @@ fn usage_errors_exit_2_with_a_message() {
         .command(&["run", "--agent", "nobody", "--replay", &c, "x"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no agent named \"nobody\""));
     let out = env.command(&["run", "x"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "no credential");

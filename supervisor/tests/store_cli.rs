@@ -200,7 +200,7 @@ fn agents_create_list_show_delete() {
         "deleted agent reviewer from org local (its past runs stay on record)\n"
     );
     let o = hanzo(d, &["agents", "show", "reviewer"]);
-    expect_code(&o, 1);
+    expect_code(&o, 4);
     assert!(
         stderr(&o).contains(r#"no agent named "reviewer" in org local"#),
         "{}",
@@ -362,14 +362,14 @@ fn agents_error_paths() {
         stderr(&o)
     );
     let o = hanzo(d, &["agents", "delete", "ghost"]);
-    expect_code(&o, 1);
+    expect_code(&o, 4);
     assert!(
         stderr(&o).contains(r#"no agent named "ghost" in org local"#),
         "{}",
         stderr(&o)
     );
     let o = hanzo(d, &["agents", "show", "ghost", "--json"]);
-    expect_code(&o, 1);
+    expect_code(&o, 4);
     assert!(o.stdout.is_empty());
 
     // An org that would escape the data directory.
@@ -771,7 +771,7 @@ fn runs_list_show_export_and_interrupted_runs() {
         vec!["runs", "export", "99"],
     ] {
         let o = hanzo(d, &args);
-        expect_code(&o, 1);
+        expect_code(&o, 4);
         assert!(
             stderr(&o).contains("no run 99 in org local"),
             "{}",
@@ -780,7 +780,7 @@ fn runs_list_show_export_and_interrupted_runs() {
         assert!(o.stdout.is_empty());
     }
     let o = hanzo(d, &["runs", "show", &id, "--org", "other"]);
-    expect_code(&o, 1);
+    expect_code(&o, 4);
     assert!(
         stderr(&o).contains(&format!("no run {id} in org other")),
         "{}",
