@@ -7,8 +7,14 @@ need_apt=()
 for tool in git python3 sh; do
     command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
 done
-# bubblewrap is only used by the sandbox benchmark for comparison.
+# bubblewrap is only used by the sandbox benchmark for comparison; strace by
+# scripts/seccomp-trace.py, which derives the workers' seccomp allow-lists from a test run;
+# setpriv (util-linux) and useradd (passwd) by the tests that run `hanzo-dev sandbox` as a
+# non-root user.
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
+command -v strace >/dev/null 2>&1 || need_apt+=(strace)
+command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
+command -v useradd >/dev/null 2>&1 || need_apt+=(passwd)
 if [ "${#need_apt[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
     pkgs=()
     for t in "${need_apt[@]}"; do
@@ -20,7 +26,7 @@ if [ "${#need_apt[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
     done
     echo "setup: installing ${pkgs[*]}"
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}") \
-        || echo "setup: could not install ${pkgs[*]} (continuing; only benchmarks need bubblewrap)"
+        || echo "setup: could not install ${pkgs[*]} (continuing; only the benchmarks need bubblewrap, only scripts/seccomp-trace.py strace)"
 fi
 
 if ! cargo nextest --version >/dev/null 2>&1; then

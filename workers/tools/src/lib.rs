@@ -3,9 +3,9 @@
 //!
 //! [`definitions`] is the one place tool definitions come from; [`Tools::run`] executes a call;
 //! [`worker_main`] is the worker process; [`oneshot`] runs a single command under the same
-//! confinement (`hanzo-dev sandbox`). Every command runs under a keeper that kills all it started
-//! ([`exec`]); in tier B commands are started by the [`launcher`], which gives them loopback
-//! networking the worker itself does not have.
+//! confinement (`hanzo-dev sandbox`). Every command, hook and (later) server starts through the
+//! one [`runner`] — in the worker, through its [`launcher`], forked before the worker confines
+//! itself — under a keeper that kills all it started and a confinement of its own.
 #![forbid(unsafe_code)]
 
 pub mod defs;
@@ -14,10 +14,11 @@ pub mod files;
 pub mod hooks;
 pub mod launcher;
 pub mod limits;
-pub mod nosocket;
 pub mod oneshot;
 pub mod patch;
 pub mod paths;
+pub mod protect;
+pub mod runner;
 pub mod search;
 pub mod worker;
 
@@ -26,7 +27,11 @@ pub use worker::worker_main;
 
 use exec::{ExecConfig, Exit};
 use hanzo_ipc::roles::tools::{ToolCall, ToolResult};
+use hanzo_ipc::Role;
+use hanzo_policy::isolation::Tier;
+use hanzo_policy::profile::ProfileContext;
 use paths::Roots;
+use runner::Runner;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -59,6 +64,7 @@ pub enum SetupError {
 pub struct Tools {
     roots: Arc<Roots>,
     exec: Arc<ExecConfig>,
+    runner: Arc<Runner>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -70,30 +76,57 @@ struct BashInput {
 
 impl Tools {
     /// Tools over `workspace` (plus `extra_write` roots), with commands' `HOME` and `TMPDIR` in
-    /// `run_dir` (created here).
+    /// `run_dir` (created here), in tier A, their commands started by the worker's launcher or,
+    /// outside a worker, from this process ([`Runner::shared`]).
     pub fn new(
         workspace: &Path,
         run_dir: &Path,
         extra_write: &[PathBuf],
         limits: &limits::Limits,
     ) -> Result<Tools, SetupError> {
+        Tools::in_tier(workspace, run_dir, extra_write, limits, Tier::A)
+    }
+
+    /// [`Tools::new`] for commands in `tier`.
+    pub fn in_tier(
+        workspace: &Path,
+        run_dir: &Path,
+        extra_write: &[PathBuf],
+        limits: &limits::Limits,
+        tier: Tier,
+    ) -> Result<Tools, SetupError> {
         let roots = Roots::new(workspace, extra_write).map_err(|source| SetupError::Workspace {
             path: workspace.to_path_buf(),
             source,
         })?;
-        let exec = ExecConfig::new(
+        let mut exec = ExecConfig::new(
             roots.workspace().to_path_buf(),
             run_dir.to_path_buf(),
             limits.command_rlimits(),
         );
+        exec.tier = tier;
         exec.prepare_dirs().map_err(|source| SetupError::RunDir {
             path: run_dir.to_path_buf(),
             source,
         })?;
+        let runner = Runner::shared(
+            Role::Tools,
+            ProfileContext {
+                workspace: Some(roots.workspace().to_path_buf()),
+                run_dir: Some(run_dir.to_path_buf()),
+                ..ProfileContext::default()
+            },
+        );
         Ok(Tools {
             roots: Arc::new(roots),
             exec: Arc::new(exec),
+            runner,
         })
+    }
+
+    /// The runner that starts this worker's commands and hooks.
+    pub fn runner(&self) -> &Arc<Runner> {
+        &self.runner
     }
 
     pub fn roots(&self) -> &Roots {
@@ -166,10 +199,11 @@ impl Tools {
             .map(Duration::from_millis)
             .unwrap_or(exec::DEFAULT_TIMEOUT)
             .min(exec::MAX_TIMEOUT);
-        let outcome = match exec::run(&self.exec, &input.command, timeout, on_chunk).await {
-            Ok(o) => o,
-            Err(e) => return ToolResult::err(format!("cannot run the command: {e}")),
-        };
+        let outcome =
+            match exec::run(&self.runner, &self.exec, &input.command, timeout, on_chunk).await {
+                Ok(o) => o,
+                Err(e) => return ToolResult::err(format!("cannot run the command: {e}")),
+            };
         let (trailer, error) = match outcome.exit {
             Exit::Code(0) => ("[exit code 0]".to_string(), None),
             Exit::Code(c) => (format!("[exit code {c}]"), Some(format!("exit code {c}"))),
@@ -184,7 +218,7 @@ impl Tools {
             }
             Exit::TimedOut => {
                 let msg = format!(
-                    "timed out after {} ms; the command and its process group were killed",
+                    "timed out after {} ms; the command and every process it started were killed",
                     timeout.as_millis()
                 );
                 (format!("[{msg}]"), Some(msg))

@@ -118,7 +118,7 @@ impl Roots {
             // also binds these read-only for commands (when they exist when the worker starts);
             // the file tools refuse them in every tier, existing or not.
             if let Ok(rel) = canonical.strip_prefix(&self.workspace) {
-                if let Some(p) = hanzo_sandbox::namespaces::PROTECTED_IN_WORKSPACE
+                if let Some(p) = hanzo_policy::profile::PROTECTED_IN_WORKSPACE
                     .iter()
                     .find(|p| rel.starts_with(p))
                 {

@@ -1,11 +1,14 @@
 //! The escape battery: every attempt is a real process run under the tools confinement (the same
-//! path `hanzo-dev sandbox` takes: this binary re-executes itself, confines that fresh
-//! single-threaded process with the tools profile and runs the attempt as its child), and every
-//! attempt must fail — with the kernel's answer checked where there is one, and the target checked
-//! untouched afterwards. A secret canary sits in the sandbox process's environment, in a fake
-//! `~/.ssh` key and in a credential file under `XDG_CONFIG_HOME`; it must never appear in any
-//! attempt's output. Ordinary work (`git status`, `python3 -c`, `cargo build --offline`) must still
-//! succeed.
+//! path `hanzo-dev sandbox` takes: this binary re-executes itself as a fresh single-threaded
+//! process that runs `hanzo_tools::oneshot::run`, which starts the attempt through the runner),
+//! and every attempt must fail — with the kernel's answer checked where there is one, and the
+//! target checked untouched afterwards. A secret canary sits in the sandbox process's
+//! environment, in a fake `~/.ssh` key, in a credential file under `XDG_CONFIG_HOME` and in a
+//! fake SSH host key under `/etc/ssh`; it must never appear in any attempt's output. Ordinary
+//! work (`git status`, `python3 -c`, `cargo build --offline`) must still succeed. Both tiers run
+//! the whole battery; what only tier B promises (the read-only host, protected git paths, a
+//! private `/tmp`, hidden configuration inside the workspace) is checked in tier B, and what
+//! tier A must refuse instead is checked there.
 //!
 //! A custom harness (`harness = false`): confinement needs a process of its own, and libtest would
 //! run tests on threads.
@@ -25,17 +28,31 @@ const CANARY: &str = "sk-canary-HANZO-7d41c2";
 const PY: &str = "/usr/bin/python3";
 
 /// The sandboxed side: `__sandbox WORKSPACE AS_BYTES READ_PATHS(:-separated or -) TIER(a|b) --
-/// CMD…`.
+/// CMD…`; bounds and hidden paths from `HANZO_TEST_*` variables (which the command's own
+/// allow-listed environment never carries).
 fn child(args: &[OsString]) -> i32 {
     let s = |i: usize| args.get(i).map(|a| a.to_string_lossy().into_owned());
     let (Some(ws), Some(as_bytes), Some(reads), Some(tier)) = (s(0), s(1), s(2), s(3)) else {
         eprintln!("bad child arguments");
         return 100;
     };
-    let limits = Limits {
+    let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let mut limits = Limits {
         address_space: as_bytes.parse().ok().or(Limits::default().address_space),
         ..Limits::default()
     };
+    if let Some(t) = var("HANZO_TEST_TMP_SIZE") {
+        limits.tmp_size = t;
+    }
+    if let Some(m) = var("HANZO_TEST_MAX_MEMORY") {
+        limits.cgroup.max_memory = Some(m);
+    }
+    if let Some(p) = var("HANZO_TEST_MAX_PIDS") {
+        limits.cgroup.max_pids = Some(p);
+    }
+    let hidden: Vec<PathBuf> = std::env::var("HANZO_TEST_HIDDEN")
+        .map(|h| h.split(':').map(PathBuf::from).collect())
+        .unwrap_or_default();
     let allow_read = if reads == "-" {
         Vec::new()
     } else {
@@ -52,6 +69,8 @@ fn child(args: &[OsString]) -> i32 {
         } else {
             IsolationMode::TierA
         },
+        hidden,
+        allow_dangerous_workspace: std::env::var_os("HANZO_TEST_FORCE").is_some(),
         command: args[5..].to_vec(),
     };
     match oneshot::run(&spec) {
@@ -71,6 +90,18 @@ struct Fixture {
     out: PathBuf,
     home: PathBuf,
     xdg: PathBuf,
+    /// A file outside every grant that stays visible in tier B (not under a hidden directory,
+    /// as the temporary root is), for the metadata attacks.
+    canary: Canary,
+}
+
+/// A file removed when dropped.
+struct Canary(PathBuf);
+
+impl Drop for Canary {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 impl Fixture {
@@ -108,6 +139,23 @@ impl Fixture {
         assert!(git.success());
         std::fs::create_dir_all(ws.join(".hanzo")).expect("mkdir .hanzo");
         std::fs::write(ws.join(".hanzo/settings.json"), "{}\n").expect("settings");
+        // A husky-style hooks directory the repository's configuration points at.
+        std::fs::create_dir_all(ws.join(".husky")).expect("mkdir .husky");
+        let hooks = Command::new("git")
+            .args(["config", "core.hooksPath", ".husky"])
+            .current_dir(&ws)
+            .status()
+            .expect("git config");
+        assert!(hooks.success());
+        let exe = std::env::current_exe().expect("exe");
+        let canary = Canary(exe.parent().expect("a directory").join(format!(
+            "hanzo-escape-canary-{}-{}",
+            std::process::id(),
+            u8::from(tier_b)
+        )));
+        std::fs::write(&canary.0, "canary\n").expect("canary");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&canary.0, std::fs::Permissions::from_mode(0o644)).expect("chmod");
         Fixture {
             tier_b,
             _root: root_dir,
@@ -116,40 +164,85 @@ impl Fixture {
             out,
             home,
             xdg,
+            canary,
         }
     }
 
     /// Run `sh -c cmd` sandboxed; returns (exit code, combined output).
     fn sandbox(&self, cmd: &str, as_bytes: Option<u64>, reads: &[PathBuf]) -> (i32, String) {
-        let reads = if reads.is_empty() {
+        let mut call = self.call(cmd);
+        call.as_bytes = as_bytes;
+        call.reads = reads.to_vec();
+        call.go()
+    }
+
+    /// A sandboxed `sh -c cmd` to adjust before running it.
+    fn call(&self, cmd: &str) -> Call<'_> {
+        Call {
+            fx: self,
+            cmd: cmd.to_string(),
+            as_bytes: None,
+            reads: Vec::new(),
+            workspace: self.ws.clone(),
+            env: Vec::new(),
+        }
+    }
+}
+
+/// One sandboxed command and what it runs with.
+struct Call<'a> {
+    fx: &'a Fixture,
+    cmd: String,
+    as_bytes: Option<u64>,
+    reads: Vec<PathBuf>,
+    workspace: PathBuf,
+    /// `HANZO_TEST_*` settings for the sandbox process.
+    env: Vec<(String, String)>,
+}
+
+impl Call<'_> {
+    fn set(mut self, k: &str, v: impl ToString) -> Self {
+        self.env.push((k.to_string(), v.to_string()));
+        self
+    }
+
+    fn workspace(mut self, ws: &Path) -> Self {
+        self.workspace = ws.to_path_buf();
+        self
+    }
+
+    fn go(self) -> (i32, String) {
+        let reads = if self.reads.is_empty() {
             "-".to_string()
         } else {
-            reads
+            self.reads
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect::<Vec<_>>()
                 .join(":")
         };
+        let fx = self.fx;
         let exe = std::env::current_exe().expect("exe");
         let out = Command::new(exe)
             .arg(CHILD)
-            .arg(&self.ws)
+            .arg(&self.workspace)
             .arg(
-                as_bytes
+                self.as_bytes
                     .map(|b| b.to_string())
                     .unwrap_or_else(|| "-".into()),
             )
             .arg(reads)
-            .arg(if self.tier_b { "b" } else { "a" })
+            .arg(if fx.tier_b { "b" } else { "a" })
             .arg("--")
-            .args(["/bin/sh", "-c", cmd])
+            .args(["/bin/sh", "-c", &self.cmd])
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .env("XDG_CONFIG_HOME", &self.xdg)
+            .env("HOME", &fx.home)
+            .env("XDG_CONFIG_HOME", &fx.xdg)
             .env("HANZO_CANARY_API_KEY", CANARY)
-            .env("SSH_AUTH_SOCK", self.out.join("agent.sock"))
-            .current_dir(&self.ws)
+            .env("SSH_AUTH_SOCK", fx.out.join("agent.sock"))
+            .envs(self.env)
+            .current_dir(&self.workspace)
             .stdin(Stdio::null())
             .output()
             .expect("run the sandbox");

@@ -76,6 +76,7 @@ async fn start(tier: &str) -> Worker {
             workspace: Some(ws.path().canonicalize().expect("canon")),
             config_dir: None,
             run_dir: Some(run.path().canonicalize().expect("canon")),
+            ..ProfileContext::default()
         },
         isolation: if tier == "a" {
             IsolationMode::TierA
@@ -102,6 +103,7 @@ async fn start(tier: &str) -> Worker {
             rlimits: hanzo_policy::profile::profile_for(Role::Tools, &opts.ctx).rlimits,
             parent_pid: std::process::id() as i32,
             new_session: true,
+            join_cgroups: Vec::new(),
         },
     );
     let mut cmd = tokio::process::Command::from(cmd);
