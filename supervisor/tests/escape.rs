@@ -192,6 +192,26 @@ fn recorded_pids(ws: &std::path::Path) -> Vec<i32> {
         .collect()
 }
 
+/// The pid namespace a worker's commands run in: in tier B, that of the namespace's pid 1 (the
+/// child the worker process cloned into it); in tier A, the worker's own.
+fn command_pid_ns(worker_host_pid: u32) -> String {
+    let ns_of = |pid: u32| {
+        std::fs::read_link(format!("/proc/{pid}/ns/pid"))
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    };
+    let own = ns_of(worker_host_pid);
+    std::fs::read_to_string(format!(
+        "/proc/{worker_host_pid}/task/{worker_host_pid}/children"
+    ))
+    .unwrap_or_default()
+    .split_whitespace()
+    .filter_map(|p| p.parse::<u32>().ok())
+    .map(ns_of)
+    .find(|ns| !ns.is_empty() && *ns != own)
+    .unwrap_or(own)
+}
+
 /// The supervisor's tools worker, its workspace, and the pid namespace its commands run in
 /// (`pid_for_children` of the worker process: the namespace tier B made, or the host's).
 struct Tree {
@@ -210,10 +230,7 @@ async fn tools_tree() -> Tree {
         .await
         .expect("hang guard")
         .expect("tools ready");
-    let ns = std::fs::read_link(format!("/proc/{}/ns/pid_for_children", info.pid))
-        .expect("worker pid namespace")
-        .display()
-        .to_string();
+    let ns = command_pid_ns(info.pid);
     let tier = if info.attestation.namespaces.is_empty() {
         "A"
     } else {
