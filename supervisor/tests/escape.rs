@@ -397,3 +397,166 @@ except OSError as e:
         .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock));
     sup.shutdown().await;
 }
+
+// --- The real `hanzo-dev sandbox` binary, attacked the way issue 10 did: through a real
+// terminal (a pty whose slave is the caller's controlling terminal, as in an interactive shell),
+// and as a real non-root user. The terminal is driven by python's `os.openpty` (the test itself
+// stays free of `unsafe`).
+
+/// Opens a pty, starts `hanzo-dev sandbox --isolation MODE -- CMD…` as a session leader with the
+/// slave as its controlling terminal and stdio, and prints a JSON report: the exit status, what
+/// the command wrote (read from the master), and what was left queued as *input* on the
+/// terminal afterwards (read from the slave after a control line written to the master). With
+/// `--interrupt`, waits for `ready` on the master and types ^C.
+const PTY_DRIVER: &str = r#"
+import fcntl, json, os, select, subprocess, sys, termios, time
+exe, mode, interrupt, cmd = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4:]
+master, slave = os.openpty()
+def ctty():
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+p = subprocess.Popen([exe, "sandbox", "--isolation", mode, "--"] + cmd,
+                     stdin=slave, stdout=slave, stderr=slave, preexec_fn=ctty, close_fds=True)
+out = b""
+deadline = time.monotonic() + 60
+typed = False
+while time.monotonic() < deadline:
+    r, _, _ = select.select([master], [], [], 0.1)
+    if r:
+        try:
+            out += os.read(master, 65536)
+        except OSError:
+            pass
+    if interrupt and not typed and b"ready" in out:
+        os.write(master, b"\x03"); typed = True
+    if p.poll() is not None:
+        break
+else:
+    p.kill()
+code = p.wait()
+while select.select([master], [], [], 0.2)[0]:
+    try:
+        chunk = os.read(master, 65536)
+    except OSError:
+        break
+    if not chunk:
+        break
+    out += chunk
+# Whatever the command pushed into the terminal's input queue is read by the next reader of the
+# slave: the caller's shell. A control line typed on the master shows the queue is readable.
+os.write(master, b"control\n")
+time.sleep(0.2)
+os.set_blocking(slave, False)
+queued = b""
+try:
+    while True:
+        c = os.read(slave, 4096)
+        if not c:
+            break
+        queued += c
+except BlockingIOError:
+    pass
+print(json.dumps({"code": code, "out": out.decode("utf-8", "replace"), "queued": queued.decode("utf-8", "replace")}))
+"#;
+
+/// The attack run inside the sandbox: open the controlling terminal, then push a command line
+/// into the terminal's input through each standard descriptor with `TIOCSTI`, and try
+/// `TIOCLINUX`.
+const TIOCSTI_ATTACK: &str = r#"
+import fcntl, os, termios
+r = []
+try:
+    os.open("/dev/tty", os.O_RDWR); r.append("tty=open")
+except OSError as e:
+    r.append("tty=%d" % e.errno)
+for fd in (0, 1, 2):
+    try:
+        for ch in b"echo INJECTED\n":
+            fcntl.ioctl(fd, termios.TIOCSTI, bytes([ch]))
+        r.append("sti%d=ok" % fd)
+    except OSError as e:
+        r.append("sti%d=%d" % (fd, e.errno))
+try:
+    fcntl.ioctl(0, 0x541C, b"\x06\x00")
+    r.append("linux=ok")
+except OSError as e:
+    r.append("linux=%d" % e.errno)
+print("RESULT", " ".join(r))
+"#;
+
+struct PtyRun {
+    code: i64,
+    out: String,
+    queued: String,
+}
+
+fn through_pty(mode: &str, interrupt: bool, cmd: &[&str]) -> PtyRun {
+    let ws = tempfile::tempdir().expect("workspace");
+    let out = std::process::Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(PTY_DRIVER)
+        .arg(env!("CARGO_BIN_EXE_hanzo-dev"))
+        .arg(mode)
+        .arg(if interrupt { "1" } else { "0" })
+        .args(cmd)
+        .current_dir(ws.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run the pty driver (python3)");
+    assert!(
+        out.status.success(),
+        "pty driver failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("driver report");
+    PtyRun {
+        code: v["code"].as_i64().expect("code"),
+        out: v["out"].as_str().expect("out").to_string(),
+        queued: v["queued"].as_str().expect("queued").to_string(),
+    }
+}
+
+/// The isolation modes to attack: tier A always, tier B where the kernel offers it.
+fn modes() -> Vec<&'static str> {
+    let mut m = vec!["tier-a"];
+    match hanzo_sandbox::doctor::probe_kernel().tier_b() {
+        Ok(()) => m.push("strict"),
+        Err(why) => println!("tier B unavailable here ({why}): tier A only"),
+    }
+    m
+}
+
+#[test]
+fn a_command_under_hanzo_dev_sandbox_cannot_push_keystrokes_into_the_callers_terminal() {
+    for mode in modes() {
+        let run = through_pty(mode, false, &["/usr/bin/python3", "-c", TIOCSTI_ATTACK]);
+        let result = run
+            .out
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("RESULT "))
+            .unwrap_or_else(|| panic!("{mode}: no result in {:?}", run.out))
+            .to_string();
+        assert_eq!(run.code, 0, "{mode}: {}", run.out);
+        // No controlling terminal (ENXIO), every TIOCSTI and TIOCLINUX refused by the filter.
+        assert_eq!(
+            result, "tty=6 sti0=1 sti1=1 sti2=1 linux=1",
+            "{mode}: {}",
+            run.out
+        );
+        // Nothing reached the terminal's input: the caller's shell would read only what the
+        // user typed.
+        assert_eq!(
+            run.queued, "control\n",
+            "{mode}: input queued {:?}",
+            run.queued
+        );
+    }
+}
+
+#[test]
+fn ctrl_c_on_the_callers_terminal_still_interrupts_the_command() {
+    for mode in modes() {
+        let run = through_pty(mode, true, &["/bin/sh", "-c", "echo ready; exec sleep 120"]);
+        assert_eq!(run.code, 128 + 2, "{mode}: {}", run.out);
+    }
+}

@@ -175,7 +175,11 @@ pub fn confine_reaper(role: hanzo_ipc::Role) -> Result<(), ConfineError> {
         source,
     })?;
     if let Ok(abi) = sys::landlock_abi() {
-        let (_, created) = ruleset_for(&profile, abi, &mut notes)?;
+        // Signals unscoped: pid 1 forwards the terminal's ^C to pid 2's group, and pid 2's
+        // domain is not nested in this one (pid 1 confines itself after forking it), so a
+        // scoped pid 1 would get EPERM. Pid 1 can name only its own namespace's processes, and
+        // its allow-list has no fork, no exec and no file.
+        let (_, created) = ruleset_scoped(&profile, abi, &mut notes, false)?;
         created.restrict_self()?;
     }
     let filters = seccomp::build(&profile)?;
@@ -282,6 +286,16 @@ pub fn ruleset_for(
     kernel_abi: u32,
     notes: &mut Vec<String>,
 ) -> Result<(Vec<String>, RulesetCreated), ConfineError> {
+    ruleset_scoped(profile, kernel_abi, notes, true)
+}
+
+/// [`ruleset_for`], with signals scoped or not (abstract unix sockets always are from ABI 6).
+fn ruleset_scoped(
+    profile: &SandboxProfile,
+    kernel_abi: u32,
+    notes: &mut Vec<String>,
+    scope_signals: bool,
+) -> Result<(Vec<String>, RulesetCreated), ConfineError> {
     // Every right the running kernel can enforce (capped at the newest ABI this build knows), so
     // the status can honestly be "fully enforced": asking for rights the kernel lacks would
     // always yield "partially".
@@ -299,7 +313,11 @@ pub fn ruleset_for(
     }
     if abi >= ABI::V6 {
         // No connecting to abstract unix sockets and no signals outside the sandbox's domain.
-        ruleset = ruleset.scope(Scope::from_all(abi))?;
+        let mut scopes = Scope::from_all(abi);
+        if !scope_signals {
+            scopes.remove(Scope::Signal);
+        }
+        ruleset = ruleset.scope(scopes)?;
     }
     let mut created = ruleset.create()?;
     let mut grants = Vec::new();

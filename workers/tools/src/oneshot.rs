@@ -167,6 +167,8 @@ fn one_shot_profile(allow_write: &[PathBuf], allow_read: &[PathBuf], tier: Tier)
 /// child): it must be single-threaded, and in tier B it forks into the namespaces.
 pub fn run(spec: &OneShot) -> Result<i32, OneShotError> {
     let (program, _) = spec.command.split_first().ok_or(OneShotError::NoCommand)?;
+    // A ^C typed from now on is held and passed to the command once it runs.
+    hanzo_sandbox::signals::hold();
     let workspace = spec
         .workspace
         .canonicalize()
