@@ -560,3 +560,153 @@ fn ctrl_c_on_the_callers_terminal_still_interrupts_the_command() {
         assert_eq!(run.code, 128 + 2, "{mode}: {}", run.out);
     }
 }
+
+/// The non-root account the tests run `hanzo-dev sandbox` as (created when absent; tests run as
+/// root). Returns (uid, gid).
+fn test_user() -> (u32, u32) {
+    const NAME: &str = "hanzo-sbx";
+    let id = |flag: &str| -> Option<u32> {
+        let out = std::process::Command::new("id")
+            .args([flag, NAME])
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+    };
+    if id("-u").is_none() {
+        // Exit 9: created meanwhile by another test process.
+        let made = std::process::Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--home-dir",
+                "/nonexistent",
+                "--shell",
+                "/usr/sbin/nologin",
+                NAME,
+            ])
+            .status()
+            .expect("useradd (package passwd; ./scripts/setup.sh installs it)");
+        assert!(made.success() || made.code() == Some(9), "useradd: {made}");
+    }
+    (
+        id("-u").expect("the test user's uid"),
+        id("-g").expect("the test user's gid"),
+    )
+}
+
+/// `hanzo-dev sandbox --isolation MODE --workspace WS -- sh -c SCRIPT`, run through `prefix`
+/// (e.g. `setpriv …`), with a clean environment whose `HOME` is `home`: (exit code, stdout,
+/// stderr).
+fn sandbox_via(
+    prefix: &[&str],
+    mode: &str,
+    ws: &std::path::Path,
+    home: &std::path::Path,
+    script: &str,
+) -> (i32, String, String) {
+    let bin = env!("CARGO_BIN_EXE_hanzo-dev");
+    let (program, pre) = prefix
+        .split_first()
+        .map_or((bin, &[][..]), |(p, r)| (*p, r));
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(pre);
+    if !prefix.is_empty() {
+        cmd.arg(bin);
+    }
+    let out = cmd
+        .args(["sandbox", "--isolation", mode, "--workspace"])
+        .arg(ws)
+        .args(["--", "/bin/sh", "-c", script])
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", home)
+        .current_dir(ws)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run hanzo-dev sandbox");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn hanzo_dev_sandbox_works_for_a_real_non_root_user_in_both_tiers() {
+    use std::os::unix::fs::PermissionsExt;
+    let (uid, gid) = test_user();
+    let ws = tempfile::tempdir().expect("workspace");
+    std::os::unix::fs::chown(ws.path(), Some(uid), Some(gid)).expect("chown the workspace");
+    let home = tempfile::tempdir().expect("home");
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let (u, g) = (uid.to_string(), gid.to_string());
+    let setpriv = [
+        "setpriv",
+        "--reuid",
+        u.as_str(),
+        "--regid",
+        g.as_str(),
+        "--clear-groups",
+    ];
+    let script = "echo tier=$HANZO_SANDBOX_TIER uid=$(id -u); echo written > out.txt; \
+                  cat /etc/shadow >/dev/null 2>&1 && echo SHADOW-READ; exit 0";
+    let mut modes = vec![("tier-a", "A")];
+    if hanzo_sandbox::doctor::probe_kernel().tier_b().is_ok() {
+        // Twice: the id maps were written racing pid 1's dumpable flag.
+        modes.push(("strict", "B"));
+        modes.push(("strict", "B"));
+    }
+    for (mode, tier) in modes {
+        let _ = std::fs::remove_file(ws.path().join("out.txt"));
+        let (code, out, err) = sandbox_via(&setpriv, mode, ws.path(), home.path(), script);
+        assert_eq!(code, 0, "{mode} as uid {uid}: {out}{err}");
+        assert!(
+            out.contains(&format!("tier={tier} uid={uid}")),
+            "{mode}: {out}{err}"
+        );
+        assert!(!out.contains("SHADOW-READ"), "{mode}: {out}");
+        use std::os::unix::fs::MetadataExt;
+        let written = std::fs::metadata(ws.path().join("out.txt")).expect("the command's file");
+        assert_eq!(written.uid(), uid, "{mode}: the file belongs to the user");
+    }
+}
+
+#[test]
+fn auto_falls_back_to_tier_a_with_the_reason_when_namespaces_are_refused() {
+    let ws = tempfile::tempdir().expect("workspace");
+    let home = tempfile::tempdir().expect("home");
+    // A user namespace whose own limit on nested user namespaces is 0: creating tier B's fails.
+    let bin = env!("CARGO_BIN_EXE_hanzo-dev");
+    let no_userns = |mode: &str| {
+        let out = std::process::Command::new("unshare")
+            .args(["--user", "--map-root-user", "/bin/sh", "-c"])
+            .arg(format!(
+                "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" sandbox \
+                 --isolation {mode} --workspace \"$1\" -- /bin/sh -c 'echo tier=$HANZO_SANDBOX_TIER'"
+            ))
+            .arg(bin)
+            .arg(ws.path())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", home.path())
+            .current_dir(ws.path())
+            .output()
+            .expect("unshare (util-linux)");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = no_userns("auto");
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out.trim(), "tier=A", "{err}");
+    assert!(
+        err.contains("tier B is unavailable") && err.contains("running in tier A"),
+        "the reason is given: {err}"
+    );
+    let (code, out, err) = no_userns("strict");
+    assert_eq!(code, sandbox::ISOLATION_UNAVAILABLE, "{out}{err}");
+    assert!(out.is_empty(), "nothing ran: {out}");
+    assert!(err.contains("--isolation strict needs tier B"), "{err}");
+}

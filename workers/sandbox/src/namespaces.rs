@@ -289,7 +289,16 @@ pub fn enter_with(cfg: &TierB, pid1: impl FnOnce(bool)) -> Result<Side, Namespac
     let pid = pid as libc::pid_t;
     drop(go_read);
     drop(ready_write);
-    let maps = write_id_maps(pid, uid.as_raw(), gid.as_raw());
+    // Wait until pid 1 is dumpable ("D"): it inherits this process's dumpable flag, and the
+    // supervisor and the one-shot make themselves non-dumpable early, so writing the maps
+    // before pid 1 flipped it would race (a non-root caller then gets EACCES on `setgroups`).
+    let mut dumpable = [0u8; 1];
+    let maps = match ready_read.read_exact(&mut dumpable) {
+        Ok(()) if dumpable[0] == b'D' => write_id_maps(pid, uid.as_raw(), gid.as_raw()),
+        _ => Err(NamespaceError::Setup(
+            "the namespace's first process ended before its id maps were written".to_string(),
+        )),
+    };
     // "G" tells pid 1 to go on; closing without it, to stop.
     let mut go_write = go_write;
     if maps.is_ok() {
@@ -346,6 +355,10 @@ fn pid1_main(
     // Dumpable while the caller writes our maps (a non-dumpable process's /proc files belong to
     // root, which a non-root caller is not); not a moment longer.
     let _ = nix::sys::prctl::set_dumpable(true);
+    if ready.write_all(b"D").is_err() {
+        // SAFETY: _exit ends the process without running anything else.
+        unsafe { libc::_exit(1) }
+    }
     let mut go = go;
     let mut said = [0u8; 1];
     let went = go.read(&mut said).is_ok_and(|n| n == 1 && said[0] == b'G');
