@@ -372,8 +372,8 @@ except OSError as e:
     let (_, info) = sup.tools.ready().await.expect("ready");
     assert_eq!(
         info.attestation.seccomp.sockets,
-        hanzo_ipc::attest::SocketPolicy::UnixOnly,
-        "the worker itself stays unix-only"
+        hanzo_ipc::attest::SocketPolicy::None,
+        "the worker itself creates no socket at all"
     );
     if tier == "B" {
         assert!(res.output.contains("own hello"), "tier B: {res:?}");
