@@ -505,6 +505,10 @@ const STRICT: Requirement = Requirement {
     landlock_when_supported: true,
 };
 
+/// The broker's descriptor budget: each egress tunnel holds two sockets and two pipes (six
+/// descriptors), so the default cap of 256 tunnels per run needs 1536 beside the broker's own.
+pub const BROKER_NOFILE: u64 = 4096;
+
 const BASE_RLIMITS: Rlimits = Rlimits {
     core: 0,
     nofile: 1024,
@@ -553,6 +557,17 @@ fn devices(why: &'static str) -> Vec<PathGrant> {
     fs
 }
 
+/// The profile of tier B's egress forwarder (`hanzo_tools::egress_forward`), the one process in
+/// the tools worker's network namespace that reaches the broker's egress proxy: no file at all,
+/// no socket family at the profile level — and enforcement adds a filter refusing `socket(2)`
+/// altogether (`hanzo_tools::nosocket::deny_socket_creation`), because the forwarder creates
+/// none: it accepts on the listener made for it and passes what it accepts over the control
+/// socket it was given (`accept4`, `sendmsg`, `close`). Its syscalls are the commands' deny-list
+/// (it has no allow-list of its own yet: it runs beside commands, in their namespace).
+pub fn egress_forwarder() -> SandboxProfile {
+    base(Role::Tools, COMMAND_SYSCALLS)
+}
+
 fn base(role: Role, syscalls: Syscalls) -> SandboxProfile {
     SandboxProfile {
         role,
@@ -589,6 +604,10 @@ pub fn profile_for(role: Role, ctx: &ProfileContext) -> SandboxProfile {
                 fs,
                 sockets: SocketPolicy::Any,
                 env_allow: &["SSL_CERT_FILE", "SSL_CERT_DIR"],
+                rlimits: Rlimits {
+                    nofile: BROKER_NOFILE,
+                    ..BASE_RLIMITS
+                },
                 ..base(role, Syscalls::AllowList(allow_list("broker")))
             }
         }

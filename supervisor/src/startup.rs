@@ -103,6 +103,7 @@ pub fn supervisor_config(
         faults,
         kernel_landlock_abi,
         max_in_flight: 64,
+        roles: None,
         isolation: Default::default(),
     };
     Ok((cfg, RunDir(run_dir)))

@@ -5,10 +5,12 @@
 //! [`worker_main`] is the worker process; [`oneshot`] runs a single command under the same
 //! confinement (`hanzo-dev sandbox`). Every command, hook and (later) server starts through the
 //! one [`runner`] — in the worker, through its [`launcher`], forked before the worker confines
-//! itself — under a keeper that kills all it started and a confinement of its own.
+//! itself — under a keeper that kills all it started and a confinement of its own; the
+//! [`egress_forward`]er hands tier B commands' proxy connections to the broker.
 #![forbid(unsafe_code)]
 
 pub mod defs;
+pub mod egress_forward;
 pub mod exec;
 pub mod files;
 pub mod hooks;
