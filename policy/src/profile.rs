@@ -323,19 +323,8 @@ pub fn profile_for(role: Role, ctx: &ProfileContext) -> SandboxProfile {
     }
 }
 
-/// True for variable names that hold secrets and may reach the broker only.
-///
-/// `configured` holds extra exact names from settings.
-pub fn is_secret_env(name: &str, configured: &[String]) -> bool {
-    let upper = name.to_ascii_uppercase();
-    upper.ends_with("_API_KEY")
-        || upper.ends_with("_TOKEN")
-        || upper.ends_with("_SECRET")
-        || upper.contains("PASSWORD")
-        || upper.contains("CREDENTIAL")
-        || upper == "API_KEY"
-        || configured.iter().any(|c| c == name)
-}
+/// Secret variable names (moved to [`crate::secret_names`]; re-exported so callers keep working).
+pub use crate::secret_names::is_secret_env;
 
 #[cfg(test)]
 mod tests {
