@@ -51,8 +51,10 @@ pub struct TierB {
 pub const DEFAULT_HIDE: &[&str] = &["/tmp", "/var/tmp", "/dev/shm", "/run", "/root", "/home"];
 
 /// Paths inside a workspace that tier B makes read-only: what runs later outside the sandbox
-/// (git hooks, git configuration with its `core.hooksPath`/aliases, hanzo's own settings).
-pub const PROTECTED_IN_WORKSPACE: &[&str] = &[".git/hooks", ".git/config", ".hanzo"];
+/// (git hooks, git configuration with its `core.hooksPath`/aliases, hanzo's own settings). The
+/// data lives in `policy`; the complete set (the whole git directory wherever it is, the
+/// effective hooks path, included configuration, …) is `hanzo_tools::paths::protected_paths`.
+pub use hanzo_policy::git::PROTECTED_IN_WORKSPACE;
 
 impl TierB {
     /// The tools worker's set-up for `workspace` and `run_dir` (plus `extra` kept paths).

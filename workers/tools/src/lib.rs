@@ -11,6 +11,7 @@
 pub mod defs;
 pub mod exec;
 pub mod files;
+pub mod git;
 pub mod hooks;
 pub mod launcher;
 pub mod limits;
@@ -24,7 +25,7 @@ pub mod worker;
 pub use defs::definitions;
 pub use worker::worker_main;
 
-use exec::{ExecConfig, Exit};
+use exec::{ExecConfig, ExecOutcome, Exit};
 use hanzo_ipc::roles::tools::{ToolCall, ToolResult};
 use paths::Roots;
 use serde::de::DeserializeOwned;
@@ -59,6 +60,9 @@ pub enum SetupError {
 pub struct Tools {
     roots: Arc<Roots>,
     exec: Arc<ExecConfig>,
+    /// How long a file tool call may take (see [`files::Deadline`]).
+    file_deadline: Duration,
+    git_identity: git::GitIdentity,
 }
 
 #[derive(Debug, Deserialize)]
@@ -93,7 +97,27 @@ impl Tools {
         Ok(Tools {
             roots: Arc::new(roots),
             exec: Arc::new(exec),
+            file_deadline: files::DEFAULT_DEADLINE,
+            git_identity: git::GitIdentity::default(),
         })
+    }
+
+    /// How long each file tool call may take before it is abandoned with an error naming the
+    /// deadline (default [`files::DEFAULT_DEADLINE`]).
+    pub fn with_file_deadline(mut self, deadline: Duration) -> Tools {
+        self.file_deadline = deadline;
+        self
+    }
+
+    /// Who the `git` tool commits as when the repository's own configuration names nobody (the
+    /// supervisor can read the user's identity from their global configuration, which the git
+    /// tool itself never reads). Default: [`git::FALLBACK_NAME`] <[`git::FALLBACK_EMAIL`]>.
+    pub fn with_git_identity(mut self, name: impl Into<String>, email: impl Into<String>) -> Tools {
+        self.git_identity = git::GitIdentity {
+            name: name.into(),
+            email: email.into(),
+        };
+        self
     }
 
     pub fn roots(&self) -> &Roots {
@@ -131,6 +155,12 @@ impl Tools {
             defs::GLOB => self.blocking(&call.input, search::glob).await,
             defs::GREP => self.blocking(&call.input, search::grep).await,
             defs::APPLY_PATCH => self.blocking(&call.input, patch::apply_patch).await,
+            defs::GIT => match parse::<git::GitInput>(&call.input) {
+                Ok(input) => {
+                    return git::run(&self.roots, &self.exec, &self.git_identity, input).await
+                }
+                Err(e) => Err(e),
+            },
             other => Err(format!(
                 "unknown tool {other:?}; the tools are: {}",
                 defs::definitions_json()
@@ -147,17 +177,25 @@ impl Tools {
     }
 
     /// File tools do blocking i/o: off the runtime thread, so a slow one does not stall the
-    /// channel (pings, cancels, other calls).
+    /// channel (pings, cancels, other calls). Each has a deadline: the tool checks it as it goes,
+    /// and a call stuck in the kernel past it (a hung network file system) is abandoned here
+    /// with an error naming the deadline (its thread finishes, or not, on its own).
     async fn blocking<I, F>(&self, input: &str, f: F) -> files::Outcome
     where
         I: DeserializeOwned + Send + 'static,
-        F: FnOnce(&Roots, I) -> files::Outcome + Send + 'static,
+        F: FnOnce(&Roots, I, &files::Deadline) -> files::Outcome + Send + 'static,
     {
         let input: I = parse(input)?;
         let roots = self.roots.clone();
-        tokio::task::spawn_blocking(move || f(&roots, input))
-            .await
-            .map_err(|e| format!("the tool failed: {e}"))?
+        let limit = self.file_deadline;
+        let deadline = files::Deadline::after(limit);
+        let task = tokio::task::spawn_blocking(move || f(&roots, input, &deadline));
+        // The tool's own checks fire at the deadline; this one catches a call stuck in a
+        // syscall, a little later so that a tool's own answer wins when it can give one.
+        match tokio::time::timeout(limit + Duration::from_millis(250), task).await {
+            Ok(joined) => joined.map_err(|e| format!("the tool failed: {e}"))?,
+            Err(_) => Err(files::Deadline::message(limit)),
+        }
     }
 
     async fn bash(&self, input: BashInput, on_chunk: impl FnMut(&[u8])) -> ToolResult {
@@ -170,36 +208,42 @@ impl Tools {
             Ok(o) => o,
             Err(e) => return ToolResult::err(format!("cannot run the command: {e}")),
         };
-        let (trailer, error) = match outcome.exit {
-            Exit::Code(0) => ("[exit code 0]".to_string(), None),
-            Exit::Code(c) => (format!("[exit code {c}]"), Some(format!("exit code {c}"))),
-            Exit::Signal(s) => {
-                let name = nix::sys::signal::Signal::try_from(s)
-                    .map(|s| s.as_str().to_string())
-                    .unwrap_or_else(|_| format!("signal {s}"));
-                (
-                    format!("[killed by {name}]"),
-                    Some(format!("killed by {name}")),
-                )
-            }
-            Exit::TimedOut => {
-                let msg = format!(
-                    "timed out after {} ms; the command and its process group were killed",
-                    timeout.as_millis()
-                );
-                (format!("[{msg}]"), Some(msg))
-            }
-        };
-        let mut output = outcome.output;
-        if !output.is_empty() && !output.ends_with('\n') {
-            output.push('\n');
+        command_result(outcome, timeout)
+    }
+}
+
+/// A command's outcome as a tool result: its output, then a trailer with the exit code, the
+/// signal or the timeout; non-zero, a signal and a timeout are errors.
+pub(crate) fn command_result(outcome: ExecOutcome, timeout: Duration) -> ToolResult {
+    let (trailer, error) = match outcome.exit {
+        Exit::Code(0) => ("[exit code 0]".to_string(), None),
+        Exit::Code(c) => (format!("[exit code {c}]"), Some(format!("exit code {c}"))),
+        Exit::Signal(s) => {
+            let name = nix::sys::signal::Signal::try_from(s)
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_else(|_| format!("signal {s}"));
+            (
+                format!("[killed by {name}]"),
+                Some(format!("killed by {name}")),
+            )
         }
-        output.push_str(&trailer);
-        ToolResult {
-            output,
-            is_error: error.is_some(),
-            error,
+        Exit::TimedOut => {
+            let msg = format!(
+                "timed out after {} ms; the command and its process group were killed",
+                timeout.as_millis()
+            );
+            (format!("[{msg}]"), Some(msg))
         }
+    };
+    let mut output = outcome.output;
+    if !output.is_empty() && !output.ends_with('\n') {
+        output.push('\n');
+    }
+    output.push_str(&trailer);
+    ToolResult {
+        output,
+        is_error: error.is_some(),
+        error,
     }
 }
 
