@@ -181,12 +181,41 @@ pub const MAX_DEPTH: usize = 8;
 
 /// Reads one simple command as the shell would (see the module documentation).
 pub fn analyze(simple_command: &str) -> Analysis {
+    if reads_as_written(simple_command) {
+        return Analysis::default();
+    }
     let mut out = Analysis::default();
     let tokens = lex(simple_command, &mut out.scripts);
     for segment in segments(&tokens) {
         command_readings(&segment, 0, &mut out);
     }
     out
+}
+
+/// The common case, decided without lexing: no character the shell treats specially, single
+/// spaces, and a first word that is a plain program name (not a path, an assignment, a wrapper,
+/// a shell or a reserved word). Such a command reads exactly as written.
+fn reads_as_written(s: &str) -> bool {
+    let plain = s.bytes().all(|b| {
+        b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b' ' | b'-' | b'_' | b'.' | b',' | b':' | b'+' | b'@' | b'%' | b'/' | b'='
+            )
+    });
+    if !plain || s.contains("  ") || s.starts_with(' ') || s.ends_with(' ') {
+        return false;
+    }
+    let first = s.split(' ').next().unwrap_or("");
+    !first.contains(['/', '='])
+        && !RESERVED.contains(&first)
+        && !NOT_A_COMMAND.contains(&first)
+        && !SHELLS.contains(&first)
+        && !matches!(
+            first,
+            "function" | "eval" | "trap" | "su" | "runuser" | "script" | "watch" | "xargs" | "find"
+        )
+        && !WRAPPERS.iter().any(|w| w.names.contains(&first))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1513,6 +1542,42 @@ mod tests {
             "\u{0}",
         ] {
             let _ = analyze(cmd);
+        }
+    }
+
+    #[test]
+    fn plain_commands_take_the_short_way_and_agree_with_the_long_one() {
+        for cmd in [
+            "git status --short",
+            "cargo test -p x",
+            "ls -la src",
+            "grep -rn foo .",
+        ] {
+            assert!(reads_as_written(cmd), "{cmd}");
+            // What the full analysis finds is the command itself, nothing more.
+            let mut full = Analysis::default();
+            let tokens = lex(cmd, &mut full.scripts);
+            for segment in segments(&tokens) {
+                command_readings(&segment, 0, &mut full);
+            }
+            assert_eq!(full.readings.len(), 1, "{cmd}");
+            assert_eq!(full.readings[0].text(), Some(cmd));
+            assert!(full.scripts.is_empty());
+        }
+        for cmd in [
+            "rm  -rf x",
+            "/bin/rm x",
+            "FOO=1 rm",
+            "env rm",
+            "sh -c x",
+            "then rm",
+            "rm $X",
+            "rm 'x'",
+            "rm *",
+            "rm x > y",
+            "eval rm",
+        ] {
+            assert!(!reads_as_written(cmd), "{cmd}");
         }
     }
 
