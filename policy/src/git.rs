@@ -326,6 +326,10 @@ pub fn names_program(e: &ConfigEntry) -> bool {
         ("submodule", "update") => v.starts_with('!'),
         ("trailer", "command" | "cmd") => sub,
         ("remote", "uploadpack" | "receivepack" | "proxy") => sub,
+        ("gc", "recentobjectshook") => true,
+        ("guitool", "cmd") => sub,
+        ("help" | "instaweb", "browser") => true,
+        ("interactive", "difffilter") => true,
         _ => false,
     }
 }
@@ -749,6 +753,8 @@ mod tests {
         assert!(names_program(&entry("pager.log", Some("less"))));
         assert!(!names_program(&entry("pager.log", Some("false"))));
         assert!(names_program(&entry("credential.helper", Some("store"))));
+        assert!(names_program(&entry("gc.recentObjectsHook", Some("./x"))));
+        assert!(names_program(&entry("interactive.diffFilter", Some("x"))));
         assert!(!names_program(&entry("user.name", Some("x/y"))));
     }
 
