@@ -82,7 +82,13 @@ pub struct ReadInput {
     pub limit: Option<usize>,
 }
 
-pub fn read_file(roots: &Roots, input: ReadInput, deadline: &Deadline) -> Outcome {
+/// [`read_file_within`] with the default deadline ([`crate::files::DEFAULT_DEADLINE`]).
+pub fn read_file(roots: &Roots, input: ReadInput) -> Outcome {
+    read_file_within(roots, input, &Deadline::default())
+}
+
+/// The `read_file` tool; gives up with an error once `deadline` has passed.
+pub fn read_file_within(roots: &Roots, input: ReadInput, deadline: &Deadline) -> Outcome {
     let path = roots
         .resolve(&input.path, Intent::Read)
         .map_err(|e| e.to_string())?;
@@ -231,7 +237,13 @@ pub struct WriteInput {
     pub content: String,
 }
 
-pub fn write_file(roots: &Roots, input: WriteInput, deadline: &Deadline) -> Outcome {
+/// [`write_file_within`] with the default deadline ([`crate::files::DEFAULT_DEADLINE`]).
+pub fn write_file(roots: &Roots, input: WriteInput) -> Outcome {
+    write_file_within(roots, input, &Deadline::default())
+}
+
+/// The `write_file` tool; gives up with an error once `deadline` has passed.
+pub fn write_file_within(roots: &Roots, input: WriteInput, deadline: &Deadline) -> Outcome {
     let path = roots
         .resolve(&input.path, Intent::Write)
         .map_err(|e| e.to_string())?;
@@ -254,7 +266,13 @@ pub struct EditInput {
     pub replace_all: bool,
 }
 
-pub fn edit_file(roots: &Roots, input: EditInput, deadline: &Deadline) -> Outcome {
+/// [`edit_file_within`] with the default deadline ([`crate::files::DEFAULT_DEADLINE`]).
+pub fn edit_file(roots: &Roots, input: EditInput) -> Outcome {
+    edit_file_within(roots, input, &Deadline::default())
+}
+
+/// The `edit_file` tool; gives up with an error once `deadline` has passed.
+pub fn edit_file_within(roots: &Roots, input: EditInput, deadline: &Deadline) -> Outcome {
     let path = roots
         .resolve(&input.path, Intent::Write)
         .map_err(|e| e.to_string())?;
@@ -297,7 +315,13 @@ pub struct ListInput {
     pub path: Option<String>,
 }
 
-pub fn list_dir(roots: &Roots, input: ListInput, deadline: &Deadline) -> Outcome {
+/// [`list_dir_within`] with the default deadline ([`crate::files::DEFAULT_DEADLINE`]).
+pub fn list_dir(roots: &Roots, input: ListInput) -> Outcome {
+    list_dir_within(roots, input, &Deadline::default())
+}
+
+/// The `list_dir` tool; gives up with an error once `deadline` has passed.
+pub fn list_dir_within(roots: &Roots, input: ListInput, deadline: &Deadline) -> Outcome {
     let path = roots
         .resolve(input.path.as_deref().unwrap_or("."), Intent::Read)
         .map_err(|e| e.to_string())?;
@@ -368,7 +392,6 @@ mod tests {
                 offset,
                 limit,
             },
-            &Deadline::default(),
         )
     }
 
@@ -422,7 +445,6 @@ mod tests {
                 path: "a/b/c.txt".into(),
                 content: "hi".into(),
             },
-            &Deadline::default(),
         );
         assert_eq!(out, Ok("wrote 2 bytes to a/b/c.txt".into()));
         assert_eq!(
@@ -435,7 +457,6 @@ mod tests {
                 path: "../escape".into(),
                 content: "x".into(),
             },
-            &Deadline::default(),
         )
         .expect_err("refused");
         assert!(e.contains("`..`"), "{e}");
@@ -455,7 +476,6 @@ mod tests {
                     new_string: new.into(),
                     replace_all: all,
                 },
-                &Deadline::default(),
             )
         };
         assert_eq!(
@@ -484,7 +504,7 @@ mod tests {
         fs::write(d.path().join("file"), "").expect("write");
         std::os::unix::fs::symlink("file", d.path().join("link")).expect("symlink");
         assert_eq!(
-            list_dir(&r, ListInput::default(), &Deadline::default()),
+            list_dir(&r, ListInput::default()),
             Ok("dir/\nfile\nlink@".into())
         );
     }

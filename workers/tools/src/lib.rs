@@ -148,13 +148,13 @@ impl Tools {
                 Ok(input) => return self.bash(input, on_chunk).await,
                 Err(e) => Err(e),
             },
-            defs::READ_FILE => self.blocking(&call.input, files::read_file).await,
-            defs::WRITE_FILE => self.blocking(&call.input, files::write_file).await,
-            defs::EDIT_FILE => self.blocking(&call.input, files::edit_file).await,
-            defs::LIST_DIR => self.blocking(&call.input, files::list_dir).await,
-            defs::GLOB => self.blocking(&call.input, search::glob).await,
-            defs::GREP => self.blocking(&call.input, search::grep).await,
-            defs::APPLY_PATCH => self.blocking(&call.input, patch::apply_patch).await,
+            defs::READ_FILE => self.blocking(&call.input, files::read_file_within).await,
+            defs::WRITE_FILE => self.blocking(&call.input, files::write_file_within).await,
+            defs::EDIT_FILE => self.blocking(&call.input, files::edit_file_within).await,
+            defs::LIST_DIR => self.blocking(&call.input, files::list_dir_within).await,
+            defs::GLOB => self.blocking(&call.input, search::glob_within).await,
+            defs::GREP => self.blocking(&call.input, search::grep_within).await,
+            defs::APPLY_PATCH => self.blocking(&call.input, patch::apply_patch_within).await,
             defs::GIT => match parse::<git::GitInput>(&call.input) {
                 Ok(input) => {
                     return git::run(&self.roots, &self.exec, &self.git_identity, input).await
@@ -249,4 +249,30 @@ pub(crate) fn command_result(outcome: ExecOutcome, timeout: Duration) -> ToolRes
 
 fn parse<I: DeserializeOwned>(input: &str) -> Result<I, String> {
     serde_json::from_str(input).map_err(|e| format!("bad tool input: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call stuck in a syscall (a hung network file system, say) cannot check its deadline:
+    /// the worker abandons it, with an error naming the deadline, while its thread finishes on
+    /// its own.
+    #[tokio::test]
+    async fn a_call_stuck_past_its_deadline_is_abandoned_naming_it() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let run = tempfile::tempdir().expect("tempdir");
+        let tools = Tools::new(ws.path(), run.path(), &[], &limits::Limits::default())
+            .expect("tools")
+            .with_file_deadline(Duration::from_millis(50));
+        let r = tools
+            .blocking::<serde_json::Value, _>("{}", |_, _, _| {
+                // Ignores its deadline, as a blocked read would.
+                std::thread::sleep(Duration::from_millis(800));
+                Ok("finished".to_string())
+            })
+            .await;
+        assert_eq!(r, Err(files::Deadline::message(Duration::from_millis(50))));
+        assert!(r.expect_err("abandoned").contains("deadline of 50 ms"));
+    }
 }

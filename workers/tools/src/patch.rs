@@ -202,7 +202,13 @@ enum Change {
     Delete(PathBuf),
 }
 
-pub fn apply_patch(roots: &Roots, input: PatchInput, deadline: &Deadline) -> Outcome {
+/// [`apply_patch_within`] with the default deadline ([`crate::files::DEFAULT_DEADLINE`]).
+pub fn apply_patch(roots: &Roots, input: PatchInput) -> Outcome {
+    apply_patch_within(roots, input, &Deadline::default())
+}
+
+/// The `apply_patch` tool; gives up with an error once `deadline` has passed.
+pub fn apply_patch_within(roots: &Roots, input: PatchInput, deadline: &Deadline) -> Outcome {
     let files = parse(&input.patch)?;
     let mut changes = Vec::new();
     let mut summary = Vec::new();
@@ -329,7 +335,6 @@ mod tests {
             PatchInput {
                 patch: patch.into(),
             },
-            &Deadline::default(),
         )
     }
 

@@ -53,7 +53,13 @@ fn check_base(roots: &Roots, base: &Path) -> Result<(), String> {
     crate::files::refuse_special(&meta, &shown)
 }
 
-pub fn glob(roots: &Roots, input: GlobInput, deadline: &Deadline) -> Outcome {
+/// [`glob_within`] with the default deadline ([`crate::files::DEFAULT_DEADLINE`]).
+pub fn glob(roots: &Roots, input: GlobInput) -> Outcome {
+    glob_within(roots, input, &Deadline::default())
+}
+
+/// The `glob` tool; gives up with an error once `deadline` has passed.
+pub fn glob_within(roots: &Roots, input: GlobInput, deadline: &Deadline) -> Outcome {
     let base = roots
         .resolve(input.path.as_deref().unwrap_or("."), Intent::Read)
         .map_err(|e| e.to_string())?;
@@ -97,7 +103,13 @@ pub struct GrepInput {
     pub max_matches: Option<usize>,
 }
 
-pub fn grep(roots: &Roots, input: GrepInput, deadline: &Deadline) -> Outcome {
+/// [`grep_within`] with the default deadline ([`crate::files::DEFAULT_DEADLINE`]).
+pub fn grep(roots: &Roots, input: GrepInput) -> Outcome {
+    grep_within(roots, input, &Deadline::default())
+}
+
+/// The `grep` tool; gives up with an error once `deadline` has passed.
+pub fn grep_within(roots: &Roots, input: GrepInput, deadline: &Deadline) -> Outcome {
     let base = roots
         .resolve(input.path.as_deref().unwrap_or("."), Intent::Read)
         .map_err(|e| e.to_string())?;
@@ -207,7 +219,6 @@ mod tests {
                 path: None,
                 max_results: None,
             },
-            &Deadline::default(),
         );
         assert_eq!(out, Ok("src/a.rs\nsrc/deep/b.rs".into()));
         let out = glob(
@@ -217,7 +228,6 @@ mod tests {
                 path: Some("src".into()),
                 max_results: None,
             },
-            &Deadline::default(),
         );
         assert_eq!(out, Ok("src/a.rs".into()));
     }
@@ -235,7 +245,6 @@ mod tests {
                     case_insensitive: ci,
                     max_matches: max,
                 },
-                &Deadline::default(),
             )
         };
         assert_eq!(
