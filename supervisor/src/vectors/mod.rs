@@ -11,6 +11,7 @@ use std::path::Path;
 mod backoff;
 mod config_merge;
 mod ipc_frames;
+mod mcp_normalization;
 mod permission_policy;
 mod session_compaction;
 mod sse;
@@ -54,6 +55,7 @@ pub const DOMAINS: &[(&str, CaseFn)] = &[
     ("permission-policy", permission_policy::run),
     ("config-merge", config_merge::run),
     ("session-compaction", session_compaction::run),
+    ("mcp-normalization", mcp_normalization::run),
 ];
 
 fn domain_fn(domain: &str) -> Option<CaseFn> {
