@@ -213,7 +213,16 @@ fn reads_as_written(s: &str) -> bool {
         && !SHELLS.contains(&first)
         && !matches!(
             first,
-            "function" | "eval" | "trap" | "su" | "runuser" | "script" | "watch" | "xargs" | "find"
+            "function"
+                | "eval"
+                | "trap"
+                | "su"
+                | "runuser"
+                | "script"
+                | "watch"
+                | "xargs"
+                | "find"
+                | "alias"
         )
         && !WRAPPERS.iter().any(|w| w.names.contains(&first))
 }
@@ -715,6 +724,7 @@ fn segments(tokens: &[Token]) -> Vec<Vec<Word>> {
 /// Words that open or continue a compound command and may stand before a simple command.
 const RESERVED: &[&str] = &[
     "!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "esac",
+    "coproc",
 ];
 
 /// Heads of constructs whose words are not a command (`for x in …`, `case … in`, `[[ … ]]`).
@@ -991,6 +1001,8 @@ enum Inner {
     Unknown,
     /// A script given to an option (`env -S`, `flock -c`): judge it as a command line.
     Script(usize),
+    /// The same, attached to its option (`--split-string=…`, `-S…`): the script's text.
+    InlineScript(String),
 }
 
 /// getopt-style scan of `args` (the words after the wrapper's name) per `w`.
@@ -1019,10 +1031,9 @@ fn wrapper_inner(w: &Wrapper, args: &[Word]) -> Inner {
                 return Inner::Unknown;
             }
             if matches!(name, "split-string" | "command") {
-                return if inline.is_some() {
-                    Inner::Script(i)
-                } else {
-                    Inner::Script(i + 1)
+                return match inline {
+                    Some(script) => Inner::InlineScript(script.to_string()),
+                    None => Inner::Script(i + 1),
                 };
             }
             i += if takes && inline.is_none() { 2 } else { 1 };
@@ -1050,7 +1061,7 @@ fn wrapper_inner(w: &Wrapper, args: &[Word]) -> Inner {
                         return if attached.is_empty() {
                             Inner::Script(i + 1)
                         } else {
-                            Inner::Script(i)
+                            Inner::InlineScript(attached.to_string())
                         };
                     }
                     consumed_next = attached.is_empty();
@@ -1169,6 +1180,7 @@ fn command_readings(words: &[Word], depth: usize, out: &mut Analysis) {
         match wrapper_inner(w, args) {
             Inner::At(i) => command_readings(&args[i..], depth + 1, out),
             Inner::Script(i) => script_or_hole(args.get(i), out),
+            Inner::InlineScript(script) => out.scripts.push(script),
             Inner::Unknown => out.add(Reading::hole()),
             Inner::None => {}
         }
@@ -1194,17 +1206,27 @@ fn command_readings(words: &[Word], depth: usize, out: &mut Analysis) {
                 script_or_hole(action, out);
             }
         }
-        "su" | "runuser" | "script" => {
-            if let Some(i) = args
-                .iter()
-                .position(|a| matches!(a.static_text().as_deref(), Some("-c" | "--command")))
-            {
-                script_or_hole(args.get(i + 1), out);
-            } else if let Some(inline) = args.iter().find_map(|a| {
-                a.static_text()
-                    .and_then(|t| t.strip_prefix("--command=").map(str::to_string))
-            }) {
-                out.scripts.push(inline);
+        "su" | "runuser" | "script" => command_option_script(args, out),
+        "alias" => {
+            // `alias r=rm` makes a later `r …` run `rm …` (bash with `expand_aliases`, and
+            // every POSIX shell that expands aliases when not interactive).
+            for a in args {
+                match a.static_text() {
+                    Some(t) => {
+                        if let Some((_, value)) = t.split_once('=') {
+                            let mut nested = Analysis::default();
+                            let tokens = lex(value, &mut nested.scripts);
+                            for segment in segments(&tokens) {
+                                command_readings(&segment, depth + 1, &mut nested);
+                            }
+                            for r in nested.readings {
+                                out.add(r.with_trailing_hole());
+                            }
+                            out.scripts.extend(nested.scripts);
+                        }
+                    }
+                    None => out.add(Reading::hole()),
+                }
             }
         }
         "watch" => {
@@ -1263,6 +1285,29 @@ fn command_readings(words: &[Word], depth: usize, out: &mut Analysis) {
             }
         }
         _ => {}
+    }
+}
+
+/// The script of `su`/`runuser`/`script`: `-c SCRIPT`, clustered (`-qc SCRIPT`), attached
+/// (`-cSCRIPT`) or long (`--command SCRIPT`, `--command=SCRIPT`). Reading a `c` inside another
+/// option's attached argument as `-c` only ever adds a reading, so the scan is deliberately loose.
+fn command_option_script(args: &[Word], out: &mut Analysis) {
+    for (i, a) in args.iter().enumerate() {
+        let Some(t) = a.static_text() else { continue };
+        if t == "--command" {
+            script_or_hole(args.get(i + 1), out);
+        } else if let Some(inline) = t.strip_prefix("--command=") {
+            out.scripts.push(inline.to_string());
+        } else if let Some(short) = t.strip_prefix('-').filter(|s| !s.starts_with('-')) {
+            if let Some(k) = short.find('c') {
+                let attached = &short[k + 1..];
+                if attached.is_empty() {
+                    script_or_hole(args.get(i + 1), out);
+                } else {
+                    out.scripts.push(attached.to_string());
+                }
+            }
+        }
     }
 }
 
@@ -1476,6 +1521,34 @@ mod tests {
         assert_eq!(analyze("echo ${a:-$(rm x)}").scripts, vec!["rm x"]);
         assert_eq!(analyze("echo $(( $(rm x) + 1 ))").scripts, vec!["rm x"]);
         assert_eq!(analyze("sudo sh -c 'rm x'").scripts, vec!["rm x"]);
+        // Attached and long forms of a script option.
+        assert_eq!(analyze("env --split-string='rm x'").scripts, vec!["rm x"]);
+        assert_eq!(analyze("env '-Srm x'").scripts, vec!["rm x"]);
+        assert_eq!(
+            analyze("flock /tmp/l --command='rm x'").scripts,
+            vec!["rm x"]
+        );
+        assert_eq!(analyze("script -qc 'rm x'").scripts, vec!["rm x"]);
+        assert_eq!(analyze("script -q '-crm x'").scripts, vec!["rm x"]);
+        assert_eq!(
+            analyze("runuser -u u --command 'rm x'").scripts,
+            vec!["rm x"]
+        );
+        assert_eq!(analyze("su root --command='rm x'").scripts, vec!["rm x"]);
+    }
+
+    #[test]
+    fn coproc_and_aliases_are_seen_through() {
+        assert!(texts("coproc rm x").contains(&"rm x".to_string()));
+        // An alias value runs with whatever words follow the alias later.
+        assert_eq!(holes("alias r=rm"), vec!["rm …"]);
+        assert_eq!(
+            holes("alias r='sudo rm -rf' ls=ls"),
+            vec!["sudo rm -rf …", "rm -rf …", "ls …"]
+        );
+        assert!(holes("alias r=$x").contains(&"…".to_string()));
+        assert!(holes("alias").is_empty());
+        assert!(holes("alias r").is_empty());
     }
 
     #[test]
