@@ -4,11 +4,19 @@
 set -euo pipefail
 
 need_apt=()
-for tool in git python3 sh; do
+for tool in git python3 sh curl openssl; do
     command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
 done
+# The egress tests run clients inside tier B, where /root (and so a pyenv Python) is hidden: they
+# use the system's /usr/bin/python3 and its pip.
+if [ ! -x /usr/bin/python3 ]; then
+    need_apt+=(python3)
+fi
+/usr/bin/python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 # bubblewrap is only used by the sandbox benchmark for comparison.
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
+# vim is the reference the line editor's vim-mode table is checked against.
+command -v vim >/dev/null 2>&1 || need_apt+=(vim)
 if [ "${#need_apt[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
     pkgs=()
     for t in "${need_apt[@]}"; do
@@ -20,7 +28,7 @@ if [ "${#need_apt[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
     done
     echo "setup: installing ${pkgs[*]}"
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}") \
-        || echo "setup: could not install ${pkgs[*]} (continuing; only benchmarks need bubblewrap)"
+        || echo "setup: could not install ${pkgs[*]} (continuing; the tests and benchmarks that need them will fail naming what is missing)"
 fi
 
 if ! cargo nextest --version >/dev/null 2>&1; then

@@ -1,5 +1,6 @@
 //! `hanzo-policy` decides what an agent may do: layered settings, workspace trust, permission
-//! rules with audit records, the hook contract, and the sandbox profile of every worker role.
+//! rules with audit records, the hook contract, the network allow-list, and the sandbox profile of
+//! every worker role.
 //! It holds data and decision logic only; it never spawns a process.
 #![forbid(unsafe_code)]
 
@@ -9,6 +10,7 @@ pub mod git;
 pub mod glob;
 pub mod hooks;
 pub mod isolation;
+pub mod network;
 pub mod permission;
 pub mod profile;
 pub mod record;

@@ -158,6 +158,10 @@ const STRICT: Requirement = Requirement {
     landlock_when_supported: true,
 };
 
+/// The broker's descriptor budget: each egress tunnel holds two sockets and two pipes (six
+/// descriptors), so the default cap of 256 tunnels per run needs 1536 beside the broker's own.
+pub const BROKER_NOFILE: u64 = 4096;
+
 const BASE_RLIMITS: Rlimits = Rlimits {
     core: 0,
     nofile: 1024,
@@ -187,6 +191,21 @@ pub fn tools_tier_b_commands(ctx: &ProfileContext) -> SandboxProfile {
     SandboxProfile {
         sockets: SocketPolicy::Any,
         ..profile_for(Role::Tools, ctx)
+    }
+}
+
+/// The profile of tier B's egress forwarder (`hanzo_tools::egress_forward`), the one process in
+/// the tools worker's network namespace that reaches the broker's egress proxy: no file at all,
+/// unix sockets only at the profile level — and enforcement adds a filter refusing `socket(2)`
+/// altogether (`hanzo_tools::nosocket::deny_socket_creation`), because the forwarder creates
+/// none: it accepts on the listener made for it and passes what it accepts over the control
+/// socket it was given (`accept4`, `sendmsg`, `close`).
+pub fn egress_forwarder() -> SandboxProfile {
+    SandboxProfile {
+        role: Role::Tools,
+        fs: Vec::new(),
+        max_pids: None,
+        ..profile_for(Role::Model, &ProfileContext::default())
     }
 }
 
@@ -229,6 +248,10 @@ pub fn profile_for(role: Role, ctx: &ProfileContext) -> SandboxProfile {
                 fs,
                 sockets: SocketPolicy::Any,
                 env_allow: &["SSL_CERT_FILE", "SSL_CERT_DIR"],
+                rlimits: Rlimits {
+                    nofile: BROKER_NOFILE,
+                    ..BASE_RLIMITS
+                },
                 ..base
             }
         }

@@ -3,10 +3,13 @@
 //!
 //! It parses almost nothing: requests arrive credential-free on the direct channel, are checked
 //! against a per-provider allow-list, get the credential injected, and the response goes back raw.
+//! It is also the egress proxy for sandboxed commands ([`egress`]): the only way a command reaches
+//! a network host, and only one the user allowed.
 #![forbid(unsafe_code)]
 
 pub mod allow;
 pub mod credentials;
+pub mod egress;
 pub mod fetch;
 pub mod secret;
 mod worker;

@@ -5,10 +5,12 @@
 //! [`worker_main`] is the worker process; [`oneshot`] runs a single command under the same
 //! confinement (`hanzo-dev sandbox`). Every command runs under a keeper that kills all it started
 //! ([`exec`]); in tier B commands are started by the [`launcher`], which gives them loopback
-//! networking the worker itself does not have.
+//! networking the worker itself does not have, and the [`egress_forward`]er hands their proxy
+//! connections to the broker.
 #![forbid(unsafe_code)]
 
 pub mod defs;
+pub mod egress_forward;
 pub mod exec;
 pub mod files;
 pub mod git;
