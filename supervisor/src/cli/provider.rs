@@ -80,7 +80,8 @@ pub async fn resolve(
             broker::Response::Credentials(report) => report.detected.ok_or_else(|| {
                 usage(
                     "no model credential found. Set HANZO_API_KEY, ANTHROPIC_API_KEY or \
-                     OPENAI_API_KEY, use --replay FILE, or try `hanzo-dev run --demo`.",
+                     OPENAI_API_KEY, log in with `hanzo-dev login`, use --replay FILE, or try \
+                     `hanzo-dev run --demo`.",
                 )
             })?,
             other => anyhow::bail!("unexpected broker reply {other:?}"),

@@ -449,6 +449,7 @@ pub fn exec_config(cfg: &ExecConfig, inv: &GitInvocation) -> ExecConfig {
 
 /// Runs one git tool call.
 pub async fn run(
+    runner: &crate::runner::Runner,
     roots: &Roots,
     cfg: &ExecConfig,
     identity: &GitIdentity,
@@ -463,7 +464,7 @@ pub async fn run(
         Ok(p) => p,
         Err(e) => return ToolResult::err(e),
     };
-    let outcome = match exec::run(&cfg, &line, GIT_TIMEOUT, |_| {}).await {
+    let outcome = match exec::run(runner, &cfg, &line, GIT_TIMEOUT, |_| {}).await {
         Ok(o) => o,
         Err(e) => return ToolResult::err(format!("cannot run git: {e}")),
     };

@@ -3,10 +3,10 @@
 //!
 //! [`definitions`] is the one place tool definitions come from; [`Tools::run`] executes a call;
 //! [`worker_main`] is the worker process; [`oneshot`] runs a single command under the same
-//! confinement (`hanzo-dev sandbox`). Every command runs under a keeper that kills all it started
-//! ([`exec`]); in tier B commands are started by the [`launcher`], which gives them loopback
-//! networking the worker itself does not have, and the [`egress_forward`]er hands their proxy
-//! connections to the broker.
+//! confinement (`hanzo-dev sandbox`). Every command, hook and (later) server starts through the
+//! one [`runner`] — in the worker, through its [`launcher`], forked before the worker confines
+//! itself — under a keeper that kills all it started and a confinement of its own; the
+//! [`egress_forward`]er hands tier B commands' proxy connections to the broker.
 #![forbid(unsafe_code)]
 
 pub mod defs;
@@ -17,19 +17,24 @@ pub mod git;
 pub mod hooks;
 pub mod launcher;
 pub mod limits;
-pub mod nosocket;
 pub mod oneshot;
 pub mod patch;
 pub mod paths;
+pub mod runner;
 pub mod search;
 pub mod worker;
 
 pub use defs::definitions;
 pub use worker::worker_main;
 
-use exec::{ExecConfig, ExecOutcome, Exit};
+use exec::{ExecConfig, Exit};
+use runner::Outcome as ExecOutcome;
 use hanzo_ipc::roles::tools::{ToolCall, ToolResult};
+use hanzo_ipc::Role;
+use hanzo_policy::isolation::Tier;
+use hanzo_policy::profile::ProfileContext;
 use paths::Roots;
+use runner::Runner;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -65,6 +70,7 @@ pub struct Tools {
     /// How long a file tool call may take (see [`files::Deadline`]).
     file_deadline: Duration,
     git_identity: git::GitIdentity,
+    runner: Arc<Runner>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -76,32 +82,59 @@ struct BashInput {
 
 impl Tools {
     /// Tools over `workspace` (plus `extra_write` roots), with commands' `HOME` and `TMPDIR` in
-    /// `run_dir` (created here).
+    /// `run_dir` (created here), in tier A, their commands started by the worker's launcher or,
+    /// outside a worker, from this process ([`Runner::shared`]).
     pub fn new(
         workspace: &Path,
         run_dir: &Path,
         extra_write: &[PathBuf],
         limits: &limits::Limits,
     ) -> Result<Tools, SetupError> {
+        Tools::in_tier(workspace, run_dir, extra_write, limits, Tier::A)
+    }
+
+    /// [`Tools::new`] for commands in `tier`.
+    pub fn in_tier(
+        workspace: &Path,
+        run_dir: &Path,
+        extra_write: &[PathBuf],
+        limits: &limits::Limits,
+        tier: Tier,
+    ) -> Result<Tools, SetupError> {
         let roots = Roots::new(workspace, extra_write).map_err(|source| SetupError::Workspace {
             path: workspace.to_path_buf(),
             source,
         })?;
-        let exec = ExecConfig::new(
+        let mut exec = ExecConfig::new(
             roots.workspace().to_path_buf(),
             run_dir.to_path_buf(),
             limits.command_rlimits(),
         );
+        exec.tier = tier;
         exec.prepare_dirs().map_err(|source| SetupError::RunDir {
             path: run_dir.to_path_buf(),
             source,
         })?;
+        let runner = Runner::shared(
+            Role::Tools,
+            ProfileContext {
+                workspace: Some(roots.workspace().to_path_buf()),
+                run_dir: Some(run_dir.to_path_buf()),
+                ..ProfileContext::default()
+            },
+        );
         Ok(Tools {
             roots: Arc::new(roots),
             exec: Arc::new(exec),
+            runner,
             file_deadline: files::DEFAULT_DEADLINE,
             git_identity: git::GitIdentity::default(),
         })
+    }
+
+    /// The runner that starts this worker's commands and hooks.
+    pub fn runner(&self) -> &Arc<Runner> {
+        &self.runner
     }
 
     /// How long each file tool call may take before it is abandoned with an error naming the
@@ -159,7 +192,7 @@ impl Tools {
             defs::APPLY_PATCH => self.blocking(&call.input, patch::apply_patch_within).await,
             defs::GIT => match parse::<git::GitInput>(&call.input) {
                 Ok(input) => {
-                    return git::run(&self.roots, &self.exec, &self.git_identity, input).await
+                    return git::run(&self.runner, &self.roots, &self.exec, &self.git_identity, input).await
                 }
                 Err(e) => Err(e),
             },
@@ -206,7 +239,7 @@ impl Tools {
             .map(Duration::from_millis)
             .unwrap_or(exec::DEFAULT_TIMEOUT)
             .min(exec::MAX_TIMEOUT);
-        let outcome = match exec::run(&self.exec, &input.command, timeout, on_chunk).await {
+        let outcome = match exec::run(&self.runner, &self.exec, &input.command, timeout, on_chunk).await {
             Ok(o) => o,
             Err(e) => return ToolResult::err(format!("cannot run the command: {e}")),
         };
@@ -231,7 +264,7 @@ pub(crate) fn command_result(outcome: ExecOutcome, timeout: Duration) -> ToolRes
         }
         Exit::TimedOut => {
             let msg = format!(
-                "timed out after {} ms; the command and its process group were killed",
+                "timed out after {} ms; the command and every process it started were killed",
                 timeout.as_millis()
             );
             (format!("[{msg}]"), Some(msg))
