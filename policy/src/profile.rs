@@ -557,8 +557,8 @@ fn devices(why: &'static str) -> Vec<PathGrant> {
 
 /// The profile of tier B's egress forwarder (`hanzo_tools::egress_forward`), the one process in
 /// the tools worker's network namespace that reaches the broker's egress proxy: no file at all,
-/// no socket family at the profile level — and enforcement adds a filter refusing `socket(2)`
-/// altogether (`hanzo_tools::nosocket::deny_socket_creation`), because the forwarder creates
+/// no socket family (`SocketPolicy::None`, which the seccomp filter enforces: `socket(2)`
+/// is refused altogether), because the forwarder creates
 /// none: it accepts on the listener made for it and passes what it accepts over the control
 /// socket it was given (`accept4`, `sendmsg`, `close`). Its syscalls are the commands' deny-list
 /// (it has no allow-list of its own yet: it runs beside commands, in their namespace).
