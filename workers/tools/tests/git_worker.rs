@@ -140,6 +140,7 @@ async fn start(tier: &str, ws: &Path, run: &Path) -> (ToolsClient, tokio::proces
             workspace: Some(ws.to_path_buf()),
             config_dir: None,
             run_dir: Some(run.to_path_buf()),
+            ..ProfileContext::default()
         },
         isolation: if tier == "a" {
             IsolationMode::TierA
@@ -163,6 +164,7 @@ async fn start(tier: &str, ws: &Path, run: &Path) -> (ToolsClient, tokio::proces
             rlimits: hanzo_policy::profile::profile_for(Role::Tools, &opts.ctx).rlimits,
             parent_pid: std::process::id() as i32,
             new_session: true,
+            join_cgroups: Vec::new(),
         },
     );
     let mut cmd = tokio::process::Command::from(cmd);
