@@ -467,11 +467,9 @@ pub const BROKER_ETC: &[&str] = &[
     "pki/tls/certs",
 ];
 
-/// Paths inside a workspace that the file tools refuse to write: what runs later outside the
-/// sandbox (git hooks, git configuration with its `core.hooksPath`/aliases, hanzo's own
-/// settings). Superseded by `hanzo_tools::paths::protected_paths` (the whole git directory and
-/// more), which tier B's read-only mounts already use (`hanzo_tools::protect`).
-pub const PROTECTED_IN_WORKSPACE: &[&str] = &[".git/hooks", ".git/config", ".hanzo"];
+/// The fixed part of what the file tools refuse to write in a workspace (defined beside the git
+/// parsing; the complete set is `hanzo_tools::paths::protected_paths`).
+pub use crate::git::PROTECTED_IN_WORKSPACE;
 
 /// The tools worker's process budget: its commands' builds and test runners fit; a fork bomb
 /// stops here.
@@ -835,19 +833,8 @@ fn dedup(fs: &mut Vec<PathGrant>) {
     fs.retain(|g| seen.insert((g.path.clone(), g.access)));
 }
 
-/// True for variable names that hold secrets and may reach the broker only.
-///
-/// `configured` holds extra exact names from settings.
-pub fn is_secret_env(name: &str, configured: &[String]) -> bool {
-    let upper = name.to_ascii_uppercase();
-    upper.ends_with("_API_KEY")
-        || upper.ends_with("_TOKEN")
-        || upper.ends_with("_SECRET")
-        || upper.contains("PASSWORD")
-        || upper.contains("CREDENTIAL")
-        || upper == "API_KEY"
-        || configured.iter().any(|c| c == name)
-}
+/// Secret variable names (moved to [`crate::secret_names`]; re-exported so callers keep working).
+pub use crate::secret_names::is_secret_env;
 
 #[cfg(test)]
 mod tests {

@@ -86,6 +86,11 @@ pub struct TierB {
 /// Directories tier B hides by default behind an empty read-only tmpfs.
 pub const DEFAULT_HIDE: &[&str] = &["/run", "/root", "/home"];
 
+/// Paths inside a workspace that tier B makes read-only: what runs later outside the sandbox
+/// (git hooks, git configuration with its `core.hooksPath`/aliases, hanzo's own settings). The
+/// data lives in `policy`; the complete set (the whole git directory wherever it is, the
+/// effective hooks path, included configuration, …) is `hanzo_tools::paths::protected_paths`.
+pub use hanzo_policy::git::PROTECTED_IN_WORKSPACE;
 /// Directories tier B replaces by a private, writable, size-limited tmpfs.
 pub const DEFAULT_PRIVATE_TMP: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
 

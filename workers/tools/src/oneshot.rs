@@ -239,7 +239,7 @@ pub fn run(spec: &OneShot) -> Result<i32, OneShotError> {
             keep_rw,
             allow_read.clone(),
             hidden.clone(),
-            crate::protect::protected_paths(&workspace),
+            crate::paths::protected_paths(&workspace),
             COMMAND_ETC,
             spec.limits.tmp_size,
         );

@@ -195,7 +195,7 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
             keep_rw,
             Vec::new(),
             opts.ctx.hidden.clone(),
-            crate::protect::protected_paths(&ws),
+            crate::paths::protected_paths(&ws),
             COMMAND_ETC,
             limits.tmp_size,
         );

@@ -268,6 +268,8 @@ async fn every_schema_property_is_accepted_by_its_tool() {
         let mut input = serde_json::Map::new();
         for (k, v) in schema["properties"].as_object().expect("properties") {
             let value = match (def.name.as_str(), k.as_str(), v["type"].as_str()) {
+                ("git", "subcommand", _) => json!("status"),
+                (_, _, Some("array")) => json!(["f.txt"]),
                 (_, "path", _) => json!("f.txt"),
                 ("bash", "command", _) => json!("true"),
                 ("apply_patch", "patch", _) => {
