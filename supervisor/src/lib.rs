@@ -3,7 +3,6 @@
 #![deny(unsafe_code)]
 
 pub mod agent;
-pub mod cgroup;
 pub mod cli;
 pub mod demo;
 pub mod pair;

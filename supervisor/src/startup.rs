@@ -76,6 +76,20 @@ pub fn config_dir(env: &StartEnv) -> Option<PathBuf> {
     lookup(env, "HOME").map(|h| PathBuf::from(h).join(".config").join("hanzo"))
 }
 
+/// The paths no sandbox may reach whatever the workspace is (`ProfileContext::hidden`):
+/// hanzo's configuration directory (settings, credentials) and data directory (the run store,
+/// the trust store), as this environment names them, canonical where they exist.
+pub fn hidden_paths(env: &StartEnv) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = config_dir(env)
+        .into_iter()
+        .chain(crate::cli::store::data_dir(env).ok())
+        .map(|p| p.canonicalize().unwrap_or(p))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 pub fn parse_faults(spec: &str) -> anyhow::Result<HashMap<Role, Fault>> {
     let mut out = HashMap::new();
     for part in spec.split(',').filter(|p| !p.trim().is_empty()) {
@@ -119,6 +133,8 @@ pub fn supervisor_config(
             workspace: Some(workspace),
             config_dir: config_dir(env),
             run_dir: Some(run_dir.path().to_path_buf()),
+            hidden: hidden_paths(env),
+            allow_dangerous_workspace: false,
         },
         env: env.vars.clone(),
         secret_names: env.extra_secret_names(),
@@ -126,6 +142,7 @@ pub fn supervisor_config(
         faults,
         kernel_landlock_abi,
         max_in_flight: 64,
+        roles: None,
         isolation: Default::default(),
     };
     Ok((cfg, RunDir(run_dir)))

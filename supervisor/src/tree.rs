@@ -38,6 +38,9 @@ pub struct SupervisorConfig {
     pub kernel_landlock_abi: u32,
     /// Requests in flight per worker before callers wait.
     pub max_in_flight: usize,
+    /// Start only these roles (`None`: all). A role left out is `Unavailable` to its callers;
+    /// `auth status` and `login` start the broker alone.
+    pub roles: Option<Vec<Role>>,
     /// What the tools worker must set up (it refuses to start short of `strict`'s tier B).
     pub isolation: hanzo_policy::isolation::IsolationMode,
 }
@@ -129,28 +132,29 @@ impl Actor for RootActor {
         myself: ActorRef<()>,
         args: RootArgs,
     ) -> Result<RootState, ActorProcessingErr> {
-        let children = vec![
-            (
-                Role::Broker,
-                spawn_child(&myself, &args, Role::Broker, args.broker.clone()).await?,
-            ),
-            (
-                Role::Model,
-                spawn_child(&myself, &args, Role::Model, args.model.clone()).await?,
-            ),
-            (
-                Role::Tools,
-                spawn_child(&myself, &args, Role::Tools, args.tools.clone()).await?,
-            ),
-            (
-                Role::Mcp,
-                spawn_child(&myself, &args, Role::Mcp, args.mcp.clone()).await?,
-            ),
-            (
-                Role::Lsp,
-                spawn_child(&myself, &args, Role::Lsp, args.lsp.clone()).await?,
-            ),
-        ];
+        let wanted = |r: Role| args.cfg.roles.as_ref().is_none_or(|rs| rs.contains(&r));
+        let mut children = Vec::new();
+        if wanted(Role::Broker) {
+            let c = spawn_child(&myself, &args, Role::Broker, args.broker.clone()).await?;
+            children.push((Role::Broker, c));
+        }
+        if wanted(Role::Model) {
+            let c = spawn_child(&myself, &args, Role::Model, args.model.clone()).await?;
+            children.push((Role::Model, c));
+        }
+        if wanted(Role::Tools) {
+            let c = spawn_child(&myself, &args, Role::Tools, args.tools.clone()).await?;
+            children.push((Role::Tools, c));
+        }
+        if wanted(Role::Mcp) {
+            let c = spawn_child(&myself, &args, Role::Mcp, args.mcp.clone()).await?;
+            children.push((Role::Mcp, c));
+        }
+        if wanted(Role::Lsp) {
+            let c = spawn_child(&myself, &args, Role::Lsp, args.lsp.clone()).await?;
+            children.push((Role::Lsp, c));
+        }
+        // The slots of roles not started close with `args` here, so their callers fail at once.
         Ok(RootState { children })
     }
 

@@ -67,6 +67,8 @@ pub struct WorkerInfo {
     pub start_time: Duration,
     /// The pids cgroup bounding this worker's process tree, if the host offers one.
     pub pids_cgroup: Option<std::path::PathBuf>,
+    /// The memory cgroup bounding it (the same directory on cgroup v2).
+    pub memory_cgroup: Option<std::path::PathBuf>,
 }
 
 /// Where a role stands.
@@ -306,23 +308,30 @@ async fn start_worker<P: Protocol>(
     let profile = profile_for(role, &spec.ctx);
     let (ours, theirs) =
         transport::socketpair().map_err(|e| StartError::Failed(format!("socketpair: {e}")))?;
-    // The role's process budget, where the host has a pids cgroup for us.
-    let cgroup = profile.max_pids.and_then(|max| {
-        let name = format!("hanzo-{}-{role}-{generation}", std::process::id());
-        match crate::cgroup::PidsCgroup::create(&name, max) {
-            Ok(cg) => Some(cg),
-            Err(e) => {
-                tracing::warn!(%role, error = %e, "no pids cgroup: the worker's process count is not bounded");
-                None
+    // The role's process and memory budget, where the host has cgroups for us.
+    let limits = profile.cgroup;
+    let cgroup = (limits.max_pids.is_some() || limits.max_memory.is_some())
+        .then(|| {
+            let name = format!("hanzo-{}-{role}-{generation}", std::process::id());
+            match hanzo_sandbox::cgroup::Cgroup::create(&name, limits) {
+                Ok(cg) => {
+                    for why in cg.absent() {
+                        tracing::warn!(%role, "{why}");
+                    }
+                    Some(cg)
+                }
+                Err(e) => {
+                    tracing::warn!(%role, error = %e, "no cgroup: the worker's processes and memory are not bounded");
+                    None
+                }
             }
-        }
-    });
+        })
+        .flatten();
     let cgroup_procs = match &cgroup {
-        Some(cg) => Some(
-            cg.procs_file()
-                .map_err(|e| StartError::Failed(format!("pids cgroup: {e}")))?,
-        ),
-        None => None,
+        Some(cg) => cg
+            .procs_files()
+            .map_err(|e| StartError::Failed(format!("cgroup: {e}")))?,
+        None => Vec::new(),
     };
     let direct = match &spec.direct {
         Some((pair, side)) => Some(
@@ -416,7 +425,12 @@ async fn start_worker<P: Protocol>(
             std::future::pending::<()>().await;
         }
     };
-    let cgroup_dir = cgroup.as_ref().map(|c| c.dir().to_path_buf());
+    let pids_dir = cgroup
+        .as_ref()
+        .and_then(|c| c.pids_dir().map(|d| d.to_path_buf()));
+    let memory_dir = cgroup
+        .as_ref()
+        .and_then(|c| c.memory_dir().map(|d| d.to_path_buf()));
     // Watch the process and its channel: whichever ends first ends the other.
     tokio::spawn(async move {
         let mut end = end;
@@ -467,15 +481,16 @@ async fn start_worker<P: Protocol>(
             attestation,
             generation,
             start_time: Duration::ZERO,
-            pids_cgroup: cgroup_dir,
+            pids_cgroup: pids_dir,
+            memory_cgroup: memory_dir,
         },
         kill: kill_tx,
     })
 }
 
-/// Empty and remove a worker's pids cgroup. Killing its stragglers polls until the group is
+/// Empty and remove a worker's cgroup. Killing its stragglers polls until the group is
 /// empty, so it runs on the blocking pool, never on a runtime thread.
-async fn release_cgroup(cgroup: &mut Option<crate::cgroup::PidsCgroup>) {
+async fn release_cgroup(cgroup: &mut Option<hanzo_sandbox::cgroup::Cgroup>) {
     if let Some(cg) = cgroup.take() {
         let _ = tokio::task::spawn_blocking(move || drop(cg)).await;
     }

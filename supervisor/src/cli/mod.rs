@@ -2,9 +2,11 @@
 
 pub mod agents;
 pub mod ask;
+pub mod auth;
 pub mod config;
 pub mod doctor;
 pub mod exit;
+pub mod login;
 pub mod provider;
 pub mod run;
 pub mod runs;
@@ -74,6 +76,13 @@ pub enum Command {
     Workers(workers::Args),
     /// Trust (or revoke) this workspace's hooks, MCP server commands and allow rules.
     Trust(trust::Args),
+    /// Log in with OAuth (browser and loopback redirect, or `--device`); the tokens stay in the
+    /// broker and `credentials.json`.
+    Login(login::LoginArgs),
+    /// Remove a provider's stored credential.
+    Logout(login::LogoutArgs),
+    /// Credentials the broker holds (`auth status`), never their values.
+    Auth(auth::Args),
 }
 
 /// The value parser of every `--isolation` flag: the modes of [`IsolationMode`], with their help.
@@ -115,6 +124,9 @@ pub fn run(cli: Cli, env: StartEnv) -> anyhow::Result<i32> {
         Command::Doctor(args) => runtime()?.block_on(doctor::run(&args, env)),
         Command::Workers(args) => runtime()?.block_on(workers::run(&args, env)),
         Command::Ask(args) => runtime()?.block_on(ask::run(&args, env)),
+        Command::Login(args) => runtime()?.block_on(login::login(&args, env)),
+        Command::Logout(args) => runtime()?.block_on(login::logout(&args, env)),
+        Command::Auth(args) => runtime()?.block_on(auth::run(&args, env)),
     }
 }
 

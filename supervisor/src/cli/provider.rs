@@ -118,7 +118,7 @@ pub async fn resolve(
         }
         None => report.detected.ok_or_else(|| {
             usage(format!(
-                "no model credential found. Set {}, use --replay FILE, or try `hanzo-dev run \
+                "no model credential found. Set {}, log in with `hanzo-dev login`, use --replay FILE, or try `hanzo-dev run \
                  --demo`.",
                 credential_hint()
             ))

@@ -12,6 +12,7 @@ mod backoff;
 mod config_merge;
 mod ipc_frames;
 mod mcp_normalization;
+mod oauth_pkce;
 mod permission_policy;
 mod session_compaction;
 mod sse;
@@ -55,6 +56,7 @@ pub const DOMAINS: &[(&str, CaseFn)] = &[
     ("permission-policy", permission_policy::run),
     ("config-merge", config_merge::run),
     ("session-compaction", session_compaction::run),
+    ("oauth-pkce", oauth_pkce::run),
     ("mcp-normalization", mcp_normalization::run),
 ];
 

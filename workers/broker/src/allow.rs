@@ -79,6 +79,12 @@ fn origin_of(url: &str) -> Result<(Url, String, String, u16), AllowError> {
     Ok((parsed, scheme, host, port))
 }
 
+/// Check that `url` is `https://`, or `http://` to a loopback address, with no user info: the
+/// rule for every endpoint a credential or token may be sent to (OAuth endpoints included).
+pub fn check_secure_url(url: &str) -> Result<Url, AllowError> {
+    origin_of(url).map(|(u, ..)| u)
+}
+
 #[derive(Debug, Clone)]
 pub struct AllowList {
     entries: Vec<Entry>,
