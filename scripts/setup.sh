@@ -13,8 +13,14 @@ if [ ! -x /usr/bin/python3 ]; then
     need_apt+=(python3)
 fi
 /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
-# bubblewrap is only used by the sandbox benchmark for comparison.
+# bubblewrap is only used by the sandbox benchmark for comparison; strace by
+# scripts/seccomp-trace.py, which derives the workers' seccomp allow-lists from a test run;
+# setpriv (util-linux) and useradd (passwd) by the tests that run `hanzo-dev sandbox` as a
+# non-root user.
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
+command -v strace >/dev/null 2>&1 || need_apt+=(strace)
+command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
+command -v useradd >/dev/null 2>&1 || need_apt+=(passwd)
 # vim is the reference the line editor's vim-mode table is checked against.
 command -v vim >/dev/null 2>&1 || need_apt+=(vim)
 if [ "${#need_apt[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -5,12 +5,16 @@
 #![forbid(unsafe_code)]
 
 pub mod audit;
+pub mod defaults;
+pub mod git;
 pub mod glob;
 pub mod hooks;
 pub mod isolation;
 pub mod network;
 pub mod permission;
 pub mod profile;
+pub mod record;
+pub mod secret_names;
 pub mod settings;
 pub mod shell;
 mod suggest;

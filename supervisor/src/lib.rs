@@ -3,7 +3,6 @@
 #![deny(unsafe_code)]
 
 pub mod agent;
-pub mod cgroup;
 pub mod cli;
 pub mod demo;
 pub mod pair;
@@ -12,9 +11,12 @@ pub mod spawner;
 pub mod start;
 pub mod startup;
 pub mod supervise;
+pub mod term;
 pub mod tree;
+pub mod userfile;
 pub mod vectors;
 pub mod worker;
+pub mod workspace;
 
 /// The hidden first argument that turns this binary into a worker.
 pub const WORKER_ENTRY: &str = "__worker";

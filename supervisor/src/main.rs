@@ -12,12 +12,6 @@ fn main() -> ExitCode {
     // A worker must confine itself before any thread starts, so this check comes before
     // everything else: no logging set-up, no runtime, no argument parser.
     if args.get(1).map(String::as_str) == Some(WORKER_ENTRY) {
-        // Join the pids cgroup the supervisor made for this worker before anything forks.
-        if let Err(e) = hanzo_sandbox::confine::join_inherited_cgroup(hanzo_dev::cgroup::CGROUP_FD)
-        {
-            eprintln!("hanzo-dev worker: cannot join its pids cgroup: {e}");
-            return ExitCode::from(hanzo_worker::exit::CONFINE_FAILED as u8);
-        }
         let code = match hanzo_worker::WorkerOptions::parse(&args[2..]) {
             Ok(opts) => worker_entry(opts.role)(opts),
             Err(e) => {
@@ -33,10 +27,7 @@ fn main() -> ExitCode {
     cli::init_logging(&cli.global);
     let code = match cli::run(cli, env) {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            cli::exit::USAGE
-        }
+        Err(e) => cli::exit::report(&e),
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }

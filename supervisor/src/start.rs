@@ -1,6 +1,6 @@
 //! Starting one worker process and watching it until it ends.
 //!
-//! [`start_worker`] spawns the process (its pids cgroup, channel and direct-channel end passed as
+//! [`start_worker`] spawns the process (its cgroup, channel and direct-channel end passed as
 //! inherited fds), runs the handshake within the role's deadline and checks the attested sandbox
 //! against the role's profile. [`Running::watch`] then waits for the first of: the process exits,
 //! its channel ends, it misses a heartbeat, its direct-channel peer restarted, or the tree stops;
@@ -64,7 +64,7 @@ pub struct Running<P: Protocol> {
     pub info: WorkerInfo,
     child: Child,
     end: oneshot::Receiver<ChannelEnd>,
-    cgroup: Option<crate::cgroup::PidsCgroup>,
+    cgroup: Option<hanzo_sandbox::cgroup::Cgroup>,
     /// Fires when the direct-channel peer restarted and this process must follow.
     repair: Option<oneshot::Receiver<()>>,
 }
@@ -76,7 +76,7 @@ pub async fn start_worker<P: Protocol>(
 ) -> Result<Running<P>, StartError> {
     let role = spec.role;
     let profile = profile_for(role, &spec.ctx);
-    let cgroup = pids_cgroup(role, &profile, generation);
+    let cgroup = worker_cgroup(role, &profile, generation);
     let (ours, mut child) = match spawn_process(spec, &profile, cgroup.as_ref()).await {
         Ok(started) => started,
         Err(e) => {
@@ -122,7 +122,12 @@ pub async fn start_worker<P: Protocol>(
             attestation,
             generation,
             start_time: Duration::ZERO,
-            pids_cgroup: cgroup.as_ref().map(|c| c.dir().to_path_buf()),
+            pids_cgroup: cgroup
+                .as_ref()
+                .and_then(|c| c.pids_dir().map(|d| d.to_path_buf())),
+            memory_cgroup: cgroup
+                .as_ref()
+                .and_then(|c| c.memory_dir().map(|d| d.to_path_buf())),
         },
         child,
         end,
@@ -131,18 +136,26 @@ pub async fn start_worker<P: Protocol>(
     })
 }
 
-/// The role's process budget, where the host has a pids cgroup for us.
-fn pids_cgroup(
+/// The role's process and memory budget, where the host has cgroups for us.
+fn worker_cgroup(
     role: Role,
     profile: &SandboxProfile,
     generation: u64,
-) -> Option<crate::cgroup::PidsCgroup> {
-    let max = profile.max_pids?;
+) -> Option<hanzo_sandbox::cgroup::Cgroup> {
+    let limits = profile.cgroup;
+    if limits.max_pids.is_none() && limits.max_memory.is_none() {
+        return None;
+    }
     let name = format!("hanzo-{}-{role}-{generation}", std::process::id());
-    match crate::cgroup::PidsCgroup::create(&name, max) {
-        Ok(cg) => Some(cg),
+    match hanzo_sandbox::cgroup::Cgroup::create(&name, limits) {
+        Ok(cg) => {
+            for why in cg.absent() {
+                tracing::warn!(%role, "{why}");
+            }
+            Some(cg)
+        }
         Err(e) => {
-            tracing::warn!(%role, error = %e, "no pids cgroup: the worker's process count is not bounded");
+            tracing::warn!(%role, error = %e, "no cgroup: the worker's processes and memory are not bounded");
             None
         }
     }
@@ -152,15 +165,17 @@ fn pids_cgroup(
 async fn spawn_process(
     spec: &WorkerSpec,
     profile: &SandboxProfile,
-    cgroup: Option<&crate::cgroup::PidsCgroup>,
+    cgroup: Option<&hanzo_sandbox::cgroup::Cgroup>,
 ) -> Result<(OwnedFd, Child), StartError> {
     let role = spec.role;
     let fail = StartError::Failed;
     let (ours, theirs) = transport::socketpair().map_err(|e| fail(format!("socketpair: {e}")))?;
-    let cgroup = cgroup
-        .map(|cg| cg.procs_file())
-        .transpose()
-        .map_err(|e| fail(format!("pids cgroup: {e}")))?;
+    let cgroup = match cgroup {
+        Some(cg) => cg
+            .procs_files()
+            .map_err(|e| fail(format!("cgroup: {e}")))?,
+        None => Vec::new(),
+    };
     let direct = spec
         .direct
         .as_ref()
@@ -345,9 +360,9 @@ fn describe(status: std::io::Result<std::process::ExitStatus>) -> String {
         .unwrap_or_else(|e| e.to_string())
 }
 
-/// Empty and remove a worker's pids cgroup. Killing its stragglers polls until the group is
+/// Empty and remove a worker's cgroup. Killing its stragglers polls until the group is
 /// empty, so it runs on the blocking pool, never on a runtime thread.
-async fn release_cgroup(cgroup: Option<crate::cgroup::PidsCgroup>) {
+async fn release_cgroup(cgroup: Option<hanzo_sandbox::cgroup::Cgroup>) {
     if let Some(cg) = cgroup {
         let _ = tokio::task::spawn_blocking(move || drop(cg)).await;
     }

@@ -74,6 +74,8 @@ pub struct WorkerInfo {
     pub start_time: Duration,
     /// The pids cgroup bounding this worker's process tree, if the host offers one.
     pub pids_cgroup: Option<std::path::PathBuf>,
+    /// The memory cgroup bounding it (the same directory on cgroup v2).
+    pub memory_cgroup: Option<std::path::PathBuf>,
 }
 
 /// Where a role stands.

@@ -117,6 +117,7 @@ pub mod http;
 pub mod lsp;
 pub mod mcp;
 pub mod model;
+pub mod providers;
 pub mod tools;
 
 /// Implements [`Protocol`] for a role's marker type over the `Request`, `Response`, `Item` and

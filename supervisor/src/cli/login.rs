@@ -72,7 +72,7 @@ pub fn user_provider_config(
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
     let (settings, warnings) = parse_settings(Scope::User, &path.display().to_string(), &text)
-        .map_err(|e| super::provider::usage(e.to_string()))?;
+        .map_err(|e| super::exit::usage(e.to_string()))?;
     for w in warnings {
         eprintln!("warning: {}", printable(&w.to_string()));
     }

@@ -5,6 +5,7 @@ pub mod ask;
 pub mod auth;
 pub mod config;
 pub mod doctor;
+pub mod exit;
 pub mod login;
 pub mod provider;
 pub mod run;
@@ -13,23 +14,13 @@ pub mod sandbox;
 pub mod store;
 pub mod trust;
 pub mod vectors;
+pub mod view;
 pub mod workers;
 
 use crate::secrets::StartEnv;
 use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hanzo_policy::isolation::IsolationMode;
-
-/// Process exit codes (documented in the README).
-pub mod exit {
-    pub const OK: i32 = 0;
-    /// The job ran and failed (a failing vector, a worker that did not attest, …).
-    pub const FAILED: i32 = 1;
-    /// Bad usage or configuration.
-    pub const USAGE: i32 = 2;
-    /// `--isolation strict` asked for a tier this machine cannot give.
-    pub const ISOLATION_UNAVAILABLE: i32 = 3;
-}
 
 #[derive(Debug, Parser)]
 #[command(

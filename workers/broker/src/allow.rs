@@ -37,14 +37,6 @@ pub enum AllowError {
     },
 }
 
-fn default_host(p: ProviderId) -> &'static str {
-    match p {
-        ProviderId::Hanzo => "api.hanzo.ai",
-        ProviderId::Anthropic => "api.anthropic.com",
-        ProviderId::OpenAi => "api.openai.com",
-    }
-}
-
 fn is_loopback(host: &str) -> bool {
     let h = host.trim_start_matches('[').trim_end_matches(']');
     h.eq_ignore_ascii_case("localhost") || h.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
@@ -100,14 +92,17 @@ pub struct AllowList {
 
 impl Default for AllowList {
     fn default() -> Self {
+        // The provider table's hosts, https on 443 (`hanzo_ipc::roles::providers`).
         AllowList {
             entries: ProviderId::DETECT_ORDER
                 .into_iter()
-                .map(|p| Entry {
-                    provider: p,
-                    scheme: "https".into(),
-                    host: default_host(p).into(),
-                    port: 443,
+                .flat_map(|p| {
+                    p.info().hosts.iter().map(move |host| Entry {
+                        provider: p,
+                        scheme: "https".into(),
+                        host: (*host).into(),
+                        port: 443,
+                    })
                 })
                 .collect(),
         }

@@ -19,7 +19,7 @@ use hanzo_broker::egress::{Egress, EgressConfig, RelayMode, StaticResolver};
 use hanzo_ipc::roles::broker::{EgressDenial, EgressOutcome, EgressProtocol, EgressRecord};
 use hanzo_policy::network::AllowList;
 use hanzo_sandbox::fdpass;
-use hanzo_sandbox::namespaces::{self, Side, TierB};
+use hanzo_sandbox::namespaces::{self, Side, TierB, WaitAs};
 use hanzo_tools::egress_forward;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -74,10 +74,22 @@ fn namespace_child(args: &[OsString]) -> i32 {
     let control_fd: i32 = args[0].to_string_lossy().parse().expect("control fd");
     let workdir = PathBuf::from(&args[1]);
     let control = hanzo_sandbox::confine::adopt_inherited_fd(control_fd).expect("control fd");
-    let cfg = TierB::for_workspace(&workdir, None, &[]);
+    // Tier B as the tools worker sets it up: the host read-only, the work directory writable,
+    // `/etc` cut down to what programs read, a private sized `/tmp`.
+    let cfg = TierB::new(
+        vec![workdir.clone()],
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        hanzo_policy::profile::COMMAND_ETC,
+        64 << 20,
+    );
     match namespaces::enter_with(&cfg, |_lo| {}) {
-        // This process's descriptors were closed by `enter_with`: exit without dropping any.
-        Ok(Side::Parent { status }) => std::process::exit(status),
+        // The original process only waits for pid 1 and passes its status on.
+        Ok(Side::Parent(parent)) => std::process::exit(parent.wait(WaitAs {
+            confine: false,
+            forward_signals: false,
+        })),
         Ok(Side::Child) => {}
         Err(e) => {
             eprintln!("tier B: {e}");
@@ -170,10 +182,7 @@ fn forwarder_child(args: &[OsString]) -> i32 {
             return 92;
         }
     }
-    if let Err(e) = hanzo_tools::nosocket::deny_socket_creation() {
-        eprintln!("forwarder: socket filter: {e}");
-        return 93;
-    }
+    // The profile's socket policy (none) is part of that filter: `socket(2)` is refused.
     // Proof that the confinement holds: no new socket, no file.
     if std::net::TcpStream::connect("127.0.0.1:9").is_ok() || std::fs::read("/etc/hostname").is_ok()
     {

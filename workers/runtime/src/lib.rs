@@ -10,6 +10,7 @@
 //! test-only common requests; release builds never enable it.
 #![forbid(unsafe_code)]
 
+use hanzo_ipc::attest::Attestation;
 use hanzo_ipc::channel::{serve, EventSink, Handler, ItemSink, ServerWriter};
 use hanzo_ipc::frame::DEFAULT_MAX_FRAME;
 #[cfg(feature = "test-support")]
@@ -40,6 +41,12 @@ pub mod exit {
     pub const NO_CHANNEL: i32 = 65;
     /// Confinement could not be applied; the worker refuses to run unconfined.
     pub const CONFINE_FAILED: i32 = 66;
+    /// The worker's command launcher died: it can start no more commands (the supervisor
+    /// restarts both).
+    pub const LAUNCHER_GONE: i32 = 69;
+    /// A syscall outside the worker's seccomp allow-list stopped it (its stderr names the
+    /// syscall): 128 + `SIGSYS`.
+    pub const SECCOMP_STOPPED: i32 = hanzo_sandbox::sigsys::EXIT_SECCOMP;
     /// The channel failed (protocol violation or i/o error).
     pub const CHANNEL_FAILED: i32 = 67;
     /// Injected by a test fault.
@@ -135,6 +142,14 @@ impl WorkerOptions {
         push("--workspace", &self.ctx.workspace);
         push("--config-dir", &self.ctx.config_dir);
         push("--run-dir", &self.ctx.run_dir);
+        for h in &self.ctx.hidden {
+            args.push("--hide".to_string());
+            args.push(h.display().to_string());
+        }
+        if self.ctx.allow_dangerous_workspace {
+            args.push("--allow-dangerous-workspace".into());
+            args.push("yes".into());
+        }
         if self.isolation != IsolationMode::default() {
             args.push("--isolation".into());
             args.push(self.isolation.as_str().into());
@@ -164,6 +179,10 @@ impl WorkerOptions {
                 "--workspace" => opts.ctx.workspace = Some(value.into()),
                 "--config-dir" => opts.ctx.config_dir = Some(value.into()),
                 "--run-dir" => opts.ctx.run_dir = Some(value.into()),
+                "--hide" => opts.ctx.hidden.push(value.into()),
+                "--allow-dangerous-workspace" => {
+                    opts.ctx.allow_dangerous_workspace = value == "yes"
+                }
                 "--isolation" => {
                     opts.isolation = IsolationMode::parse(value)
                         .ok_or_else(|| format!("unknown isolation mode {value:?}"))?
@@ -216,6 +235,18 @@ where
     H: Handler<P, OwnedWriteHalf>,
     F: FnOnce(WorkerContext<P>) -> H,
 {
+    run_with_helpers(opts, Vec::new(), make)
+}
+
+/// [`run_with`], for a worker that started helper processes before confining itself (the tools
+/// worker's command launcher): their attestations go into the worker's own, for the supervisor
+/// to check.
+pub fn run_with_helpers<P, H, F>(opts: WorkerOptions, helpers: Vec<Attestation>, make: F) -> i32
+where
+    P: HasCommon,
+    H: Handler<P, OwnedWriteHalf>,
+    F: FnOnce(WorkerContext<P>) -> H,
+{
     let role = opts.role;
     let fd = match hanzo_sandbox::confine::adopt_inherited_fd(SUPERVISOR_FD) {
         Ok(fd) => fd,
@@ -245,6 +276,7 @@ where
     // Namespaces a role entered before `run_with` (tier B tools) are part of what it applied.
     attestation.namespaces = hanzo_sandbox::namespaces::entered();
     attestation.notes.extend(hanzo_sandbox::namespaces::notes());
+    attestation.helpers = helpers;
     #[cfg(feature = "test-support")]
     if opts.fault == Some(Fault::UnderReport) {
         attestation.no_new_privs = false;
@@ -426,6 +458,8 @@ mod tests {
                 workspace: Some("/w s".into()),
                 config_dir: None,
                 run_dir: Some("/tmp/r".into()),
+                hidden: vec!["/h/.config/hanzo".into(), "/h/.local/share/hanzo".into()],
+                allow_dangerous_workspace: true,
             },
             isolation: IsolationMode::Strict,
             fault: Some(Fault::OversizedFrame),
