@@ -886,6 +886,18 @@ mod tests {
     }
 
     #[test]
+    fn the_command_deny_list_repeats_every_base_entry() {
+        // The command list is written out in full (a const slice cannot be concatenated), so a
+        // syscall added to the base list alone would stay open to commands.
+        for name in BASE_DENIED_SYSCALLS {
+            assert!(
+                COMMAND_DENIED_SYSCALLS.contains(name),
+                "{name} is denied to workers but not to commands"
+            );
+        }
+    }
+
+    #[test]
     fn no_allow_list_names_a_denied_syscall_or_a_duplicate() {
         for list in allow_lists() {
             for name in BASE_DENIED_SYSCALLS.iter().chain(COMMAND_DENIED_SYSCALLS) {
