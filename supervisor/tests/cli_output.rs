@@ -1,6 +1,6 @@
-//! `hanzo-dev doctor` through the real binary: the `--json` report has one stable shape (every
-//! availability `{"available": bool, "reason"?: string}`, never a serialised `Result`), and the
-//! `-v` logs carry no colour codes when stderr is not a terminal.
+//! What the real binary prints: `doctor --json` has one stable shape (every availability
+//! `{"available": bool, "reason"?: string}`, never a serialised `Result`), `-v` logs carry no
+//! colour codes when stderr is not a terminal, and an error says its cause once.
 
 use serde_json::Value;
 use std::process::{Command, Output};
@@ -123,5 +123,26 @@ fn verbose_logs_off_a_terminal_have_no_colour_codes() {
     assert!(
         !stderr.contains('\x1b'),
         "colour codes in redirected logs: {stderr:?}"
+    );
+}
+
+#[test]
+fn a_command_that_does_not_exist_is_reported_once() {
+    let ws = tempfile::tempdir().expect("workspace");
+    let out = Command::new(env!("CARGO_BIN_EXE_hanzo-dev"))
+        .args(["sandbox", "--workspace"])
+        .arg(ws.path())
+        .args(["--", "/nonexistent-hanzo-command"])
+        .output()
+        .expect("run hanzo-dev sandbox");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    let error: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(error.len(), 1, "{stderr}");
+    assert!(error[0].contains("/nonexistent-hanzo-command"), "{stderr}");
+    assert_eq!(
+        error[0].matches("No such file or directory").count(),
+        1,
+        "{stderr}"
     );
 }
