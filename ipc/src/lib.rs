@@ -10,6 +10,7 @@
 
 pub mod attest;
 pub mod frame;
+#[cfg(feature = "test-support")]
 pub mod fuzzing;
 pub mod probe;
 pub mod proto;

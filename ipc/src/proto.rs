@@ -14,7 +14,7 @@ use thiserror::Error;
 /// The first bytes of every handshake: "HZDV".
 pub const MAGIC: [u8; 4] = *b"HZDV";
 /// A peer with another major version is refused.
-pub const PROTOCOL_MAJOR: u16 = 1;
+pub const PROTOCOL_MAJOR: u16 = 2;
 /// Minor versions are compatible; both sides report theirs.
 pub const PROTOCOL_MINOR: u16 = 0;
 

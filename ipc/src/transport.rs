@@ -198,3 +198,134 @@ async fn read_hello<R: AsyncRead + Unpin>(
     hello.check(role)?;
     Ok(hello)
 }
+
+/// The sender of a message on a unix socket, as the kernel attached it (`SCM_CREDENTIALS`), in
+/// the receiver's pid and user namespaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SenderCredentials {
+    /// 0 when the kernel could not name the sender (it is outside our pid namespace, or
+    /// `SO_PASSCRED` was not yet set on the receiving end when the message was sent).
+    pub pid: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// One message received with [`recv_with_credentials`].
+#[derive(Debug)]
+pub struct ReceivedMessage {
+    /// Data bytes (0 with no descriptors: the peer closed its end).
+    pub len: usize,
+    /// Descriptors that came with it (close-on-exec).
+    pub fds: Vec<OwnedFd>,
+    pub sender: Option<SenderCredentials>,
+    /// Data or descriptors did not fit and were dropped (extra descriptors are closed by the
+    /// kernel).
+    pub truncated: bool,
+}
+
+/// Ask the kernel to attach the sender's credentials to every message that arrives on `sock`
+/// from now on (`SO_PASSCRED`). Set it on the receiving end before the peer can send: a message
+/// sent earlier carries no sender.
+#[allow(unsafe_code)]
+pub fn pass_credentials(sock: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from a local that outlives the call.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Receive one message from a unix socket without blocking (`EWOULDBLOCK` when none is
+/// queued): its data into `buf`, up to `max_fds` descriptors (`SCM_RIGHTS`), and the sender's
+/// credentials (`SCM_CREDENTIALS`, present once [`pass_credentials`] was set on `sock`).
+#[allow(unsafe_code)]
+pub fn recv_with_credentials(
+    sock: std::os::fd::BorrowedFd<'_>,
+    buf: &mut [u8],
+    max_fds: usize,
+) -> io::Result<ReceivedMessage> {
+    use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+    let fd_bytes = max_fds.max(1) * std::mem::size_of::<RawFd>();
+    let cred_bytes = std::mem::size_of::<libc::ucred>();
+    // SAFETY: CMSG_SPACE computes a size from an integer.
+    let space =
+        unsafe { libc::CMSG_SPACE(fd_bytes as u32) + libc::CMSG_SPACE(cred_bytes as u32) } as usize;
+    // u64 elements keep the control buffer aligned for `cmsghdr`.
+    let mut control = vec![0u64; space.div_ceil(8)];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: an all-zero msghdr is a valid empty header; the fields are filled in below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = (control.len() * 8) as _;
+    let n = loop {
+        // SAFETY: msg points at our iovec (into `buf`) and control buffer, both alive for the
+        // call and of the lengths given.
+        let r = unsafe {
+            libc::recvmsg(
+                sock.as_raw_fd(),
+                &mut msg,
+                libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT,
+            )
+        };
+        if r >= 0 {
+            break r as usize;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    };
+    let mut fds = Vec::new();
+    let mut sender = None;
+    // SAFETY: the kernel filled `msg`'s control buffer; CMSG_FIRSTHDR/CMSG_NXTHDR walk it within
+    // `msg_controllen`. Each SCM_RIGHTS payload holds whole descriptors that are now ours alone;
+    // an SCM_CREDENTIALS payload is one `ucred` (plain integers: any bit pattern is valid),
+    // read unaligned.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            let data = libc::CMSG_DATA(cmsg);
+            let len = ((*cmsg).cmsg_len as usize).saturating_sub(data as usize - cmsg as usize);
+            match ((*cmsg).cmsg_level, (*cmsg).cmsg_type) {
+                (libc::SOL_SOCKET, libc::SCM_RIGHTS) => {
+                    for i in 0..len / std::mem::size_of::<RawFd>() {
+                        let fd = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
+                        fds.push(OwnedFd::from_raw_fd(fd));
+                    }
+                }
+                (libc::SOL_SOCKET, libc::SCM_CREDENTIALS) if len >= cred_bytes => {
+                    let c = std::ptr::read_unaligned(data.cast::<libc::ucred>());
+                    sender = Some(SenderCredentials {
+                        pid: u32::try_from(c.pid).unwrap_or(0),
+                        uid: c.uid,
+                        gid: c.gid,
+                    });
+                }
+                _ => {}
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok(ReceivedMessage {
+        len: n,
+        fds,
+        sender,
+        truncated: msg.msg_flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0,
+    })
+}

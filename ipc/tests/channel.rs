@@ -45,9 +45,13 @@ fn attestation(role: Role) -> Attestation {
             denied_syscalls: vec!["ptrace".into()],
             x32_denied: true,
             namespace_creation_denied: true,
+            allow_list: None,
+            command_rules: false,
+            filters: 4,
         },
         namespaces: vec![],
         notes: vec![],
+        helpers: vec![],
     }
 }
 

@@ -153,6 +153,56 @@ impl Glob {
     }
 }
 
+impl Glob {
+    /// Whether *some* text for the holes makes `subject` match: each `None` in `subject` is a
+    /// hole standing for any run of characters (possibly empty), each `Some(c)` one known
+    /// character. Used for words only known at run time (`$CMD -rf /`): a deny pattern that could
+    /// match them must not let the call through unasked. A set of reachable token positions is
+    /// advanced over the subject, so this is linear in the subject times the pattern.
+    pub fn could_match(&self, subject: &[Option<char>]) -> bool {
+        let toks = &self.tokens;
+        let n = toks.len();
+        let mut cur = vec![false; n + 1];
+        cur[0] = true;
+        close_over_stars(toks, &mut cur);
+        for item in subject {
+            let mut next = vec![false; n + 1];
+            match item {
+                None => {
+                    // A hole can be empty, or be exactly the characters every later token needs.
+                    if let Some(first) = cur.iter().position(|&r| r) {
+                        next[first..].iter_mut().for_each(|r| *r = true);
+                    }
+                }
+                Some(c) => {
+                    for p in (0..n).filter(|&p| cur[p]) {
+                        match &toks[p] {
+                            Token::AnyRun => next[p] = true,
+                            tok if single_matches(tok, *c) => next[p + 1] = true,
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            close_over_stars(toks, &mut next);
+            if !next.iter().any(|&r| r) {
+                return false;
+            }
+            cur = next;
+        }
+        cur[n]
+    }
+}
+
+/// A `*` may match nothing: being before it means being after it too.
+fn close_over_stars(toks: &[Token], set: &mut [bool]) {
+    for p in 0..toks.len() {
+        if set[p] && toks[p] == Token::AnyRun {
+            set[p + 1] = true;
+        }
+    }
+}
+
 fn single_matches(tok: &Token, c: char) -> bool {
     match tok {
         Token::Literal(x) => *x == c,
@@ -284,6 +334,37 @@ mod tests {
         assert!(m("a*b*c", "abbbbc"));
         assert!(!m("a*b*c", "abbbb"));
         assert!(m("*.rs", "a.rs.rs"));
+    }
+
+    fn could(p: &str, subject: &str) -> bool {
+        // `…` marks a hole.
+        let s: Vec<Option<char>> = subject.chars().map(|c| (c != '…').then_some(c)).collect();
+        Glob::new(p).expect("valid test glob").could_match(&s)
+    }
+
+    #[test]
+    fn holes_could_be_anything() {
+        assert!(could("rm *", "… -rf /"));
+        assert!(could("rm -rf *", "… /"), "the hole could be `rm -rf`");
+        assert!(could("git push*", "… -rf /"));
+        assert!(!could("rm *", "echo …"));
+        assert!(could("rm *", "r… x"));
+        assert!(!could("rm", "rm x…"), "a known suffix cannot be removed");
+        assert!(could("rm -rf [a-z]*", "rm -rf …"));
+        assert!(could("a?c", "a…c"));
+        assert!(!could("a?c", "abbc"));
+        assert!(could("*", "…"));
+        assert!(could("", "…"));
+        assert!(!could("", "x"));
+        // Without holes it is plain matching.
+        for (p, t) in [
+            ("rm *", "rm x"),
+            ("a*b*c", "abbbbc"),
+            ("x", "y"),
+            ("[!a]", "a"),
+        ] {
+            assert_eq!(could(p, t), m(p, t), "{p} {t}");
+        }
     }
 
     #[test]

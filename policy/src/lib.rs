@@ -1,14 +1,20 @@
 //! `hanzo-policy` decides what an agent may do: layered settings, workspace trust, permission
-//! rules with audit records, the hook contract, and the sandbox profile of every worker role.
+//! rules with audit records, the hook contract, the network allow-list, and the sandbox profile of
+//! every worker role.
 //! It holds data and decision logic only; it never spawns a process.
 #![forbid(unsafe_code)]
 
 pub mod audit;
+pub mod defaults;
+pub mod git;
 pub mod glob;
 pub mod hooks;
 pub mod isolation;
+pub mod network;
 pub mod permission;
 pub mod profile;
+pub mod record;
+pub mod secret_names;
 pub mod settings;
 pub mod shell;
 mod suggest;

@@ -172,14 +172,10 @@ impl ToolPattern {
         self.name.matches(tool)
     }
 
-    /// `arg` is the primary argument of the call (for bash: one simple command), if any.
+    /// `arg` is the primary argument of the call (for bash: one simple command), if any. This is
+    /// the literal match of the contract: no shell normalisation (see [`PermissionPolicy`]).
     pub fn matches(&self, tool: &str, arg: Option<&str>) -> bool {
         let substituted = tool == "bash" && arg.is_some_and(shell::has_substitution);
-        self.matches_prepared(tool, arg, substituted)
-    }
-
-    /// [`ToolPattern::matches`] with the substitution check done once by the caller.
-    fn matches_prepared(&self, tool: &str, arg: Option<&str>, substituted: bool) -> bool {
         if !self.name.matches(tool) {
             return false;
         }
@@ -191,6 +187,43 @@ impl ToolPattern {
             (Some(glob), Some(arg)) => glob.matches(arg),
         }
     }
+
+    /// How this pattern matches `subject` for a rule of `mode`. Allow rules see the command as
+    /// written only; deny and prompt rules also see it as the shell would run it, and a reading
+    /// with parts only known at run time is a possible match.
+    fn match_subject(&self, tool: &str, subject: &Subject, mode: PermissionMode) -> Match {
+        if !self.name.matches(tool) {
+            return Match::No;
+        }
+        let Some(glob) = &self.arg else {
+            return Match::Definite;
+        };
+        let Some(raw) = &subject.raw else {
+            return Match::No;
+        };
+        if !subject.substituted && glob.matches(raw) {
+            return Match::Definite;
+        }
+        if mode == PermissionMode::Allow {
+            return Match::No;
+        }
+        if subject.known.iter().any(|t| glob.matches(t)) {
+            return Match::Definite;
+        }
+        match subject.unknown.iter().find(|(_, s)| glob.could_match(s)) {
+            Some((shown, _)) => Match::Possible(shown.clone()),
+            None => Match::No,
+        }
+    }
+}
+
+/// How a pattern matches one subject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Match {
+    No,
+    Definite,
+    /// Only for some values of what is unknown before the command runs (shown with `…`).
+    Possible(String),
 }
 
 /// Byte offset of the first `(` that is not escaped and not inside a `[…]` class.
@@ -279,17 +312,18 @@ impl RuleList {
         self.rules.iter().map(|r| &r.rule)
     }
 
+    /// The rules that match `subject`, in order, with how they match.
     fn matching<'a>(
         &'a self,
         tool: &'a str,
-        arg: Option<&'a str>,
-    ) -> impl Iterator<Item = (usize, &'a PermissionRule)> + 'a {
-        let substituted = tool == "bash" && arg.is_some_and(shell::has_substitution);
-        self.rules
-            .iter()
-            .enumerate()
-            .filter(move |(_, r)| r.pattern.matches_prepared(tool, arg, substituted))
-            .map(|(i, r)| (i, &r.rule))
+        subject: &'a Subject,
+    ) -> impl Iterator<Item = (usize, &'a PermissionRule, Match)> + 'a {
+        self.rules.iter().enumerate().filter_map(move |(i, r)| {
+            match r.pattern.match_subject(tool, subject, r.rule.mode) {
+                Match::No => None,
+                m => Some((i, &r.rule, m)),
+            }
+        })
     }
 }
 
@@ -314,12 +348,21 @@ pub struct Decision {
     pub deciding_part: Option<String>,
 }
 
-/// The argument a `name(arg-glob)` pattern looks at: `command` for `bash`; for every other tool
-/// its `path`, made relative to the workspace and lexically normalized so that `./src/x` and
-/// `src/../src/x` are judged like `src/x`.
+impl Decision {
+    /// Who decided, as the run records say it: `rule` when a rule matched, else `default`.
+    pub fn decided_by(&self) -> crate::record::DecidedBy {
+        crate::record::DecidedBy::of_policy(self.rule_matched.is_some())
+    }
+}
+
+/// The argument a `name(arg-glob)` pattern looks at: `command` for `bash`, `subcommand` for
+/// `git`; for every other tool its `path`, made relative to the workspace and lexically
+/// normalized so that `./src/x` and `src/../src/x` are judged like `src/x`.
 pub fn primary_argument(tool: &str, input: &Value, workspace: Option<&Path>) -> Option<String> {
-    if tool == "bash" {
-        return input.get("command")?.as_str().map(str::to_string);
+    match tool {
+        "bash" => return input.get("command")?.as_str().map(str::to_string),
+        "git" => return input.get("subcommand")?.as_str().map(str::to_string),
+        _ => {}
     }
     let path = input.get("path")?.as_str()?;
     Some(normalize_workspace_path(path, workspace))
@@ -359,15 +402,96 @@ pub fn normalize_workspace_path(path: &str, workspace: Option<&Path>) -> String 
     }
 }
 
-/// The subjects one call is judged on: for bash each simple command, otherwise the call itself.
-fn subjects(tool: &str, input: &Value, workspace: Option<&Path>) -> Vec<Option<String>> {
+/// What one call is judged on: for bash each simple command (and each command those run),
+/// otherwise the call itself.
+#[derive(Debug, Clone)]
+struct Subject {
+    /// The primary argument as written (bash: one simple command).
+    raw: Option<String>,
+    /// bash: the raw text holds a substitution, so no argument pattern matches it as written.
+    substituted: bool,
+    /// Fully known normalised readings that differ from `raw` (bash only).
+    known: Vec<String>,
+    /// Readings with run-time parts: for messages, and as characters with holes (`None`).
+    unknown: Vec<(String, Vec<Option<char>>)>,
+    /// The command that runs this one (`sh -c '…'`, `$(…)`), if it is nested: a nested subject
+    /// can make the call stricter (deny, prompt), never needs an allow of its own.
+    run_by: Option<String>,
+}
+
+impl Subject {
+    fn plain(raw: Option<String>) -> Subject {
+        Subject {
+            raw,
+            substituted: false,
+            known: Vec::new(),
+            unknown: Vec::new(),
+            run_by: None,
+        }
+    }
+
+    fn bash(part: &str, analysis: shell::Analysis, run_by: Option<&str>) -> Subject {
+        let mut known = Vec::new();
+        let mut unknown = Vec::new();
+        for r in analysis.readings {
+            match r.text() {
+                Some(t) if t == part => {}
+                Some(t) => known.push(t.to_string()),
+                None => {
+                    let chars = r
+                        .pieces()
+                        .iter()
+                        .flat_map(|p| match p {
+                            shell::Piece::Text(t) => t.chars().map(Some).collect::<Vec<_>>(),
+                            shell::Piece::Hole => vec![None],
+                        })
+                        .collect();
+                    unknown.push((r.display(), chars));
+                }
+            }
+        }
+        Subject {
+            raw: Some(part.to_string()),
+            substituted: shell::has_substitution(part),
+            known,
+            unknown,
+            run_by: run_by.map(str::to_string),
+        }
+    }
+}
+
+/// How many commands of one call (nested ones included) are judged; the rest count as unknown.
+const MAX_SUBJECTS: usize = 256;
+
+fn bash_subjects(script: &str, run_by: Option<&str>, depth: usize, out: &mut Vec<Subject>) {
+    for part in shell::split_simple_commands(script) {
+        if out.len() >= MAX_SUBJECTS || depth > shell::MAX_DEPTH {
+            // Too much to follow: whatever it runs is unknown.
+            let mut s = Subject::plain(Some(part.to_string()));
+            s.unknown.push(("…".to_string(), vec![None]));
+            s.run_by = run_by.map(str::to_string);
+            out.push(s);
+            return;
+        }
+        let analysis = shell::analyze(part);
+        let scripts = analysis.scripts.clone();
+        out.push(Subject::bash(part, analysis, run_by));
+        for inner in scripts {
+            bash_subjects(&inner, Some(part), depth + 1, out);
+        }
+    }
+}
+
+/// The subjects one call is judged on.
+fn subjects(tool: &str, input: &Value, workspace: Option<&Path>) -> Vec<Subject> {
     let arg = primary_argument(tool, input, workspace);
     match (tool, arg) {
-        ("bash", Some(command)) => shell::split_simple_commands(&command)
-            .into_iter()
-            .map(|s| Some(s.to_string()))
-            .collect(),
-        (_, arg) => vec![arg],
+        ("bash", Some(command)) => {
+            let mut out = Vec::new();
+            bash_subjects(&command, None, 0, &mut out);
+            out
+        }
+        (_, arg) => vec![Subject::plain(arg)],
     }
 }
 
@@ -376,12 +500,79 @@ struct PartVerdict {
     rule: Option<(RuleRef, Option<String>)>,
     /// Said after the reason: an allow rule that matched but did not count (untrusted).
     note: Option<String>,
+    /// The deny or prompt rule (of this mode) matched only a reading with run-time parts (shown).
+    possible: Option<(String, PermissionMode)>,
+}
+
+impl PartVerdict {
+    fn rule(
+        mode: PermissionMode,
+        tier: Option<Scope>,
+        index: usize,
+        rule: &PermissionRule,
+    ) -> Self {
+        PartVerdict {
+            mode,
+            rule: Some((
+                RuleRef {
+                    tier,
+                    index,
+                    pattern: rule.tool_pattern.clone(),
+                },
+                rule.reason.clone(),
+            )),
+            note: None,
+            possible: None,
+        }
+    }
+
+    fn default_prompt(note: Option<String>) -> Self {
+        PartVerdict {
+            mode: PermissionMode::Prompt,
+            rule: None,
+            note,
+            possible: None,
+        }
+    }
+
+    /// A rule of `mode` matched `m`: a possible match of a deny rule prompts.
+    fn matched(
+        m: &Match,
+        mode: PermissionMode,
+        tier: Option<Scope>,
+        index: usize,
+        rule: &PermissionRule,
+    ) -> Self {
+        match m {
+            Match::Possible(shown) => PartVerdict {
+                possible: Some((shown.clone(), mode)),
+                ..PartVerdict::rule(PermissionMode::Prompt, tier, index, rule)
+            },
+            _ => PartVerdict::rule(mode, tier, index, rule),
+        }
+    }
+
+    /// A nested command that nothing denies or prompts for adds nothing to the decision.
+    fn nested(self) -> Self {
+        let objects = self.mode == PermissionMode::Deny
+            || (self.mode == PermissionMode::Prompt && self.rule.is_some());
+        if objects {
+            self
+        } else {
+            PartVerdict {
+                mode: PermissionMode::Allow,
+                rule: None,
+                note: None,
+                possible: None,
+            }
+        }
+    }
 }
 
 /// Combines the parts' verdicts: the most severe wins, the earliest among equals.
-fn combine(tool: &str, parts: Vec<(Option<String>, PartVerdict)>) -> Decision {
-    let several = parts.len() > 1;
-    let (part, verdict) = parts
+fn combine(tool: &str, parts: Vec<(Subject, PartVerdict)>) -> Decision {
+    let several = parts.iter().filter(|(s, _)| s.run_by.is_none()).count() > 1;
+    let (subject, verdict) = parts
         .into_iter()
         .reduce(|best, next| {
             if next.1.mode.severity() > best.1.mode.severity() {
@@ -395,29 +586,42 @@ fn combine(tool: &str, parts: Vec<(Option<String>, PartVerdict)>) -> Decision {
         Some((r, reason)) => (Some(r), reason),
         None => (None, None),
     };
-    let reason = rule_reason.unwrap_or_else(|| match &rule_matched {
-        Some(r) => {
-            let tier = r
-                .tier
-                .map(|t| format!(" ({t} settings)"))
-                .unwrap_or_default();
-            format!("{} by rule `{}`{tier}", verdict.mode, r.pattern)
+    let tier_of = |r: &RuleRef| {
+        r.tier
+            .map(|t| format!(" ({t} settings)"))
+            .unwrap_or_default()
+    };
+    let reason = match (&verdict.possible, &rule_matched) {
+        (Some((shown, mode)), Some(r)) => {
+            let own = rule_reason.map(|x| format!(" ({x})")).unwrap_or_default();
+            format!(
+                "the {mode} rule `{}`{}{own} could match `{shown}`, whose `…` is only known when \
+                 the command runs; asking instead of allowing",
+                r.pattern,
+                tier_of(r),
+            )
         }
-        None => format!("no rule matches `{tool}`; the default is to prompt"),
-    });
+        _ => rule_reason.unwrap_or_else(|| match &rule_matched {
+            Some(r) => format!("{} by rule `{}`{}", verdict.mode, r.pattern, tier_of(r)),
+            None => format!("no rule matches `{tool}`; the default is to prompt"),
+        }),
+    };
     let reason = match verdict.note {
         Some(note) => format!("{reason}; {note}"),
         None => reason,
     };
-    let reason = match (&part, several) {
-        (Some(p), true) => format!("{reason} [for the part `{p}` of a compound command]"),
+    let part = subject.raw.clone();
+    let reason = match (&part, &subject.run_by, several) {
+        (Some(p), Some(by), _) => format!("{reason} [for `{p}`, which `{by}` runs]"),
+        (Some(p), None, true) => format!("{reason} [for the part `{p}` of a compound command]"),
         _ => reason,
     };
+    let nested = subject.run_by.is_some();
     Decision {
         mode: verdict.mode,
         rule_matched,
         reason,
-        deciding_part: if several { part } else { None },
+        deciding_part: if several || nested { part } else { None },
     }
 }
 
@@ -447,30 +651,26 @@ impl PermissionPolicy {
         self.evaluate(tool, &Value::Null).mode
     }
 
+    /// First match wins. For `bash`, each simple command is judged on its own (see
+    /// [`crate::shell`]): allow rules see it as written; deny and prompt rules also see it as the
+    /// shell would run it, and a deny rule that could match a part only known at run time makes
+    /// the call prompt.
     pub fn evaluate(&self, tool: &str, input: &Value) -> Decision {
         let parts = subjects(tool, input, self.workspace.as_deref())
             .into_iter()
-            .map(|arg| {
-                let verdict = match self.rules.matching(tool, arg.as_deref()).next() {
-                    Some((index, rule)) => PartVerdict {
-                        mode: rule.mode,
-                        rule: Some((
-                            RuleRef {
-                                tier: None,
-                                index,
-                                pattern: rule.tool_pattern.clone(),
-                            },
-                            rule.reason.clone(),
-                        )),
-                        note: None,
-                    },
-                    None => PartVerdict {
-                        mode: PermissionMode::Prompt,
-                        rule: None,
-                        note: None,
-                    },
+            .map(|subject| {
+                let verdict = match self.rules.matching(tool, &subject).next() {
+                    Some((index, rule, m)) => {
+                        PartVerdict::matched(&m, rule.mode, None, index, rule)
+                    }
+                    None => PartVerdict::default_prompt(None),
                 };
-                (arg, verdict)
+                let verdict = if subject.run_by.is_some() {
+                    verdict.nested()
+                } else {
+                    verdict
+                };
+                (subject, verdict)
             })
             .collect();
         combine(tool, parts)
@@ -517,59 +717,56 @@ impl TieredPolicy {
         ]
     }
 
-    fn judge(&self, tool: &str, arg: Option<&str>) -> PartVerdict {
-        let verdict = |tier: Scope, index: usize, rule: &PermissionRule| PartVerdict {
-            mode: rule.mode,
-            rule: Some((
-                RuleRef {
-                    tier: Some(tier),
-                    index,
-                    pattern: rule.tool_pattern.clone(),
-                },
-                rule.reason.clone(),
-            )),
-            note: None,
+    fn judge(&self, tool: &str, subject: &Subject) -> PartVerdict {
+        let matched: Vec<(Scope, usize, &PermissionRule, Match)> = self
+            .scan_order()
+            .into_iter()
+            .flat_map(|(tier, list)| {
+                list.matching(tool, subject)
+                    .map(move |(index, rule, m)| (tier, index, rule, m))
+            })
+            .collect();
+        let deny = |definite: bool| {
+            matched.iter().find(|(_, _, r, m)| {
+                r.mode == PermissionMode::Deny && (*m == Match::Definite) == definite
+            })
         };
-        for (tier, list) in self.scan_order() {
-            if let Some((index, rule)) = list
-                .matching(tool, arg)
-                .find(|(_, r)| r.mode == PermissionMode::Deny)
-            {
-                return verdict(tier, index, rule);
-            }
+        // A deny anywhere wins; one that could match what is unknown until run time prompts.
+        if let Some((tier, index, rule, m)) = deny(true).or_else(|| deny(false)) {
+            return PartVerdict::matched(m, rule.mode, Some(*tier), *index, rule);
         }
         let mut skipped: Option<String> = None;
-        for (tier, list) in self.scan_order() {
-            for (index, rule) in list.matching(tool, arg) {
-                let gated =
-                    rule.mode == PermissionMode::Allow && tier.is_workspace() && !self.trusted;
-                if gated {
-                    skipped.get_or_insert_with(|| {
-                        format!(
-                            "the allow rule `{}` in {tier} settings does not count until the workspace is trusted (`hanzo-dev trust`)",
-                            rule.tool_pattern
-                        )
-                    });
-                    continue;
-                }
-                let mut v = verdict(tier, index, rule);
-                v.note = skipped;
-                return v;
+        for (tier, index, rule, m) in &matched {
+            let gated = rule.mode == PermissionMode::Allow && tier.is_workspace() && !self.trusted;
+            if gated {
+                skipped.get_or_insert_with(|| {
+                    format!(
+                        "the allow rule `{}` in {tier} settings does not count until the workspace is trusted (`hanzo-dev trust`)",
+                        rule.tool_pattern
+                    )
+                });
+                continue;
             }
+            let mut v = PartVerdict::matched(m, rule.mode, Some(*tier), *index, rule);
+            v.note = skipped;
+            return v;
         }
-        PartVerdict {
-            mode: PermissionMode::Prompt,
-            rule: None,
-            note: skipped,
-        }
+        PartVerdict::default_prompt(skipped)
     }
 
+    /// A matching deny in any tier wins (one that could match a part of a shell command only
+    /// known at run time prompts); otherwise the first match scanning local, project, user.
     pub fn evaluate(&self, tool: &str, input: &Value) -> Decision {
         let parts = subjects(tool, input, self.workspace.as_deref())
             .into_iter()
-            .map(|arg| {
-                let v = self.judge(tool, arg.as_deref());
-                (arg, v)
+            .map(|subject| {
+                let v = self.judge(tool, &subject);
+                let v = if subject.run_by.is_some() {
+                    v.nested()
+                } else {
+                    v
+                };
+                (subject, v)
             })
             .collect();
         combine(tool, parts)
@@ -650,7 +847,9 @@ mod tests {
         assert_eq!(eval("git status && ls -la"), Allow);
         assert_eq!(eval("git status && curl x"), Prompt);
         assert_eq!(eval("ls; rm -rf /"), Deny);
-        assert_eq!(eval("git status $(rm -rf /)"), Prompt);
+        // The substitution runs `rm -rf /`, which is judged too.
+        assert_eq!(eval("git status $(rm -rf /)"), Deny);
+        assert_eq!(eval("git status $(curl x)"), Prompt);
         let d = p.evaluate("bash", &json!({"command": "ls; rm -rf /; curl"}));
         assert_eq!(d.deciding_part.as_deref(), Some("rm -rf /"));
         assert_eq!(d.rule_matched.map(|r| r.index), Some(2));

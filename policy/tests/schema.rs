@@ -34,12 +34,13 @@ fn schema_knows_every_top_level_key() {
         "custom_instructions",
         "input_mode",
         "sandbox",
+        "oauth_providers",
     ] {
         assert!(props.contains_key(key), "schema lacks {key}");
     }
     assert_eq!(
         props.len(),
-        10,
+        11,
         "a key was added: update the unknown-key lists too"
     );
 }

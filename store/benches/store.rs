@@ -1,9 +1,10 @@
 //! The run store's cost per agent step (begin step, one tool call, finish step: three committed,
-//! fsynced transactions) and of loading a 100-step run.
+//! fsynced transactions), of the same step as the loop writes it (the call recorded as started
+//! with its audit record before it runs, then finished: four), and of loading a 100-step run.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use hanzo_policy::PermissionMode;
-use hanzo_store::{NewRun, RunStore, StepEnd, ToolCall, DEFAULT_ORG};
+use hanzo_store::{CallEnd, NewRun, RunStore, StepEnd, ToolCall, DEFAULT_ORG};
 use serde_json::json;
 
 fn call() -> ToolCall {
@@ -15,7 +16,8 @@ fn call() -> ToolCall {
         rule: None,
         allowed: true,
         decision_reason: "allowed by rule".into(),
-        hook_results: json!([]),
+        decided_by: hanzo_store::DecidedBy::Default,
+        hook_results: vec![],
         output: Some("test result: ok. 12 passed".into()),
         error: None,
         duration_ms: 800,
@@ -39,6 +41,40 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let step = store.begin_step(run).expect("step");
             store.record_tool_call(step, &call()).expect("call");
+            store
+                .finish_step(step, &StepEnd::default())
+                .expect("finish");
+        })
+    });
+    let audit = hanzo_policy::AuditRecord {
+        timestamp: 1_700_000_000_000,
+        session_id: "run-1".into(),
+        tool_name: "bash".into(),
+        input_digest: "sha256:00".into(),
+        mode: PermissionMode::Allow,
+        rule_matched: None,
+        reason: "allowed by rule".into(),
+    };
+    let end = CallEnd {
+        output: Some("test result: ok. 12 passed".into()),
+        error: None,
+        duration_ms: 800,
+        more_hook_results: Vec::new(),
+    };
+    c.bench_function("store_step_with_one_started_and_finished_call", |b| {
+        b.iter(|| {
+            let step = store.begin_step(run).expect("step");
+            let id = store
+                .start_call(
+                    step,
+                    Some(&audit),
+                    &ToolCall {
+                        output: None,
+                        ..call()
+                    },
+                )
+                .expect("start");
+            store.finish_call(id, &end).expect("finish call");
             store
                 .finish_step(step, &StepEnd::default())
                 .expect("finish");

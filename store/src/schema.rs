@@ -87,6 +87,27 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX events_run ON events(run_id);
     ",
+    // 2: tool calls are recorded as started before they execute, and say who decided.
+    // `decided_by` of older rows is derived from what they hold (a denying pre-hook; a prompt
+    // answered by the run's approval mode; a rule; the agent's tool list; else the default).
+    "
+    ALTER TABLE tool_calls ADD COLUMN status TEXT NOT NULL DEFAULT 'finished'
+        CHECK (status IN ('started', 'finished'));
+    ALTER TABLE tool_calls ADD COLUMN decided_by TEXT;
+    UPDATE tool_calls SET decided_by = CASE
+        WHEN json_valid(hook_results)
+             AND json_extract(hook_results, '$[0].phase') = 'pre'
+             AND json_extract(hook_results, '$[0].allowed') = 0 THEN 'hook'
+        WHEN decision_reason = 'the run stopped before this call' THEN 'not_run'
+        WHEN permission = 'prompt' THEN 'approval:' || COALESCE(
+             (SELECT json_extract(e.data, '$.approval') FROM events e
+              WHERE e.run_id = tool_calls.run_id AND e.kind = 'run_config'
+                    AND json_valid(e.data) LIMIT 1), 'prompt')
+        WHEN rule IS NOT NULL THEN 'rule'
+        WHEN decision_reason LIKE 'the % agent has no tool named %'
+             OR decision_reason LIKE '% is an MCP tool, %' THEN 'agent'
+        ELSE 'default' END;
+    ",
 ];
 
 /// The schema version this build writes.
@@ -136,5 +157,77 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", current + 1)?;
         tx.commit()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rusqlite::params;
+
+    /// A version-1 file with one tool call of each kind, migrated: each gets the right
+    /// `decided_by`, and every call is `finished`.
+    #[test]
+    fn version_2_derives_who_decided_for_older_calls() {
+        let mut conn = Connection::open_in_memory().expect("open");
+        conn.execute_batch(MIGRATIONS[0]).expect("v1");
+        conn.pragma_update(None, "user_version", 1)
+            .expect("version");
+        conn.execute_batch(
+            "INSERT INTO runs (id, input, model, isolation, status, started_ms, owner_pid)
+                 VALUES (1, 'task', 'm', 'B', 'succeeded', 0, 1);
+             INSERT INTO steps (id, run_id, idx, started_ms) VALUES (1, 1, 1, 0);
+             INSERT INTO events (run_id, kind, data, recorded_ms)
+                 VALUES (1, 'run_config', '{\"approval\":\"allow-listed\"}', 0);",
+        )
+        .expect("rows");
+        let calls = [
+            (
+                "allow",
+                Some("{}"),
+                r#"[{"phase":"pre","allowed":false,"failed":false}]"#,
+                "x",
+                "hook",
+            ),
+            ("prompt", None, "[]", "approved", "approval:allow-listed"),
+            ("allow", Some("{}"), "[]", "allowed by rule", "rule"),
+            (
+                "deny",
+                None,
+                "[]",
+                "the code agent has no tool named \"x\" (its tools: none)",
+                "agent",
+            ),
+            (
+                "deny",
+                None,
+                "[]",
+                "the run stopped before this call",
+                "not_run",
+            ),
+            ("allow", None, "not json", "no rule matched", "default"),
+        ];
+        for (i, (perm, rule, hooks, reason, _)) in calls.iter().enumerate() {
+            conn.execute(
+                "INSERT INTO tool_calls (id, run_id, step_id, name, input, permission, rule,
+                     allowed, decision_reason, hook_results, duration_ms, recorded_ms)
+                 VALUES (?1, 1, 1, 'bash', '{}', ?2, ?3, 1, ?4, ?5, 0, 0)",
+                params![i as i64 + 1, perm, rule, reason, hooks],
+            )
+            .expect("call");
+        }
+        migrate(&mut conn, Path::new(":memory:")).expect("migrate");
+        assert_eq!(user_version(&conn).expect("version"), SCHEMA_VERSION);
+        for (i, (.., want)) in calls.iter().enumerate() {
+            let (got, status): (String, String) = conn
+                .query_row(
+                    "SELECT decided_by, status FROM tool_calls WHERE id = ?1",
+                    [i as i64 + 1],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .expect("row");
+            assert_eq!(&got, want, "call {}", i + 1);
+            assert_eq!(status, "finished");
+        }
     }
 }

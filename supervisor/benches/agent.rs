@@ -13,6 +13,7 @@
 
 use criterion::{criterion_group, Criterion};
 use hanzo_dev::agent::approval::{ApprovalMode, Unattended};
+use hanzo_dev::agent::deadline::Deadlines;
 use hanzo_dev::agent::events::NoEvents;
 use hanzo_dev::agent::run::{AgentLoop, Limits, LoopConfig, RunSpec};
 use hanzo_dev::agent::traits::{
@@ -52,6 +53,7 @@ fn spec() -> RunSpec {
         isolation: hanzo_policy::Tier::B,
         workspace: "/ws".into(),
         replay: true,
+        dangerous_workspace: Vec::new(),
     }
 }
 
@@ -222,9 +224,13 @@ fn steps(c: &mut Criterion) {
                         max_output_tokens: 1024,
                         retry: RetryPolicy::default(),
                         recorded: None,
+                        deadlines: Deadlines::default(),
+                        notices: None,
                     };
                     let tools = WorkerTools {
                         tools: &tree.sup.tools,
+                        deadlines: Deadlines::default(),
+                        hooks_time: Duration::ZERO,
                     };
                     let mut store = RunStore::open(store_dir.path(), "local").expect("store");
                     let mut lp = AgentLoop {
@@ -292,6 +298,8 @@ fn steps(c: &mut Criterion) {
                     max_output_tokens: 1024,
                     retry: RetryPolicy::default(),
                     recorded: None,
+                    deadlines: Deadlines::default(),
+                    notices: None,
                 };
                 let messages = vec![Message::user_text("list")];
                 let mut total = Duration::ZERO;
@@ -328,6 +336,8 @@ fn steps(c: &mut Criterion) {
     g.bench_function("tool-call", |b| {
         let tools = WorkerTools {
             tools: &tree.sup.tools,
+            deadlines: Deadlines::default(),
+            hooks_time: Duration::ZERO,
         };
         let call = ToolInvocation {
             id: "t".into(),

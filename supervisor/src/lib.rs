@@ -1,18 +1,22 @@
-//! The `hanzo-dev` supervisor: command line, actor tree, worker lifecycle. The binary (`main.rs`)
+//! The `hanzo-dev` supervisor: command line, supervision tree, worker lifecycle. The binary (`main.rs`)
 //! is a thin entry over this library so that integration tests can drive the same code.
 #![deny(unsafe_code)]
 
 pub mod agent;
-pub mod cgroup;
 pub mod cli;
 pub mod demo;
 pub mod pair;
 pub mod secrets;
 pub mod spawner;
+pub mod start;
 pub mod startup;
+pub mod supervise;
+pub mod term;
 pub mod tree;
+pub mod userfile;
 pub mod vectors;
 pub mod worker;
+pub mod workspace;
 
 /// The hidden first argument that turns this binary into a worker.
 pub const WORKER_ENTRY: &str = "__worker";

@@ -1,5 +1,5 @@
 //! `hanzo-dev`: the supervisor binary. It parses the command line, keeps secrets out of its own
-//! environment, runs the actor tree that owns the worker processes, and — re-executed with the
+//! environment, runs the supervision tree that owns the worker processes, and — re-executed with the
 //! hidden `__worker` entry — becomes each of those workers.
 #![deny(unsafe_code)]
 
@@ -12,19 +12,8 @@ fn main() -> ExitCode {
     // A worker must confine itself before any thread starts, so this check comes before
     // everything else: no logging set-up, no runtime, no argument parser.
     if args.get(1).map(String::as_str) == Some(WORKER_ENTRY) {
-        // Join the pids cgroup the supervisor made for this worker before anything forks.
-        if let Err(e) = hanzo_sandbox::confine::join_inherited_cgroup(hanzo_dev::cgroup::CGROUP_FD)
-        {
-            eprintln!("hanzo-dev worker: cannot join its pids cgroup: {e}");
-            return ExitCode::from(hanzo_worker::exit::CONFINE_FAILED as u8);
-        }
         let code = match hanzo_worker::WorkerOptions::parse(&args[2..]) {
-            Ok(opts) => match opts.role {
-                hanzo_ipc::Role::Model => hanzo_model::worker_main(opts),
-                hanzo_ipc::Role::Broker => hanzo_broker::worker_main(opts),
-                hanzo_ipc::Role::Tools => hanzo_tools::worker_main(opts),
-                _ => hanzo_worker::run(opts),
-            },
+            Ok(opts) => worker_entry(opts.role)(opts),
             Err(e) => {
                 eprintln!("hanzo-dev worker: {e}");
                 hanzo_worker::exit::USAGE
@@ -38,10 +27,31 @@ fn main() -> ExitCode {
     cli::init_logging(&cli.global);
     let code = match cli::run(cli, env) {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            cli::exit::USAGE
-        }
+        Err(e) => cli::exit::report(&e),
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
+
+/// Each role's worker entry, named after the role's module in the table of roles
+/// ([`hanzo_ipc::with_roles!`]): a role without an entry here does not compile.
+mod entry {
+    pub use hanzo_broker::worker_main as broker;
+    pub use hanzo_model::worker_main as model;
+    pub use hanzo_tools::worker_main as tools;
+    // The mcp and lsp workers serve the common requests only.
+    pub use hanzo_worker::run as mcp;
+    pub use hanzo_worker::run as lsp;
+}
+
+macro_rules! define_worker_entry {
+    ($($(#[$doc:meta])* $variant:ident($name:literal, $module:ident, $proto:ident)),* $(,)?) => {
+        /// The function that becomes `role`'s worker process.
+        fn worker_entry(role: hanzo_ipc::Role) -> fn(hanzo_worker::WorkerOptions) -> i32 {
+            match role {
+                $(hanzo_ipc::Role::$variant => entry::$module,)*
+            }
+        }
+    };
+}
+
+hanzo_ipc::with_roles!(define_worker_entry);

@@ -32,7 +32,7 @@ struct PairState {
     live: [Option<tokio::sync::oneshot::Sender<()>>; 2],
 }
 
-/// Shared by the two workers' actors.
+/// Shared by the two workers' supervising tasks.
 #[derive(Default)]
 pub struct DirectPair {
     state: Mutex<PairState>,

@@ -21,8 +21,9 @@ pub struct SpawnRequest {
     pub channel: OwnedFd,
     /// The worker's end of a direct channel to a peer worker; becomes fd 4.
     pub direct: Option<OwnedFd>,
-    /// The worker's pids cgroup's `cgroup.procs`, which it joins first thing; becomes fd 5.
-    pub cgroup: Option<std::fs::File>,
+    /// The `cgroup.procs` files of the worker's cgroup (one per hierarchy), which the child joins
+    /// in its pre-exec step, before the worker runs an instruction of its own.
+    pub cgroup: Vec<std::fs::File>,
     pub rlimits: hanzo_policy::profile::Rlimits,
 }
 
@@ -84,15 +85,11 @@ fn spawn_one(exe: &PathBuf, req: SpawnRequest) -> std::io::Result<tokio::process
                         .as_ref()
                         .map(|d| (d.as_raw_fd(), hanzo_ipc::transport::DIRECT_FD)),
                 )
-                .chain(
-                    req.cgroup
-                        .as_ref()
-                        .map(|f| (f.as_raw_fd(), crate::cgroup::CGROUP_FD)),
-                )
                 .collect(),
             rlimits: req.rlimits,
             parent_pid: std::process::id() as i32,
             new_session: true,
+            join_cgroups: req.cgroup.iter().map(|f| f.as_raw_fd()).collect(),
         },
     );
     let mut cmd = tokio::process::Command::from(cmd);

@@ -15,7 +15,7 @@ use hanzo_ipc::roles::model::{
 };
 use hanzo_ipc::roles::tools::{PreHookReply, ToolResult};
 use hanzo_policy::permission::{PermissionMode, PermissionRule, RuleList, TieredPolicy};
-use hanzo_store::{AgentDef, RunStatus, RunStore};
+use hanzo_store::{AgentDef, CallStatus, DecidedBy, HookResult, RunStatus, RunStore, SecretValues};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -153,6 +153,46 @@ struct FakeTools {
     /// Output for every call, by tool name (default "ok:<name>").
     outputs: Vec<(String, String)>,
     hang: Option<String>,
+    /// `bash` prints what follows `echo ` in its command, as a shell would.
+    echo: bool,
+    /// Read the run store at this data directory while a call executes, noting the call's
+    /// recorded status (it must already be on record as started).
+    watch_store: Option<std::path::PathBuf>,
+    seen_status: Mutex<Vec<Option<CallStatus>>>,
+    /// After this many executed calls, close the run behind the loop's back (the store then
+    /// refuses every write for it).
+    sabotage_after: Option<(std::path::PathBuf, usize)>,
+}
+
+impl FakeTools {
+    fn observe(&self, call: &ToolInvocation) {
+        if let Some(dir) = &self.watch_store {
+            let reader = RunStore::open(dir, "local").unwrap();
+            let run = reader.list_runs(1).unwrap()[0].id;
+            let rec = reader.load_run(run).unwrap();
+            let status = rec
+                .steps
+                .iter()
+                .flat_map(|s| &s.tool_calls)
+                .find(|c| c.call.tool_use_id.as_deref() == Some(call.id.as_str()))
+                .map(|c| c.status);
+            self.seen_status.lock().unwrap().push(status);
+        }
+        if let Some((dir, after)) = &self.sabotage_after {
+            if self.executed.lock().unwrap().len() == *after {
+                let mut other = RunStore::open(dir, "local").unwrap();
+                let run = other.list_runs(1).unwrap()[0].id;
+                other
+                    .finish_run(
+                        run,
+                        RunStatus::Failed,
+                        Some("closed elsewhere"),
+                        Default::default(),
+                    )
+                    .unwrap();
+            }
+        }
+    }
 }
 
 impl ToolExecutor for FakeTools {
@@ -173,8 +213,17 @@ impl ToolExecutor for FakeTools {
             .lock()
             .unwrap()
             .push((call.name.clone(), input));
+        self.observe(call);
         if self.hang.as_deref() == Some(call.name.as_str()) {
             std::future::pending::<()>().await;
+        }
+        if self.echo && call.name == "bash" {
+            let input: Value = serde_json::from_str(&call.input_json).unwrap();
+            let command = input["command"].as_str().unwrap_or("");
+            return ToolResult::ok(format!(
+                "{}\n",
+                command.strip_prefix("echo ").unwrap_or(command)
+            ));
         }
         let out = self
             .outputs
@@ -250,8 +299,7 @@ impl Harness {
             config: LoopConfig {
                 limits: Limits {
                     max_steps: 20,
-                    max_total_tokens: None,
-                    timeout: None,
+                    ..Limits::default()
                 },
                 ..LoopConfig::default()
             },
@@ -285,6 +333,7 @@ impl Harness {
             isolation: hanzo_policy::Tier::B,
             workspace: "/ws".into(),
             replay: true,
+            dangerous_workspace: Vec::new(),
         })
         .await
         .expect("the store works")
@@ -432,7 +481,14 @@ async fn a_deny_rule_is_a_result_the_model_sees_and_nothing_runs() {
     ]);
     let tools = FakeTools::default();
     let report = h.run_code(&model, &tools).await;
-    assert_eq!(report.status, RunStatus::Succeeded);
+    // Its only call was denied: whatever the model says, the task was not done.
+    assert_eq!(report.status, RunStatus::Failed);
+    assert_eq!(
+        report.outcome,
+        "every tool call was denied (1 of 1); the model's last words: I was not allowed to \
+         delete it."
+    );
+    assert_eq!((report.tool_calls, report.denied_calls), (1, 1));
     assert!(tools.executed.lock().unwrap().is_empty());
     let res = results_in(&model.requests()[1]);
     assert!(res[0].2, "is_error");
@@ -506,8 +562,8 @@ impl PermissionPrompter for Asking {
         self.0.lock().unwrap().push(format!("{tool}: {why}"));
         self.1.clone()
     }
-    fn describe(&self) -> String {
-        "test".into()
+    fn mode(&self) -> ApprovalMode {
+        ApprovalMode::Prompt
     }
 }
 
@@ -599,11 +655,19 @@ async fn a_pre_hook_denial_blocks_the_call_and_post_hooks_run_after_execution() 
         PermissionMode::Allow,
         "the policy allowed; the hook denied"
     );
-    assert_eq!(c.hook_results[0]["phase"], "pre");
-    assert_eq!(c.hook_results[0]["allowed"], false);
-    assert_eq!(c.hook_results[0]["decided_by"], "./check.sh");
+    assert_eq!(
+        c.hook_results[0],
+        HookResult::Pre {
+            allowed: false,
+            failed: false,
+            reason: Some("pushing is not allowed here".into()),
+            decided_by: Some("./check.sh".into()),
+        }
+    );
+    assert_eq!(c.decided_by, DecidedBy::Hook);
     let r = &rec.steps[0].tool_calls[1].call;
-    assert_eq!(r.hook_results.as_array().unwrap().len(), 2, "pre and post");
+    assert_eq!(r.hook_results.len(), 2, "pre and post");
+    assert!(matches!(r.hook_results[1], HookResult::Post { .. }));
 }
 
 #[tokio::test]
@@ -847,10 +911,10 @@ async fn the_wall_clock_limit_interrupts_a_hanging_model() {
 }
 
 #[tokio::test]
-async fn known_secrets_never_reach_the_model_or_the_record() {
+async fn known_secrets_never_reach_the_record_or_the_events_and_the_model_sees_what_ran() {
     const CANARY: &str = "sk-canary-5f2e9d1c";
     let mut h = Harness::new(ALLOW_ALL);
-    h.config.known_secrets = vec![CANARY.into()];
+    h.config.secrets = SecretValues::new([CANARY]);
     h.store.set_known_secrets([CANARY]);
     let model = ScriptedModel::new(vec![
         call(
@@ -865,12 +929,297 @@ async fn known_secrets_never_reach_the_model_or_the_record() {
     };
     let r = h.run_code(&model, &tools).await;
     assert_eq!(r.status, RunStatus::Succeeded, "{}", r.outcome);
+    // The model is shown exactly what its call produced and what it said itself: redacting it
+    // there would tell it which of its guesses was a secret.
     let second = format!("{:?}", model.requests()[1].1);
-    assert!(!second.contains(CANARY), "the model was shown the secret");
-    assert!(second.contains("key=[redacted]"));
+    assert!(second.contains(&format!("key={CANARY}")), "{second}");
+    assert!(
+        second.contains(&format!("I will print {CANARY}")),
+        "{second}"
+    );
+    // Nothing that leaves the loop holds it.
     let export = h.store.export_run(r.run_id).unwrap().to_string();
     assert!(!export.contains(CANARY));
-    assert!(export.contains("[redacted]"));
+    assert!(export.contains("key=[redacted]"), "{export}");
+    let events = format!("{:?}", h.events.0.lock().unwrap());
+    assert!(!events.contains(CANARY), "{events}");
+    assert!(events.contains("[redacted]"));
+}
+
+/// The oracle attack: a short password sits in the supervisor's environment, and the model
+/// guesses it by echoing candidates through a tool. If what the model is shown for the right
+/// guess differed in any way from a wrong one (a `[redacted]`, a withheld output, an error, a
+/// failed run), it would learn the password. It must see every guess treated alike.
+#[tokio::test]
+async fn scrubbing_is_not_an_oracle_for_a_guessed_password() {
+    const PASSWORD: &str = "hunter2";
+    let guesses = ["letmein", "hunter1", PASSWORD, "hunter3", "123456"];
+    let mut h = Harness::new(ALLOW_ALL);
+    h.config.secrets = SecretValues::new([PASSWORD]);
+    h.store.set_known_secrets([PASSWORD]);
+    let calls: Vec<(String, Value)> = guesses
+        .iter()
+        .enumerate()
+        .map(|(i, g)| (format!("t{i}"), json!({"command": format!("echo {g}")})))
+        .collect();
+    let calls: Vec<(&str, &str, Value)> = calls
+        .iter()
+        .map(|(id, v)| (id.as_str(), "bash", v.clone()))
+        .collect();
+    let model = ScriptedModel::new(vec![call("", &calls), say("no luck")]);
+    let tools = FakeTools {
+        echo: true,
+        ..FakeTools::default()
+    };
+    let r = h.run_code(&model, &tools).await;
+    assert_eq!(r.status, RunStatus::Succeeded, "{}", r.outcome);
+    let seen = model.requests();
+    let results = results_in(&seen[1]);
+    assert_eq!(results.len(), guesses.len());
+    for ((_, content, is_error), guess) in results.iter().zip(guesses) {
+        // The same function of the input for every guess: the echo, nothing else.
+        assert_eq!(content, &format!("{guess}\n"));
+        assert!(!is_error);
+    }
+    // Its own calls come back to it as it made them.
+    let assistant = &seen[1].1[1];
+    for (block, guess) in assistant.content.iter().zip(guesses) {
+        let ContentBlock::ToolUse { input_json, .. } = block else {
+            panic!("a tool use: {block:?}");
+        };
+        assert!(
+            input_json.contains(&format!("echo {guess}")),
+            "{input_json}"
+        );
+    }
+    // The record never holds the password, yet the run neither failed nor stopped.
+    let export = h.store.export_run(r.run_id).unwrap().to_string();
+    assert!(!export.contains(PASSWORD), "{export}");
+    assert_eq!(r.tool_calls, 5);
+}
+
+#[tokio::test]
+async fn five_thousand_calls_in_one_turn_run_up_to_the_cap_and_the_rest_are_refused_on_record() {
+    let mut h = Harness::new(ALLOW_ALL);
+    let calls: Vec<(String, Value)> = (0..5000)
+        .map(|i| (format!("t{i}"), json!({"path": format!("f{i}")})))
+        .collect();
+    let calls: Vec<(&str, &str, Value)> = calls
+        .iter()
+        .map(|(id, v)| (id.as_str(), "read_file", v.clone()))
+        .collect();
+    let model = ScriptedModel::new(vec![call("", &calls), say("done")]);
+    let tools = FakeTools::default();
+    let r = h.run_code(&model, &tools).await;
+    assert_eq!(r.status, RunStatus::Succeeded, "{}", r.outcome);
+    assert_eq!(
+        tools.executed.lock().unwrap().len(),
+        64,
+        "the default per-turn cap"
+    );
+    assert_eq!((r.tool_calls, r.denied_calls), (5000, 4936));
+    let results = results_in(&model.requests()[1]);
+    assert_eq!(results.len(), 5000, "every call has a result");
+    assert!(
+        results[64].1.contains("at most 64 run per turn"),
+        "{}",
+        results[64].1
+    );
+    assert!(results[64].2);
+    let rec = h.store.load_run(r.run_id).unwrap();
+    let recorded = &rec.steps[0].tool_calls;
+    assert_eq!(recorded.len(), 5000);
+    assert!(recorded[..64].iter().all(|c| c.call.allowed));
+    assert!(recorded[64..]
+        .iter()
+        .all(|c| !c.call.allowed && c.call.decided_by == DecidedBy::Limit));
+    // Every call has its decision and result in the event stream.
+    let events = h.events.0.lock().unwrap();
+    let decisions = events
+        .iter()
+        .filter(|e| matches!(e, RunEvent::ToolDecision { .. }))
+        .count();
+    assert_eq!(decisions, 5000);
+}
+
+#[tokio::test]
+async fn the_run_wide_call_cap_refuses_later_calls() {
+    let mut h = Harness::new(ALLOW_ALL);
+    h.config.limits.max_calls = 4;
+    h.config.limits.max_calls_per_turn = 3;
+    let three = |p: &str| -> Turn {
+        call(
+            "",
+            &[
+                (&format!("{p}1"), "read_file", json!({"path": "a"})),
+                (&format!("{p}2"), "read_file", json!({"path": "b"})),
+                (&format!("{p}3"), "read_file", json!({"path": "c"})),
+            ],
+        )
+    };
+    let model = ScriptedModel::new(vec![three("a"), three("b"), say("done")]);
+    let tools = FakeTools::default();
+    let r = h.run_code(&model, &tools).await;
+    assert_eq!(tools.executed.lock().unwrap().len(), 4);
+    let second = results_in(&model.requests()[2]);
+    assert!(!second[0].2);
+    assert!(
+        second[1].1.contains("this run has made 4 tool calls"),
+        "{}",
+        second[1].1
+    );
+    assert_eq!((r.tool_calls, r.denied_calls), (6, 2));
+}
+
+#[tokio::test]
+async fn every_call_is_on_record_as_started_while_it_runs() {
+    let mut h = Harness::new(ALLOW_ALL);
+    let model = ScriptedModel::new(vec![
+        call(
+            "",
+            &[
+                ("t1", "read_file", json!({"path": "a"})),
+                ("t2", "bash", json!({"command": "ls"})),
+            ],
+        ),
+        say("done"),
+    ]);
+    let tools = FakeTools {
+        watch_store: Some(h._dir.path().to_path_buf()),
+        ..FakeTools::default()
+    };
+    let r = h.run_code(&model, &tools).await;
+    assert_eq!(r.status, RunStatus::Succeeded, "{}", r.outcome);
+    assert_eq!(
+        *tools.seen_status.lock().unwrap(),
+        [Some(CallStatus::Started), Some(CallStatus::Started)]
+    );
+    let rec = h.store.load_run(r.run_id).unwrap();
+    assert!(rec.steps[0]
+        .tool_calls
+        .iter()
+        .all(|c| c.status == CallStatus::Finished));
+    assert_eq!(
+        rec.audit.len(),
+        2,
+        "the audit record is written with the call"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_store_write_stops_the_run_before_the_next_call() {
+    let mut h = Harness::new(ALLOW_ALL);
+    let model = ScriptedModel::new(vec![
+        call(
+            "",
+            &[
+                ("t1", "bash", json!({"command": "one"})),
+                ("t2", "bash", json!({"command": "two"})),
+                ("t3", "bash", json!({"command": "three"})),
+            ],
+        ),
+        say("done"),
+    ]);
+    let tools = FakeTools {
+        sabotage_after: Some((h._dir.path().to_path_buf(), 1)),
+        ..FakeTools::default()
+    };
+    let mut lp = AgentLoop {
+        api: &model,
+        tools: &tools,
+        prompter: &Unattended(ApprovalMode::Deny),
+        policy: &h.policy,
+        store: &mut h.store,
+        events: &h.events,
+        config: h.config.clone(),
+        cancel: tokio::sync::watch::channel(false).1,
+    };
+    let err = lp
+        .run(&RunSpec {
+            task: "t".into(),
+            agent_name: "code".into(),
+            stages: vec![defs::builtin("code").unwrap()],
+            model: "m".into(),
+            isolation: hanzo_policy::Tier::A,
+            workspace: "/ws".into(),
+            replay: true,
+            dangerous_workspace: Vec::new(),
+        })
+        .await
+        .expect_err("the store refused the call's record");
+    assert!(
+        err.to_string()
+            .contains("only a running run can be changed"),
+        "{err}"
+    );
+    let ran: Vec<Value> = tools
+        .executed
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, v)| v.clone())
+        .collect();
+    assert_eq!(
+        ran,
+        [json!({"command": "one"})],
+        "nothing ran after the failed write"
+    );
+    assert_eq!(model.requests().len(), 1, "and no further model turn");
+}
+
+#[tokio::test]
+async fn oversize_inputs_are_stored_cut_and_the_record_budget_ends_the_run() {
+    let mut h = Harness::new(ALLOW_ALL);
+    // Room for one cut field (128 KiB) but not two.
+    h.config.limits.max_record_bytes = 200_000;
+    let content = "y".repeat(200_000);
+    let model = ScriptedModel::new(vec![
+        call(
+            "",
+            &[(
+                "t1",
+                "edit_file",
+                json!({"path": "a", "old_string": "x", "new_string": content}),
+            )],
+        ),
+        call(
+            "",
+            &[
+                ("t2", "read_file", json!({"path": "big"})),
+                ("t3", "read_file", json!({"path": "after"})),
+            ],
+        ),
+        say("done"),
+    ]);
+    let tools = FakeTools {
+        outputs: vec![("read_file".into(), "z".repeat(200_000))],
+        ..FakeTools::default()
+    };
+    let r = h.run_code(&model, &tools).await;
+    // The full input ran; the record kept a marked cut of it.
+    let ran = tools.executed.lock().unwrap().clone();
+    assert_eq!(ran[0].1["new_string"].as_str().unwrap().len(), 200_000);
+    let rec = h.store.load_run(r.run_id).unwrap();
+    let stored = &rec.steps[0].tool_calls[0].call.input;
+    assert_eq!(stored["original_bytes"], 200_000 + 45);
+    assert!(stored["truncated_input"].as_str().unwrap().len() <= 128 * 1024);
+    // The second turn's first output did not fit the budget: the run stops, the next call
+    // does not run, and the outcome says why.
+    assert_eq!(ran.len(), 2, "the call after the exhausted budget ran");
+    assert_eq!(r.status, RunStatus::Failed);
+    assert!(
+        r.outcome.contains("record budget is used up"),
+        "{}",
+        r.outcome
+    );
+    let calls = &rec.steps[1].tool_calls;
+    assert!(calls[0]
+        .call
+        .output
+        .as_deref()
+        .unwrap()
+        .starts_with("[not recorded"));
+    assert_eq!(calls[1].call.decided_by, DecidedBy::NotRun);
 }
 
 fn big(n: usize) -> String {
@@ -1011,6 +1360,7 @@ async fn malformed_tool_input_is_an_error_result_not_a_crash() {
             isolation: hanzo_policy::Tier::A,
             workspace: "/ws".into(),
             replay: false,
+            dangerous_workspace: Vec::new(),
         })
         .await
         .unwrap();

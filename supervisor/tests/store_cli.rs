@@ -200,7 +200,7 @@ fn agents_create_list_show_delete() {
         "deleted agent reviewer from org local (its past runs stay on record)\n"
     );
     let o = hanzo(d, &["agents", "show", "reviewer"]);
-    expect_code(&o, 1);
+    expect_code(&o, 4);
     assert!(
         stderr(&o).contains(r#"no agent named "reviewer" in org local"#),
         "{}",
@@ -362,14 +362,14 @@ fn agents_error_paths() {
         stderr(&o)
     );
     let o = hanzo(d, &["agents", "delete", "ghost"]);
-    expect_code(&o, 1);
+    expect_code(&o, 4);
     assert!(
         stderr(&o).contains(r#"no agent named "ghost" in org local"#),
         "{}",
         stderr(&o)
     );
     let o = hanzo(d, &["agents", "show", "ghost", "--json"]);
-    expect_code(&o, 1);
+    expect_code(&o, 4);
     assert!(o.stdout.is_empty());
 
     // An org that would escape the data directory.
@@ -425,7 +425,8 @@ fn tool_call(
         rule,
         allowed,
         decision_reason: reason.into(),
-        hook_results: json!([]),
+        decided_by: hanzo_store::DecidedBy::Default,
+        hook_results: vec![],
         output: None,
         error: None,
         duration_ms: 7,
@@ -456,6 +457,7 @@ fn populate_finished_run(s: &mut RunStore) -> RunId {
         true,
         "allowed by rule",
     );
+    read.decided_by = hanzo_store::DecidedBy::Rule;
     read.output = Some((1..=30).map(|i| format!("{i}\tline {i}\n")).collect());
     s.record_tool_call(step1, &read).expect("read");
     let mut bash = tool_call(
@@ -470,7 +472,13 @@ fn populate_finished_run(s: &mut RunStore) -> RunId {
         false,
         "network access is denied",
     );
-    bash.hook_results = json!([{"event": "pre_tool_use", "command": "audit.sh", "exit": 0}]);
+    bash.decided_by = hanzo_store::DecidedBy::Rule;
+    bash.hook_results = vec![hanzo_store::HookResult::Pre {
+        allowed: true,
+        failed: false,
+        reason: None,
+        decided_by: Some("audit.sh".into()),
+    }];
     bash.error = Some("denied: network access is denied".into());
     bash.duration_ms = 0;
     s.record_tool_call(step1, &bash).expect("bash");
@@ -514,6 +522,7 @@ fn populate_finished_run(s: &mut RunStore) -> RunId {
         true,
         "approved (allow-listed)",
     );
+    edit.decided_by = hanzo_store::DecidedBy::Approval(hanzo_store::ApprovalMode::AllowListed);
     edit.error = Some("old text not found in src/lib.rs".into());
     s.record_tool_call(step2, &edit).expect("edit");
     s.finish_step(
@@ -668,16 +677,16 @@ fn runs_list_show_export_and_interrupted_runs() {
         "  full input:\n    fix the failing test\n    and keep the API\n",
         "tokens 1000 in, 100 out\n  text:\n    Reading the code first.\n",
         "  tool read_file  allowed  7ms  [toolu_read_file]\n",
-        "    decision:  allow (rule #0 \"read_file\", project tier) → allowed: allowed by rule\n",
+        "    decision:  allow (rule #0 \"read_file\", project tier) → allowed by rule: allowed by rule\n",
         "      1\tline 1\n",
         "      8\tline 8\n",
         "      [… 22 more lines cut; `hanzo-dev runs show 1 --json` has all]\n",
         "  tool bash  DENIED  0ms  [toolu_bash]\n",
         "    input:     {\"command\":\"curl https://example.com\"}\n",
-        "    decision:  deny (rule #3 \"bash(curl *)\", user tier) → DENIED: network access is denied\n",
-        "    hooks:     [{\"event\":\"pre_tool_use\",\"command\":\"audit.sh\",\"exit\":0}]\n",
+        "    decision:  deny (rule #3 \"bash(curl *)\", user tier) → DENIED by rule: network access is denied\n",
+        "    hooks:     [{\"phase\":\"pre\",\"allowed\":true,\"failed\":false,\"reason\":null,\"decided_by\":\"audit.sh\"}]\n",
         "    error:\n      denied: network access is denied\n",
-        "    decision:  prompt (no rule matched: policy default) → allowed: approved (allow-listed)\n",
+        "    decision:  prompt (no rule matched: policy default) → allowed by approval:allow-listed: approved (allow-listed)\n",
         "    error:\n      old text not found in src/lib.rs\n",
         "    Done: the test passes.\n",
         "\naudit (2)\n",
@@ -762,7 +771,7 @@ fn runs_list_show_export_and_interrupted_runs() {
         vec!["runs", "export", "99"],
     ] {
         let o = hanzo(d, &args);
-        expect_code(&o, 1);
+        expect_code(&o, 4);
         assert!(
             stderr(&o).contains("no run 99 in org local"),
             "{}",
@@ -771,7 +780,7 @@ fn runs_list_show_export_and_interrupted_runs() {
         assert!(o.stdout.is_empty());
     }
     let o = hanzo(d, &["runs", "show", &id, "--org", "other"]);
-    expect_code(&o, 1);
+    expect_code(&o, 4);
     assert!(
         stderr(&o).contains(&format!("no run {id} in org other")),
         "{}",

@@ -45,6 +45,8 @@ fn each_domain_file_has_its_cases() {
         ("permission-policy.json", 60),
         ("config-merge.json", 30),
         ("session-compaction.json", 20),
+        ("oauth-pkce.json", 20),
+        ("mcp-normalization.json", 30),
     ] {
         let path = vectors_dir().join(file);
         let (code, out, err) = run(&["--json", path.to_str().expect("utf-8")]);

@@ -15,6 +15,18 @@ pub enum Request {
     AllowEndpoints(Vec<Endpoint>),
     /// Which providers have a credential, from where, and which one auto-detection picks.
     DescribeCredentials,
+    /// Run an OAuth login in the broker (authorization code with PKCE, or the device grant),
+    /// streaming [`Item::Login`] progress; replies [`Response::LoggedIn`]. The tokens stay in the
+    /// broker and its credential file.
+    Login(LoginRequest),
+    /// Forget a provider's stored credential (`credentials.json`); replies
+    /// [`Response::LoggedOut`].
+    Logout {
+        provider: String,
+    },
+    /// Every credential the broker holds, described without any secret; replies
+    /// [`Response::AuthStatus`].
+    AuthStatus,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,16 +34,23 @@ pub enum Response {
     Common(CommonResponse),
     Configured { endpoints: u32 },
     Credentials(CredentialReport),
+    LoggedIn(LoginOutcome),
+    LoggedOut { provider: String, removed: bool },
+    AuthStatus(AuthStatusReport),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Item {
     Common(CommonItem),
+    Login(LoginProgress),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Event {
     Common(CommonEvent),
+    /// One connection attempt through the egress proxy for sandboxed commands, sent when it
+    /// ended (refused, or its tunnel closed); the supervisor stores it in the run record.
+    Egress(EgressRecord),
 }
 
 impl_protocol!(BrokerProtocol, Role::Broker);
@@ -60,5 +79,277 @@ pub struct CredentialReport {
     /// The first provider with a credential in the order Hanzo, Anthropic, OpenAI.
     pub detected: Option<ProviderId>,
     /// Problems met while loading (a refused credential file, …); never contains a secret.
+    pub warnings: Vec<String>,
+}
+
+/// The egress proxy's configuration for one run (supervisor → broker), from trusted settings only:
+/// the allow-list after the tiers were combined (`hanzo_policy::network::effective_allow_list`),
+/// never anything a model produced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressSettings {
+    /// `sandbox.network_allow` entries (`host`, `*.host`, `host:port`, IP literals).
+    pub allow: Vec<String>,
+    /// The pid, as the broker sees it, of the one process allowed to send connections on the
+    /// control socket (the forwarder in the tools worker's network namespace). Every message's
+    /// `SCM_CREDENTIALS` must carry it, or the channel is refused.
+    pub forwarder_pid: u32,
+    /// Most connections served at once (tunnels and requests being read).
+    pub max_tunnels: u32,
+    /// Time to connect to one resolved address.
+    pub connect_timeout_ms: u64,
+    /// Time a client has to send its whole request (HTTP head or SOCKS5 handshake).
+    pub request_timeout_ms: u64,
+    /// A tunnel with no byte in either direction for this long is closed.
+    pub idle_timeout_ms: u64,
+}
+
+impl Default for EgressSettings {
+    fn default() -> Self {
+        EgressSettings {
+            allow: Vec::new(),
+            forwarder_pid: 0,
+            max_tunnels: 256,
+            connect_timeout_ms: 10_000,
+            request_timeout_ms: 10_000,
+            idle_timeout_ms: 300_000,
+        }
+    }
+}
+
+/// The record of one connection attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressRecord {
+    /// Sequence number on this control channel (0, 1, …).
+    pub id: u64,
+    pub protocol: EgressProtocol,
+    /// The host as the client asked for it (empty when no request was read).
+    pub host: String,
+    pub port: u16,
+    pub outcome: EgressOutcome,
+    /// Bytes sent to the destination for the client (a `CONNECT` or SOCKS5 request to the proxy
+    /// not counted; a forwarded plain-HTTP request counted as rewritten).
+    pub bytes_up: u64,
+    /// Bytes from the destination to the client (the proxy's own replies not counted).
+    pub bytes_down: u64,
+    /// From the connection's arrival at the broker to its end.
+    pub duration_ms: u64,
+}
+
+/// How the client spoke to the proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EgressProtocol {
+    /// HTTP `CONNECT host:port` (RFC 9110 §9.3.6): a tunnel, usually for TLS.
+    HttpConnect,
+    /// A plain-HTTP request in absolute form (`GET http://host/…`), forwarded as one request.
+    HttpForward,
+    /// SOCKS5 (RFC 1928), no authentication.
+    Socks5,
+    /// Nothing recognisable arrived.
+    Unknown,
+}
+
+impl EgressProtocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EgressProtocol::HttpConnect => "http_connect",
+            EgressProtocol::HttpForward => "http_forward",
+            EgressProtocol::Socks5 => "socks5",
+            EgressProtocol::Unknown => "unknown",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EgressOutcome {
+    /// A tunnel to `address` (`ip:port`) was opened under `rule` (the allow-list entry, in
+    /// canonical form) and has ended.
+    Allowed {
+        rule: String,
+        address: String,
+        end: TunnelEnd,
+    },
+    /// Refused before any byte reached a destination. `rule` is the entry that allowed the name
+    /// when the refusal came later (a private address, a failed connect); `detail` says what
+    /// happened in a sentence.
+    Denied {
+        reason: EgressDenial,
+        rule: Option<String>,
+        detail: String,
+    },
+}
+
+/// How an opened tunnel ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TunnelEnd {
+    /// Both sides finished (or one closed and the other followed).
+    Closed,
+    /// No byte in either direction for the idle timeout.
+    IdleTimeout,
+    /// A side reset the connection or an I/O error ended it.
+    Error,
+    /// The egress channel closed (the forwarder ended, the run finished, or a peer check failed).
+    Shutdown,
+}
+
+impl TunnelEnd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TunnelEnd::Closed => "closed",
+            TunnelEnd::IdleTimeout => "idle_timeout",
+            TunnelEnd::Error => "error",
+            TunnelEnd::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// A login to run in the broker. `provider` is `hanzo`, `anthropic`, `openai`, or the name of a
+/// provider entry in the user settings (`oauth_providers`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoginRequest {
+    pub provider: String,
+    /// Use the device authorization grant (RFC 8628) instead of the browser and loopback redirect.
+    pub device: bool,
+    /// The user settings' entry for this provider, if any; it overrides the built-in defaults
+    /// field by field. Only the user tier may supply it (a project must not redirect a login).
+    pub config: Option<OAuthProviderConfig>,
+    /// How long to wait for the user, in seconds.
+    pub timeout_secs: u32,
+}
+
+/// Where and as whom to log in. Endpoints are `https://`, or `http://` to a loopback address.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct OAuthProviderConfig {
+    /// Authorization-server issuer: its metadata (RFC 8414, then OpenID discovery) supplies
+    /// every endpoint not given explicitly.
+    pub issuer: Option<String>,
+    pub authorization_endpoint: Option<String>,
+    pub token_endpoint: Option<String>,
+    pub device_authorization_endpoint: Option<String>,
+    /// Dynamic client registration (RFC 7591), used when no `client_id` is configured.
+    pub registration_endpoint: Option<String>,
+    pub client_id: Option<String>,
+    pub scopes: Vec<String>,
+    /// RFC 8707 resource indicator sent with the authorization and token requests.
+    pub resource: Option<String>,
+    /// Seconds between device-grant polls when the server names no `interval` (default 5).
+    pub device_poll_interval_secs: Option<u32>,
+}
+
+/// Progress of a login, streamed to the CLI.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LoginProgress {
+    /// The supervisor prints this URL and opens it in a browser when there is one.
+    OpenBrowser { url: String },
+    /// Device grant: the user enters `user_code` at `verification_uri`.
+    DeviceCode {
+        user_code: String,
+        verification_uri: String,
+        verification_uri_complete: Option<String>,
+        expires_in: u64,
+    },
+    /// Still waiting for the user (what for, in a sentence).
+    Waiting { message: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AuthKind {
+    ApiKey,
+    OAuth,
+}
+
+impl AuthKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthKind::ApiKey => "api_key",
+            AuthKind::OAuth => "oauth",
+        }
+    }
+}
+
+/// Why a connection attempt was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EgressDenial {
+    /// The host (with that port) is not on the allow-list.
+    NotListed,
+    /// Every address the name resolved to is loopback, private, link-local, … and not named
+    /// literally by the allow-list (a rebinding name cannot reach the host's own services).
+    PrivateAddress,
+    /// The client asked for an IP address the allow-list does not name.
+    IpLiteral,
+    /// The requested host is not a valid ASCII host name or address.
+    InvalidHost,
+    /// SOCKS5 `BIND` or `UDP ASSOCIATE`, or an HTTP method other than `CONNECT` with a
+    /// non-absolute target.
+    UnsupportedCommand,
+    /// The run's cap on concurrent connections was reached.
+    TunnelCap,
+    /// The name did not resolve.
+    Unresolved,
+    /// No permitted address accepted the connection.
+    ConnectFailed,
+    /// Connecting timed out.
+    ConnectTimeout,
+    /// The request was malformed (bad SOCKS version, unparsable HTTP, oversized head, …), or the
+    /// control socket carried a descriptor that is not an accepted TCP connection.
+    BadRequest,
+    /// The client did not send a whole request in time (it may never have sent a byte).
+    RequestTimeout,
+    /// A message on the control socket came from a process other than the expected forwarder;
+    /// the channel was closed.
+    PeerMismatch,
+    /// The egress channel closed before the connection was made.
+    Shutdown,
+}
+
+impl EgressDenial {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EgressDenial::NotListed => "not_listed",
+            EgressDenial::PrivateAddress => "private_address",
+            EgressDenial::IpLiteral => "ip_literal",
+            EgressDenial::InvalidHost => "invalid_host",
+            EgressDenial::UnsupportedCommand => "unsupported_command",
+            EgressDenial::TunnelCap => "tunnel_cap",
+            EgressDenial::Unresolved => "unresolved",
+            EgressDenial::ConnectFailed => "connect_failed",
+            EgressDenial::ConnectTimeout => "connect_timeout",
+            EgressDenial::BadRequest => "bad_request",
+            EgressDenial::RequestTimeout => "request_timeout",
+            EgressDenial::PeerMismatch => "peer_mismatch",
+            EgressDenial::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// The result of a login: what was stored, never the token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoginOutcome {
+    pub provider: String,
+    pub kind: AuthKind,
+    /// Seconds since the Unix epoch.
+    pub expires_at: Option<i64>,
+    pub scopes: Vec<String>,
+}
+
+/// One credential the broker holds, described without its value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthEntry {
+    /// `hanzo`, `anthropic`, `openai`, a custom provider name, or `mcp:<server>`.
+    pub name: String,
+    pub kind: AuthKind,
+    pub source: CredentialSource,
+    /// Seconds since the Unix epoch (OAuth access tokens).
+    pub expires_at: Option<i64>,
+    pub scopes: Vec<String>,
+    /// A refresh token is held, so expiry renews itself.
+    pub refreshable: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthStatusReport {
+    pub entries: Vec<AuthEntry>,
+    /// What auto-detection picks for model requests (Hanzo, Anthropic, OpenAI).
+    pub detected: Option<ProviderId>,
+    /// Problems met while loading; never contains a secret.
     pub warnings: Vec<String>,
 }

@@ -35,6 +35,22 @@ pub enum Item {
     /// One cassette line (one HTTP exchange) for the supervisor to append to the `--record` file;
     /// the model worker has no filesystem.
     Recorded(String),
+    /// An attempt failed in a way worth retrying, and the worker waits before the next one (so
+    /// the supervisor can say so instead of going silent).
+    Retrying(RetryNotice),
+}
+
+/// One retry of a model request, announced before the wait.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetryNotice {
+    /// The attempt that failed (1-based).
+    pub attempt: u32,
+    /// Attempts allowed in total.
+    pub max_attempts: u32,
+    /// How long the worker waits before the next attempt.
+    pub delay_ms: u64,
+    /// Why the attempt failed (no credential, no body: safe to show).
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,13 +85,10 @@ impl ProviderId {
         Self::DETECT_ORDER.into_iter().find(|p| p.as_str() == s)
     }
 
-    /// The environment variable that holds this provider's API key.
+    /// The environment variable that holds this provider's API key (the first of
+    /// [`super::providers::ProviderInfo::credential_env`]).
     pub fn env_var(self) -> &'static str {
-        match self {
-            ProviderId::Hanzo => "HANZO_API_KEY",
-            ProviderId::Anthropic => "ANTHROPIC_API_KEY",
-            ProviderId::OpenAi => "OPENAI_API_KEY",
-        }
+        self.info().credential_env[0]
     }
 }
 

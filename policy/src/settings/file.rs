@@ -253,6 +253,28 @@ impl JsonSchema for PermissionsMap {
     }
 }
 
+/// A provider `hanzo-dev login --provider NAME` logs in to with OAuth. Honoured from the user
+/// settings file only: a project must not redirect a login. Endpoints are `https://`, or
+/// `http://` to a loopback address; with `issuer`, whatever is not given comes from the server's
+/// metadata (RFC 8414, then OpenID discovery).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct OAuthProviderEntry {
+    /// The authorization server's issuer URL.
+    pub issuer: Option<String>,
+    pub authorization_endpoint: Option<String>,
+    pub token_endpoint: Option<String>,
+    pub device_authorization_endpoint: Option<String>,
+    /// Dynamic client registration (RFC 7591), used when `client_id` is not set.
+    pub registration_endpoint: Option<String>,
+    /// The OAuth client id (a public client: no secret).
+    pub client_id: Option<String>,
+    pub scopes: Option<Vec<String>>,
+    /// RFC 8707 resource indicator for the tokens.
+    pub resource: Option<String>,
+    /// Seconds between device-grant polls when the server names no interval (default 5).
+    pub device_poll_interval_secs: Option<u32>,
+}
+
 /// `settings.json` as written; every key is optional.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize, JsonSchema)]
 #[schemars(title = "hanzo-dev settings")]
@@ -275,6 +297,8 @@ pub struct SettingsFile {
     pub custom_instructions: Option<String>,
     pub input_mode: Option<InputMode>,
     pub sandbox: Option<SandboxEntry>,
+    /// OAuth providers for `hanzo-dev login`, by name; honoured only in the user file.
+    pub oauth_providers: Option<BTreeMap<String, OAuthProviderEntry>>,
 }
 
 pub(crate) const TOP_KEYS: &[&str] = &[
@@ -288,6 +312,18 @@ pub(crate) const TOP_KEYS: &[&str] = &[
     "custom_instructions",
     "input_mode",
     "sandbox",
+    "oauth_providers",
+];
+pub(crate) const OAUTH_PROVIDER_KEYS: &[&str] = &[
+    "issuer",
+    "authorization_endpoint",
+    "token_endpoint",
+    "device_authorization_endpoint",
+    "registration_endpoint",
+    "client_id",
+    "scopes",
+    "resource",
+    "device_poll_interval_secs",
 ];
 pub(crate) const MCP_KEYS: &[&str] = &["command", "args", "env", "cwd", "url", "disabled"];
 pub(crate) const HOOK_KEYS: &[&str] = &["event", "command", "tool_pattern", "timeout_ms"];
@@ -361,6 +397,11 @@ pub fn parse_settings(
                 ));
             }
         }
+        if settings.oauth_providers.take().is_some() {
+            warn(format!(
+                "`oauth_providers` is ignored in {tier} settings: logins are configured only in the user settings file"
+            ));
+        }
     }
     validate(&settings, file)?;
     Ok((settings, warnings))
@@ -406,6 +447,17 @@ fn unknown_keys(value: &Value, warn: &mut impl FnMut(String)) {
     }
     if let Some(obj) = top.get("sandbox").and_then(Value::as_object) {
         check(obj, "sandbox.", SANDBOX_KEYS);
+    }
+    if let Some(providers) = top.get("oauth_providers").and_then(Value::as_object) {
+        for (name, entry) in providers {
+            if let Some(obj) = entry.as_object() {
+                check(
+                    obj,
+                    &format!("oauth_providers.{name}."),
+                    OAUTH_PROVIDER_KEYS,
+                );
+            }
+        }
     }
     if let Some(perms) = top.get("permissions").and_then(Value::as_object) {
         for (pattern, spec) in perms {
@@ -552,6 +604,24 @@ mod tests {
         let order: Vec<&str> = rules.iter().map(|r| r.tool_pattern.as_str()).collect();
         assert_eq!(order, ["z", "a", "m"]);
         assert_eq!(rules[1].reason.as_deref(), Some("no"));
+    }
+
+    #[test]
+    fn oauth_providers_are_read_from_the_user_file_only() {
+        let text = r#"{"oauth_providers": {"corp": {"issuer": "https://id.corp.example", "client_id": "c", "scopes": ["openid"], "clent_secret": "x"}}}"#;
+        let (s, w) = parse(text).expect("loads");
+        let corp = &s.oauth_providers.as_ref().expect("section")["corp"];
+        assert_eq!(corp.issuer.as_deref(), Some("https://id.corp.example"));
+        assert_eq!(corp.scopes.as_deref(), Some(&["openid".to_string()][..]));
+        assert!(w[0]
+            .message
+            .contains("unknown key `oauth_providers.corp.clent_secret`"));
+        let (s, w) =
+            parse_settings(Scope::Project, "/p/.hanzo/settings.json", text).expect("loads");
+        assert!(s.oauth_providers.is_none());
+        assert!(w.iter().any(|w| w
+            .message
+            .contains("`oauth_providers` is ignored in project settings")));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Merging parsed tiers into the effective configuration, and its canonical JSON form.
 
 use super::file::{
-    InputMode, IsolationMode, McpServerEntry, Secret, SecretObject, SettingsFile, Warning,
+    InputMode, IsolationMode, McpServerEntry, SandboxEntry, Secret, SecretObject, SettingsFile,
+    Warning,
 };
 use super::SettingsError;
 use crate::hooks::{HookConfig, HookSet};
@@ -13,8 +14,8 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// HIP-0301 §4's default model.
-pub const DEFAULT_MODEL: &str = "claude-sonnet-4-20250514";
+/// HIP-0301 §4's default model: the provider table's (`hanzo_ipc::roles::providers`).
+pub const DEFAULT_MODEL: &str = hanzo_ipc::roles::providers::DEFAULT_MODEL;
 
 /// The environment tier: variable → the setting it sets. Empty values count as unset.
 pub const ENV_VARS: &[(&str, &str)] = &[
@@ -281,302 +282,405 @@ pub fn merge(
 ) -> Result<Merged, SettingsError> {
     let mut files: Vec<&TierFile> = files.iter().collect();
     files.sort_by_key(|f| f.tier);
-    let mut warnings = Vec::new();
-    let mut sources: BTreeMap<String, Source> = BTreeMap::new();
+    let (trust_content, trust) = trust_of(&files, trusted);
+    let mut m = Merger::new(trust);
+    for f in &files {
+        m.apply_file(f);
+    }
+    m.apply_env(env)?;
+    m.apply_cli(cli);
+    m.finish(trust_content)
+}
 
-    let project = files
-        .iter()
-        .find(|f| f.tier == Scope::Project)
-        .map(|f| &f.settings);
-    let local = files
-        .iter()
-        .find(|f| f.tier == Scope::Local)
-        .map(|f| &f.settings);
-    let trust_content = TrustContent::from_workspace_files(project, local);
-    let trust = if trust_content.is_empty() {
+/// What the workspace files would need trusting for, and whether they are trusted.
+fn trust_of(files: &[&TierFile], trusted: bool) -> (TrustContent, TrustStatus) {
+    let find = |tier: Scope| files.iter().find(|f| f.tier == tier).map(|f| &f.settings);
+    let content = TrustContent::from_workspace_files(find(Scope::Project), find(Scope::Local));
+    let status = if content.is_empty() {
         TrustStatus::NotRequired
     } else if trusted {
         TrustStatus::Trusted
     } else {
         TrustStatus::Untrusted
     };
+    (content, status)
+}
 
-    let mut model = DEFAULT_MODEL.to_string();
-    let mut api_key: Option<(Secret, Source)> = None;
-    let mut oauth: Option<(SecretObject, Source)> = None;
-    let mut custom_instructions = String::new();
-    let mut input_mode = InputMode::default();
-    let mut servers: BTreeMap<String, McpServerEntry> = BTreeMap::new();
-    let mut permissions = TierRules::default();
-    let mut hooks = Vec::new();
-    let mut sandbox = SandboxConfig::default();
-    for key in [
-        "model",
-        "custom_instructions",
-        "input_mode",
-        "sandbox.isolation",
-    ] {
-        sources.insert(key.to_string(), Source::Default);
+/// The merge in progress: every setting as merged so far, where each came from, and warnings.
+struct Merger {
+    trust: TrustStatus,
+    warnings: Vec<Warning>,
+    sources: BTreeMap<String, Source>,
+    model: String,
+    api_key: Option<(Secret, Source)>,
+    oauth: Option<(SecretObject, Source)>,
+    custom_instructions: String,
+    input_mode: InputMode,
+    servers: BTreeMap<String, McpServerEntry>,
+    permissions: TierRules,
+    hooks: Vec<ConfiguredHook>,
+    sandbox: SandboxConfig,
+}
+
+impl Merger {
+    fn new(trust: TrustStatus) -> Merger {
+        let sources = [
+            "model",
+            "custom_instructions",
+            "input_mode",
+            "sandbox.isolation",
+        ]
+        .into_iter()
+        .map(|k| (k.to_string(), Source::Default))
+        .collect();
+        Merger {
+            trust,
+            warnings: Vec::new(),
+            sources,
+            model: DEFAULT_MODEL.to_string(),
+            api_key: None,
+            oauth: None,
+            custom_instructions: String::new(),
+            input_mode: InputMode::default(),
+            servers: BTreeMap::new(),
+            permissions: TierRules::default(),
+            hooks: Vec::new(),
+            sandbox: SandboxConfig::default(),
+        }
     }
 
-    for f in &files {
+    fn set_source(&mut self, key: impl Into<String>, src: Source) {
+        self.sources.insert(key.into(), src);
+    }
+
+    fn warn(&mut self, file: &str, message: String) {
+        self.warnings.push(Warning {
+            file: file.to_string(),
+            message,
+        });
+    }
+
+    /// One settings file, on top of what came before.
+    fn apply_file(&mut self, f: &TierFile) {
         let src = Source::from(f.tier);
-        let s = &f.settings;
-        let gated = f.tier.is_workspace() && trust == TrustStatus::Untrusted;
+        // An untrusted workspace file keeps only what needs no trust.
+        let gated = f.tier.is_workspace() && self.trust == TrustStatus::Untrusted;
         if gated {
-            let c = TrustContent::from_workspace_files(Some(s), None);
-            let summary = c.project.summary();
-            if !summary.is_empty() {
-                warnings.push(Warning {
-                    file: f.file.clone(),
-                    message: format!(
-                        "{summary} ignored until you trust this workspace: review .hanzo/ and run `hanzo-dev trust`"
-                    ),
-                });
-            }
+            self.warn_untrusted(f);
         }
+        self.apply_scalars(f, src);
+        self.apply_secrets(f, src);
+        if let Some(map) = &f.settings.mcp_servers {
+            self.apply_mcp_servers(map, src, gated);
+        }
+        self.apply_permissions(f, src);
+        if !gated {
+            self.apply_hooks(f, src);
+        }
+        if let Some(sb) = &f.settings.sandbox {
+            self.apply_sandbox(f, sb, src, gated);
+        }
+    }
+
+    fn warn_untrusted(&mut self, f: &TierFile) {
+        let c = TrustContent::from_workspace_files(Some(&f.settings), None);
+        let summary = c.project.summary();
+        if !summary.is_empty() {
+            self.warn(
+                &f.file,
+                format!(
+                    "{summary} ignored until you trust this workspace: review .hanzo/ and run `hanzo-dev trust`"
+                ),
+            );
+        }
+    }
+
+    /// `model`, `custom_instructions`, `input_mode`: the last file that sets one wins.
+    fn apply_scalars(&mut self, f: &TierFile, src: Source) {
+        let s = &f.settings;
         if let Some(m) = &s.model {
-            model = m.clone();
-            sources.insert("model".into(), src);
-        }
-        // parse_settings already removed secrets from workspace files; checked again here because
-        // a TierFile can be built by hand.
-        let secrets_allowed = !f.tier.is_workspace();
-        if let Some(k) = s.api_key.as_ref().filter(|_| secrets_allowed) {
-            api_key = Some((k.clone(), src));
-            sources.insert("api_key".into(), src);
-        }
-        if let Some(o) = s.oauth_credentials.as_ref().filter(|_| secrets_allowed) {
-            oauth = Some((o.clone(), src));
-            sources.insert("oauth_credentials".into(), src);
+            self.model = m.clone();
+            self.set_source("model", src);
         }
         if let Some(ci) = &s.custom_instructions {
-            custom_instructions = ci.clone();
-            sources.insert("custom_instructions".into(), src);
+            self.custom_instructions = ci.clone();
+            self.set_source("custom_instructions", src);
         }
         if let Some(im) = s.input_mode {
-            input_mode = im;
-            sources.insert("input_mode".into(), src);
-        }
-        if let Some(map) = &s.mcp_servers {
-            for (name, entry) in map {
-                let mut entry = entry.clone();
-                if gated {
-                    entry.command = None;
-                    entry.args = None;
-                    entry.env = None;
-                    entry.cwd = None;
-                    if entry == McpServerEntry::default() {
-                        continue;
-                    }
-                }
-                let acc = servers.entry(name.clone()).or_default();
-                let mut set = |field: &str| {
-                    sources.insert(format!("mcp_servers.{name}.{field}"), src);
-                };
-                if entry.command.is_some() {
-                    acc.command = entry.command;
-                    set("command");
-                }
-                if entry.args.is_some() {
-                    acc.args = entry.args;
-                    set("args");
-                }
-                if entry.env.is_some() {
-                    acc.env = entry.env;
-                    set("env");
-                }
-                if entry.cwd.is_some() {
-                    acc.cwd = entry.cwd;
-                    set("cwd");
-                }
-                if entry.url.is_some() {
-                    acc.url = entry.url;
-                    set("url");
-                }
-                if entry.disabled.is_some() {
-                    acc.disabled = entry.disabled;
-                    set("disabled");
-                }
-            }
-        }
-        if let Some(p) = &s.permissions {
-            let rules = p.to_rules();
-            if !rules.is_empty() {
-                sources.insert(format!("permissions.{}", f.tier), src);
-            }
-            match f.tier {
-                Scope::User => permissions.user = rules,
-                Scope::Project => permissions.project = rules,
-                Scope::Local => permissions.local = rules,
-            }
-        }
-        if let Some(hs) = &s.hooks {
-            if !gated {
-                for h in hs {
-                    sources.insert(format!("hooks[{}]", hooks.len()), src);
-                    hooks.push(ConfiguredHook {
-                        tier: f.tier,
-                        hook: h.clone(),
-                    });
-                }
-            }
-        }
-        if let Some(sb) = &s.sandbox {
-            if let Some(iso) = sb.isolation {
-                if f.tier.is_workspace() && iso < sandbox.isolation {
-                    warnings.push(Warning {
-                        file: f.file.clone(),
-                        message: format!(
-                            "`sandbox.isolation: \"{}\"` is ignored: a workspace file can raise isolation but not lower it",
-                            iso.as_str()
-                        ),
-                    });
-                } else {
-                    sandbox.isolation = iso;
-                    sources.insert("sandbox.isolation".into(), src);
-                }
-            }
-            if !gated {
-                let lists = [
-                    (
-                        "sandbox.extra_read_paths",
-                        &sb.extra_read_paths,
-                        &mut sandbox.extra_read_paths,
-                    ),
-                    (
-                        "sandbox.extra_write_paths",
-                        &sb.extra_write_paths,
-                        &mut sandbox.extra_write_paths,
-                    ),
-                    (
-                        "sandbox.network_allow",
-                        &sb.network_allow,
-                        &mut sandbox.network_allow,
-                    ),
-                ];
-                for (key, items, list) in lists {
-                    if let Some(items) = items {
-                        push_unique(list, items, &mut sources, key, src);
-                    }
-                }
-            }
+            self.input_mode = im;
+            self.set_source("input_mode", src);
         }
     }
 
-    // Environment tier.
-    let known: Vec<&str> = ENV_VARS.iter().map(|(v, _)| *v).collect();
-    for (var, value) in env {
-        if !var.starts_with("HANZO_") || value.is_empty() {
-            continue;
+    /// `api_key`, `oauth_credentials`: from the user file only. `parse_settings` already removed
+    /// them from workspace files; checked again because a `TierFile` can be built by hand.
+    fn apply_secrets(&mut self, f: &TierFile, src: Source) {
+        if f.tier.is_workspace() {
+            return;
         }
-        let bad = |what: &str| SettingsError::Env {
-            var: var.clone(),
-            message: format!("{value:?} is not {what}"),
-        };
-        match var.as_str() {
-            "HANZO_API_KEY" => {
-                api_key = Some((Secret::new(value.clone()), Source::Env));
-                sources.insert("api_key".into(), Source::Env);
-            }
-            "HANZO_MODEL" => {
-                model = value.clone();
-                sources.insert("model".into(), Source::Env);
-            }
-            "HANZO_INPUT_MODE" => {
-                input_mode = InputMode::parse(value)
-                    .ok_or_else(|| bad("an input mode (default, vim, emacs)"))?;
-                sources.insert("input_mode".into(), Source::Env);
-            }
-            "HANZO_ISOLATION" => {
-                sandbox.isolation = IsolationMode::parse(value)
-                    .ok_or_else(|| bad("an isolation mode (tier-a, auto, strict)"))?;
-                sources.insert("sandbox.isolation".into(), Source::Env);
-            }
-            other => {
-                // Other HANZO_* variables belong to other parts of the product; only a near miss
-                // of one of ours is worth a word.
-                if let Some(s) = did_you_mean(other, &known) {
-                    warnings.push(Warning {
-                        file: "environment".into(),
-                        message: format!("`{other}` is not a settings variable (did you mean `{s}`?); it is ignored"),
-                    });
-                }
-            }
+        if let Some(k) = &f.settings.api_key {
+            self.api_key = Some((k.clone(), src));
+            self.set_source("api_key", src);
+        }
+        if let Some(o) = &f.settings.oauth_credentials {
+            self.oauth = Some((o.clone(), src));
+            self.set_source("oauth_credentials", src);
         }
     }
 
-    // CLI tier.
-    if let Some(m) = &cli.model {
-        model = m.clone();
-        sources.insert("model".into(), Source::Cli);
-    }
-    if let Some(im) = cli.input_mode {
-        input_mode = im;
-        sources.insert("input_mode".into(), Source::Cli);
-    }
-    if let Some(iso) = cli.isolation {
-        sandbox.isolation = iso;
-        sources.insert("sandbox.isolation".into(), Source::Cli);
-    }
-
-    let mut mcp_servers = BTreeMap::new();
-    for (name, e) in servers {
-        let disabled = e.disabled.unwrap_or(false);
-        if !disabled {
-            match (&e.command, &e.url) {
-                (Some(_), Some(_)) => {
-                    return Err(SettingsError::Conflict {
-                        message: format!(
-                            "mcp server `{name}` has both `command` and `url` after merging the settings files; set only one (see `hanzo-dev config show --sources`)"
-                        ),
-                    })
-                }
-                (None, None) => {
-                    warnings.push(Warning {
-                        file: "settings".into(),
-                        message: format!(
-                            "mcp server `{name}` has neither `command` nor `url` in effect; it is skipped"
-                        ),
-                    });
-                    for f in ["command", "args", "env", "cwd", "url", "disabled"] {
-                        sources.remove(&format!("mcp_servers.{name}.{f}"));
-                    }
+    /// MCP servers merge by name, field by field; an untrusted file cannot set what runs.
+    fn apply_mcp_servers(
+        &mut self,
+        map: &BTreeMap<String, McpServerEntry>,
+        src: Source,
+        gated: bool,
+    ) {
+        for (name, entry) in map {
+            let mut entry = entry.clone();
+            if gated {
+                entry.command = None;
+                entry.args = None;
+                entry.env = None;
+                entry.cwd = None;
+                if entry == McpServerEntry::default() {
                     continue;
                 }
-                _ => {}
+            }
+            let acc = self.servers.entry(name.clone()).or_default();
+            let set = merge_server_fields(acc, entry);
+            for field in set {
+                self.sources
+                    .insert(format!("mcp_servers.{name}.{field}"), src);
             }
         }
-        mcp_servers.insert(
-            name,
-            McpServer {
-                command: e.command,
-                args: e.args.unwrap_or_default(),
-                env: e.env.unwrap_or_default(),
-                cwd: e.cwd,
-                url: e.url,
-                disabled,
-            },
-        );
     }
 
-    Ok(Merged {
-        config: Config {
-            model,
-            api_key,
-            oauth_credentials: oauth,
-            custom_instructions,
-            input_mode,
-            mcp_servers,
-            permissions,
-            hooks,
-            sandbox,
-            trust,
-        },
-        warnings,
-        sources,
-        trust_content,
-    })
+    /// Each tier keeps its own list (evaluation needs them apart); a later file of the same tier
+    /// replaces it.
+    fn apply_permissions(&mut self, f: &TierFile, src: Source) {
+        let Some(p) = &f.settings.permissions else {
+            return;
+        };
+        let rules = p.to_rules();
+        if !rules.is_empty() {
+            self.set_source(format!("permissions.{}", f.tier), src);
+        }
+        match f.tier {
+            Scope::User => self.permissions.user = rules,
+            Scope::Project => self.permissions.project = rules,
+            Scope::Local => self.permissions.local = rules,
+        }
+    }
+
+    fn apply_hooks(&mut self, f: &TierFile, src: Source) {
+        for h in f.settings.hooks.iter().flatten() {
+            self.sources
+                .insert(format!("hooks[{}]", self.hooks.len()), src);
+            self.hooks.push(ConfiguredHook {
+                tier: f.tier,
+                hook: h.clone(),
+            });
+        }
+    }
+
+    /// `sandbox.isolation`: a workspace file may raise it (`tier-a` < `auto` < `strict`), never
+    /// lower it. The path and host lists concatenate; an untrusted workspace file adds none.
+    fn apply_sandbox(&mut self, f: &TierFile, sb: &SandboxEntry, src: Source, gated: bool) {
+        if let Some(iso) = sb.isolation {
+            if f.tier.is_workspace() && iso < self.sandbox.isolation {
+                self.warn(
+                    &f.file,
+                    format!(
+                        "`sandbox.isolation: \"{}\"` is ignored: a workspace file can raise isolation but not lower it",
+                        iso.as_str()
+                    ),
+                );
+            } else {
+                self.sandbox.isolation = iso;
+                self.set_source("sandbox.isolation", src);
+            }
+        }
+        if gated {
+            return;
+        }
+        let lists = [
+            (
+                "sandbox.extra_read_paths",
+                &sb.extra_read_paths,
+                &mut self.sandbox.extra_read_paths,
+            ),
+            (
+                "sandbox.extra_write_paths",
+                &sb.extra_write_paths,
+                &mut self.sandbox.extra_write_paths,
+            ),
+            (
+                "sandbox.network_allow",
+                &sb.network_allow,
+                &mut self.sandbox.network_allow,
+            ),
+        ];
+        for (key, items, list) in lists {
+            if let Some(items) = items {
+                push_unique(list, items, &mut self.sources, key, src);
+            }
+        }
+    }
+
+    /// The environment tier: `HANZO_*` variables from [`ENV_VARS`]; a near miss of one of them
+    /// is a warning, other `HANZO_*` variables belong to other parts of the product.
+    fn apply_env(&mut self, env: &BTreeMap<String, String>) -> Result<(), SettingsError> {
+        let known: Vec<&str> = ENV_VARS.iter().map(|(v, _)| *v).collect();
+        for (var, value) in env {
+            if !var.starts_with("HANZO_") || value.is_empty() {
+                continue;
+            }
+            let bad = |what: &str| SettingsError::Env {
+                var: var.clone(),
+                message: format!("{value:?} is not {what}"),
+            };
+            match var.as_str() {
+                "HANZO_API_KEY" => {
+                    self.api_key = Some((Secret::new(value.clone()), Source::Env));
+                    self.set_source("api_key", Source::Env);
+                }
+                "HANZO_MODEL" => {
+                    self.model = value.clone();
+                    self.set_source("model", Source::Env);
+                }
+                "HANZO_INPUT_MODE" => {
+                    self.input_mode = InputMode::parse(value)
+                        .ok_or_else(|| bad("an input mode (default, vim, emacs)"))?;
+                    self.set_source("input_mode", Source::Env);
+                }
+                "HANZO_ISOLATION" => {
+                    self.sandbox.isolation = IsolationMode::parse(value)
+                        .ok_or_else(|| bad("an isolation mode (tier-a, auto, strict)"))?;
+                    self.set_source("sandbox.isolation", Source::Env);
+                }
+                other => {
+                    if let Some(s) = did_you_mean(other, &known) {
+                        self.warn(
+                            "environment",
+                            format!("`{other}` is not a settings variable (did you mean `{s}`?); it is ignored"),
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_cli(&mut self, cli: &CliOverrides) {
+        if let Some(m) = &cli.model {
+            self.model = m.clone();
+            self.set_source("model", Source::Cli);
+        }
+        if let Some(im) = cli.input_mode {
+            self.input_mode = im;
+            self.set_source("input_mode", Source::Cli);
+        }
+        if let Some(iso) = cli.isolation {
+            self.sandbox.isolation = iso;
+            self.set_source("sandbox.isolation", Source::Cli);
+        }
+    }
+
+    /// The servers in effect: an enabled one needs exactly one of `command` and `url`.
+    fn finish_mcp_servers(&mut self) -> Result<BTreeMap<String, McpServer>, SettingsError> {
+        let mut out = BTreeMap::new();
+        for (name, e) in std::mem::take(&mut self.servers) {
+            let disabled = e.disabled.unwrap_or(false);
+            if !disabled {
+                match (&e.command, &e.url) {
+                    (Some(_), Some(_)) => {
+                        return Err(SettingsError::Conflict {
+                            message: format!(
+                                "mcp server `{name}` has both `command` and `url` after merging the settings files; set only one (see `hanzo-dev config show --sources`)"
+                            ),
+                        })
+                    }
+                    (None, None) => {
+                        self.warn(
+                            "settings",
+                            format!(
+                                "mcp server `{name}` has neither `command` nor `url` in effect; it is skipped"
+                            ),
+                        );
+                        for f in ["command", "args", "env", "cwd", "url", "disabled"] {
+                            self.sources.remove(&format!("mcp_servers.{name}.{f}"));
+                        }
+                        continue;
+                    }
+                    _ => {}
+                }
+            }
+            out.insert(
+                name,
+                McpServer {
+                    command: e.command,
+                    args: e.args.unwrap_or_default(),
+                    env: e.env.unwrap_or_default(),
+                    cwd: e.cwd,
+                    url: e.url,
+                    disabled,
+                },
+            );
+        }
+        Ok(out)
+    }
+
+    fn finish(mut self, trust_content: TrustContent) -> Result<Merged, SettingsError> {
+        let mcp_servers = self.finish_mcp_servers()?;
+        Ok(Merged {
+            config: Config {
+                model: self.model,
+                api_key: self.api_key,
+                oauth_credentials: self.oauth,
+                custom_instructions: self.custom_instructions,
+                input_mode: self.input_mode,
+                mcp_servers,
+                permissions: self.permissions,
+                hooks: self.hooks,
+                sandbox: self.sandbox,
+                trust: self.trust,
+            },
+            warnings: self.warnings,
+            sources: self.sources,
+            trust_content,
+        })
+    }
+}
+
+/// A later tier replaces exactly the fields it sets (`args` and `env` as a whole); returns the
+/// names of the fields it set.
+fn merge_server_fields(acc: &mut McpServerEntry, entry: McpServerEntry) -> Vec<&'static str> {
+    let mut set = Vec::new();
+    if entry.command.is_some() {
+        acc.command = entry.command;
+        set.push("command");
+    }
+    if entry.args.is_some() {
+        acc.args = entry.args;
+        set.push("args");
+    }
+    if entry.env.is_some() {
+        acc.env = entry.env;
+        set.push("env");
+    }
+    if entry.cwd.is_some() {
+        acc.cwd = entry.cwd;
+        set.push("cwd");
+    }
+    if entry.url.is_some() {
+        acc.url = entry.url;
+        set.push("url");
+    }
+    if entry.disabled.is_some() {
+        acc.disabled = entry.disabled;
+        set.push("disabled");
+    }
+    set
 }
 
 #[cfg(test)]

@@ -18,6 +18,10 @@ pub enum RunEvent {
         workspace: String,
         /// True when the model is a recording (replay provider).
         replay: bool,
+        /// Why the workspace is dangerous, present only when the run was started anyway with
+        /// `--allow-dangerous-workspace`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        dangerous_workspace: Option<Vec<String>>,
     },
     /// An `auto` pipeline moved to its next stage.
     StageStarted {
@@ -35,11 +39,12 @@ pub enum RunEvent {
         name: String,
         input: serde_json::Value,
     },
-    /// Whether the call may run, and who decided (`rule`, `default`, `approval`, `hook`, `agent`).
+    /// Whether the call may run, and who decided (`rule`, `default`, `approval:<mode>`, `hook`,
+    /// `agent`, `limit`).
     ToolDecision {
         id: String,
         allowed: bool,
-        decided_by: String,
+        decided_by: hanzo_store::DecidedBy,
         reason: String,
     },
     ToolResult {
@@ -48,6 +53,14 @@ pub enum RunEvent {
         /// The first 2000 characters of the output (or error) the model was given.
         preview: String,
         duration_ms: u64,
+    },
+    /// A model request failed in a way worth retrying; the model worker waits `delay_ms`, then
+    /// tries again.
+    ModelRetry {
+        attempt: u32,
+        max_attempts: u32,
+        delay_ms: u64,
+        reason: String,
     },
     Compacted {
         dropped_messages: usize,
@@ -69,6 +82,11 @@ pub enum RunEvent {
         input_tokens: u64,
         output_tokens: u64,
         duration_ms: u64,
+        /// Tool calls answered, run or refused.
+        tool_calls: u32,
+        /// Of those, the ones refused (a rule, the default, the approval mode, a hook, the
+        /// agent's tool list, a cap).
+        denied_calls: u32,
     },
 }
 

@@ -4,13 +4,20 @@
 //! - [`traits`]: the three seams (`ApiClient`, `ToolExecutor`, `PermissionPrompter`).
 //! - [`workers`]: their production implementations over the model and tools workers.
 //! - [`approval`]: the terminal prompter and the non-interactive approval modes.
-//! - [`run`]: the loop, limits, cancellation and compaction.
+//! - [`run`]: the loop, steps, limits and cancellation; `call` (one turn's tool calls: caps,
+//!   gate, record, execute) and `compact` (compaction) extend it.
+//! - [`record`]: what goes on record from tool calls, and the run's byte budget.
+//! - [`deadline`]: the deadline of every request to a worker.
 //! - [`events`]: what a run reports as it goes (live view, `--json`).
 //! - [`defs`]: the built-in agents.
 
 pub mod approval;
+mod call;
+mod compact;
+pub mod deadline;
 pub mod defs;
 pub mod events;
+pub mod record;
 pub mod run;
 pub mod traits;
 pub mod workers;

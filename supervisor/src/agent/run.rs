@@ -1,33 +1,37 @@
 //! The loop itself. One [`AgentLoop::run`] is one run: stages (one, or `auto`'s three), each a
-//! sequence of steps; a step is one model turn and the tool calls it asked for.
+//! sequence of steps; a step is one model turn and the tool calls it asked for (`call.rs`), with
+//! compaction between steps (`compact.rs`).
 //!
 //! Invariants:
-//! - Every tool call goes through the policy; its audit record and the call (decision, hook
-//!   results, output or error) are written to the store before the next model turn starts.
-//! - A tool's failure, a denial or a dead tools worker is a result the model sees; only the
-//!   model failing, a limit, cancellation or the store failing ends a run early.
-//! - Every string is scrubbed of known secrets before it reaches the model or the store.
+//! - Every tool call goes through the policy, and is on record as started — input, decision and
+//!   pre-hook results, with the policy's audit record — before it executes; what it produced is
+//!   recorded when it finishes, before the next call. A failed store write ends the run there.
+//! - A tool's failure, a denial, a cap, a dead or silent tools worker is a result the model sees;
+//!   only the model failing, a limit, cancellation or the store failing ends a run early.
+//! - Known secret values are redacted from everything that leaves the loop — the store, the
+//!   events, the logs — and from nothing that goes back to the model: what the model sees is what
+//!   the tools produced, so a redaction can never tell it which of its guesses was right
+//!   (SECURITY.md, "scrubbing is not an oracle").
 //! - The step in progress is the most a crash can lose: steps, calls and events are written as
 //!   they happen (the store commits each write).
 
 use super::events::{EventSink, RunEvent};
-use super::traits::{
-    ApiClient, PermissionDecision, PermissionPrompter, ToolExecutor, ToolInvocation, TurnRequest,
-};
-use hanzo_compaction::{estimate_tokens, Role as CRole, SessionCompactor, Summary};
+use super::record::RecordBudget;
+use super::traits::{ApiClient, PermissionPrompter, ToolExecutor, ToolInvocation, TurnRequest};
 use hanzo_ipc::roles::model::{
     ContentBlock, Message, MessageRole, StopReason, StreamEvent, ToolDef,
 };
 use hanzo_ipc::roles::tools::ToolResult;
-use hanzo_policy::permission::{PermissionMode, TieredPolicy};
-use hanzo_policy::AuditRecord;
-use hanzo_store::{AgentDef, NewRun, RunId, RunStatus, RunStore, StepEnd, StepId, TokenUsage};
-use serde_json::{json, Value};
+use hanzo_policy::permission::TieredPolicy;
+use hanzo_store::{
+    AgentDef, NewRun, RunId, RunStatus, RunStore, SecretValues, StepEnd, StepId, TokenUsage,
+};
+use serde_json::json;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tracing::Instrument;
 
-/// When a run must stop even though the model has not.
+/// When a run must stop even though the model has not, and how much one run may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Model turns over the whole run (all stages).
@@ -36,7 +40,17 @@ pub struct Limits {
     pub max_total_tokens: Option<u64>,
     /// Wall-clock limit for the whole run.
     pub timeout: Option<Duration>,
+    /// Tool calls run from one model turn; the rest of that turn's calls are refused.
+    pub max_calls_per_turn: u32,
+    /// Tool calls run over the whole run; later ones are refused.
+    pub max_calls: u32,
+    /// Bytes of tool inputs and outputs written to the store over the whole run.
+    pub max_record_bytes: u64,
 }
+
+/// The default caps: `run --max-tool-calls-per-turn`, `--max-tool-calls`.
+pub const DEFAULT_MAX_CALLS_PER_TURN: u32 = 64;
+pub const DEFAULT_MAX_CALLS: u32 = 1000;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -44,6 +58,9 @@ impl Default for Limits {
             max_steps: 50,
             max_total_tokens: None,
             timeout: None,
+            max_calls_per_turn: DEFAULT_MAX_CALLS_PER_TURN,
+            max_calls: DEFAULT_MAX_CALLS,
+            max_record_bytes: super::record::DEFAULT_RECORD_BYTES,
         }
     }
 }
@@ -58,8 +75,9 @@ pub struct LoopConfig {
     pub limits: Limits,
     /// The configured hooks as JSON text (`None`: no hooks, no hook round trips).
     pub hooks_json: Option<String>,
-    /// Values that must never reach the model or the record (scrubbed to `[redacted]`).
-    pub known_secrets: Vec<String>,
+    /// Values that must never reach the record, the events or the logs (replaced by
+    /// `[redacted]` there).
+    pub secrets: SecretValues,
 }
 
 impl Default for LoopConfig {
@@ -69,7 +87,7 @@ impl Default for LoopConfig {
             reserve_recent: 3,
             limits: Limits::default(),
             hooks_json: None,
-            known_secrets: Vec::new(),
+            secrets: SecretValues::default(),
         }
     }
 }
@@ -87,6 +105,9 @@ pub struct RunSpec {
     pub isolation: hanzo_policy::isolation::Tier,
     pub workspace: String,
     pub replay: bool,
+    /// Why the workspace is dangerous, when the user ran anyway (`--allow-dangerous-workspace`);
+    /// empty for a safe one. Recorded in the run's configuration.
+    pub dangerous_workspace: Vec<String>,
 }
 
 /// How a run ended.
@@ -99,24 +120,29 @@ pub struct RunReport {
     pub final_text: String,
     pub steps: u32,
     pub usage: TokenUsage,
+    /// Tool calls the model asked for that were answered (run, or refused).
+    pub tool_calls: u32,
+    /// Of those, the ones refused (a rule, the default, the approval mode, a hook, the agent's
+    /// tool list, a cap).
+    pub denied_calls: u32,
 }
 
 /// Why a stage stopped before the model finished.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Stop {
+pub(super) enum Stop {
     Failed(String),
     Cancelled,
 }
 
 /// What interrupted an await: Ctrl-C (or the caller's cancel) or the wall-clock limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Interrupt {
+pub(super) enum Interrupt {
     Cancelled,
     TimedOut,
 }
 
 impl Interrupt {
-    fn into_stop(self, limit: Option<Duration>) -> Stop {
+    pub(super) fn into_stop(self, limit: Option<Duration>) -> Stop {
         match self {
             Interrupt::Cancelled => Stop::Cancelled,
             Interrupt::TimedOut => Stop::Failed(format!(
@@ -140,25 +166,43 @@ pub struct AgentLoop<'a, A, T, P> {
 }
 
 /// Per-run counters.
-struct Progress {
-    run: RunId,
-    session: String,
-    steps: u32,
-    usage: TokenUsage,
-    deadline: Option<Instant>,
+pub(super) struct Progress {
+    pub(super) run: RunId,
+    pub(super) session: String,
+    pub(super) steps: u32,
+    pub(super) usage: TokenUsage,
+    pub(super) deadline: Option<Instant>,
+    /// Tool calls answered so far, and how many of them were refused.
+    pub(super) calls: u32,
+    pub(super) denied: u32,
+    pub(super) budget: RecordBudget,
 }
 
 /// One stage's conversation: messages and the estimated size of each.
-struct Conversation {
-    messages: Vec<Message>,
-    tokens: Vec<u64>,
+pub(super) struct Conversation {
+    pub(super) messages: Vec<Message>,
+    pub(super) tokens: Vec<u64>,
 }
 
 impl Conversation {
-    fn push(&mut self, m: Message) {
-        self.tokens.push(message_tokens(&m));
+    pub(super) fn push(&mut self, m: Message) {
+        self.tokens.push(super::compact::message_tokens(&m));
         self.messages.push(m);
     }
+}
+
+/// A model turn that completed.
+struct Turn {
+    text: String,
+    uses: Vec<ToolInvocation>,
+    usage: TokenUsage,
+    stop_reason: StopReason,
+}
+
+pub(super) enum StepOutcome {
+    Continue,
+    Finished(String),
+    Stopped(Stop),
 }
 
 impl<A, T, P> AgentLoop<'_, A, T, P>
@@ -183,35 +227,26 @@ where
             agent: spec.agent_name.clone(),
             model: spec.model.clone(),
             isolation: spec.isolation,
-            approval: self.prompter.describe(),
+            approval: self.prompter.mode().as_str().to_string(),
             workspace: spec.workspace.clone(),
             replay: spec.replay,
+            dangerous_workspace: (!spec.dangerous_workspace.is_empty())
+                .then(|| spec.dangerous_workspace.clone()),
         });
-        self.store.record_event(
-            run,
-            None,
-            "run_config",
-            &json!({
-                "approval": self.prompter.describe(),
-                "max_steps": self.config.limits.max_steps,
-                "max_total_tokens": self.config.limits.max_total_tokens,
-                "timeout_s": self.config.limits.timeout.map(|d| d.as_secs()),
-                "max_context_tokens": self.config.max_context_tokens,
-                "workspace": spec.workspace,
-                "replay": spec.replay,
-                "trusted_workspace": self.policy.is_trusted(),
-            }),
-        )?;
+        self.record_config(run, spec)?;
         let mut progress = Progress {
             run,
             session: format!("run-{}", run.0),
             steps: 0,
             usage: TokenUsage::default(),
             deadline: self.config.limits.timeout.map(|d| Instant::now() + d),
+            calls: 0,
+            denied: 0,
+            budget: RecordBudget::new(self.config.limits.max_record_bytes),
         };
         let result = self.run_stages(spec, &mut progress).instrument(span).await;
         let (status, outcome, final_text) = match result {
-            Ok(Ok(text)) => (RunStatus::Succeeded, summarize_outcome(&text), text),
+            Ok(Ok(text)) => conclude(&text, &progress),
             Ok(Err(Stop::Cancelled)) => (
                 RunStatus::Cancelled,
                 "cancelled by the user".to_string(),
@@ -219,7 +254,8 @@ where
             ),
             Ok(Err(Stop::Failed(why))) => (RunStatus::Failed, why, String::new()),
             Err(store_error) => {
-                let why = format!("the run store failed: {store_error:#}");
+                let why = self.scrub(&format!("the run store failed: {store_error:#}"));
+                tracing::error!(run_id = run.0, "{why}");
                 let _ = self
                     .store
                     .finish_run(run, RunStatus::Failed, Some(&why), progress.usage);
@@ -243,6 +279,8 @@ where
             input_tokens: progress.usage.input,
             output_tokens: progress.usage.output,
             duration_ms: millis(started.elapsed()),
+            tool_calls: progress.calls,
+            denied_calls: progress.denied,
         });
         Ok(RunReport {
             run_id: run,
@@ -251,7 +289,32 @@ where
             final_text,
             steps: progress.steps,
             usage: progress.usage,
+            tool_calls: progress.calls,
+            denied_calls: progress.denied,
         })
+    }
+
+    fn record_config(&mut self, run: RunId, spec: &RunSpec) -> anyhow::Result<()> {
+        let limits = self.config.limits;
+        let mut config = json!({
+            "approval": self.prompter.mode().as_str(),
+            "max_steps": limits.max_steps,
+            "max_total_tokens": limits.max_total_tokens,
+            "timeout_s": limits.timeout.map(|d| d.as_secs()),
+            "max_context_tokens": self.config.max_context_tokens,
+            "max_tool_calls_per_turn": limits.max_calls_per_turn,
+            "max_tool_calls": limits.max_calls,
+            "max_record_bytes": limits.max_record_bytes,
+            "workspace": spec.workspace,
+            "replay": spec.replay,
+            "trusted_workspace": self.policy.is_trusted(),
+        });
+        if !spec.dangerous_workspace.is_empty() {
+            config["dangerous_workspace"] = json!(spec.dangerous_workspace);
+        }
+        let config = self.config.secrets.scrub_json(config);
+        self.store.record_event(run, None, "run_config", &config)?;
+        Ok(())
     }
 
     async fn run_stages(
@@ -259,7 +322,9 @@ where
         spec: &RunSpec,
         progress: &mut Progress,
     ) -> anyhow::Result<Result<String, Stop>> {
-        let mut input = spec.task.clone();
+        // The task is the user's; redacting it for the model reveals nothing the model chose.
+        let task = self.scrub(&spec.task);
+        let mut input = task.clone();
         let mut last = String::new();
         for (i, agent) in spec.stages.iter().enumerate() {
             if spec.stages.len() > 1 {
@@ -274,10 +339,8 @@ where
                 )?;
                 if i > 0 {
                     input = format!(
-                        "{}\n\n--- Output of the previous stage ({}) ---\n{}",
-                        spec.task,
+                        "{task}\n\n--- Output of the previous stage ({}) ---\n{last}",
                         spec.stages[i - 1].name,
-                        last
                     );
                 }
             }
@@ -295,40 +358,18 @@ where
         input: &str,
         progress: &mut Progress,
     ) -> anyhow::Result<Result<String, Stop>> {
-        let tools = if agent.tools.is_empty() {
-            Vec::new()
-        } else {
-            match self.tools.definitions().await {
-                Ok(all) => all
-                    .into_iter()
-                    .filter(|d| agent.tools.contains(&d.name))
-                    .collect(),
-                Err(e) => {
-                    return Ok(Err(Stop::Failed(format!(
-                        "cannot get the tool definitions from the tools worker: {e}"
-                    ))))
-                }
-            }
+        let tools = match self.offered_tools(agent).await {
+            Ok(t) => t,
+            Err(why) => return Ok(Err(Stop::Failed(why))),
         };
         let mut conv = Conversation {
             messages: Vec::new(),
             tokens: Vec::new(),
         };
-        conv.push(Message::user_text(self.scrub(input)));
+        conv.push(Message::user_text(input));
         loop {
-            if progress.steps >= self.config.limits.max_steps {
-                return Ok(Err(Stop::Failed(format!(
-                    "step limit reached ({} steps; raise it with --max-steps)",
-                    self.config.limits.max_steps
-                ))));
-            }
-            if let Some(budget) = self.config.limits.max_total_tokens {
-                let used = progress.usage.input + progress.usage.output;
-                if used >= budget {
-                    return Ok(Err(Stop::Failed(format!(
-                        "token budget exhausted ({used} of {budget} tokens used)"
-                    ))));
-                }
+            if let Some(stop) = self.limit_reached(progress) {
+                return Ok(Err(stop));
             }
             if let Some(stop) = self.maybe_compact(agent, &mut conv, progress).await? {
                 return Ok(Err(stop));
@@ -348,6 +389,41 @@ where
         }
     }
 
+    /// The tools of the agent's list the tools worker offers.
+    async fn offered_tools(&self, agent: &AgentDef) -> Result<Vec<ToolDef>, String> {
+        if agent.tools.is_empty() {
+            return Ok(Vec::new());
+        }
+        let all =
+            self.tools.definitions().await.map_err(|e| {
+                format!("cannot get the tool definitions from the tools worker: {e}")
+            })?;
+        Ok(all
+            .into_iter()
+            .filter(|d| agent.tools.contains(&d.name))
+            .collect())
+    }
+
+    /// A limit that ends the run before the next step.
+    fn limit_reached(&self, progress: &Progress) -> Option<Stop> {
+        let limits = &self.config.limits;
+        if progress.steps >= limits.max_steps {
+            return Some(Stop::Failed(format!(
+                "step limit reached ({} steps; raise it with --max-steps)",
+                limits.max_steps
+            )));
+        }
+        if let Some(budget) = limits.max_total_tokens {
+            let used = progress.usage.input + progress.usage.output;
+            if used >= budget {
+                return Some(Stop::Failed(format!(
+                    "token budget exhausted ({used} of {budget} tokens used)"
+                )));
+            }
+        }
+        None
+    }
+
     async fn step(
         &mut self,
         agent: &AgentDef,
@@ -359,14 +435,60 @@ where
         let step = self.store.begin_step(progress.run)?;
         tracing::info!("step started");
         self.events.emit(&RunEvent::StepStarted { step: step_no });
+        let turn = match self.model_turn(agent, tools, conv, progress, step).await? {
+            Ok(turn) => turn,
+            Err(stop) => return Ok(StepOutcome::Stopped(stop)),
+        };
+        progress.usage.input += turn.usage.input;
+        progress.usage.output += turn.usage.output;
+        push_assistant(conv, &turn);
+        if turn.uses.is_empty() {
+            self.end_step(step, step_no, &turn.text, turn.usage)?;
+            if turn.stop_reason == StopReason::MaxTokens {
+                self.store.record_event(
+                    progress.run,
+                    Some(step),
+                    "max_tokens",
+                    &json!({"note": "the model's answer was cut at the output token limit"}),
+                )?;
+            }
+            return Ok(StepOutcome::Finished(turn.text));
+        }
+        let (results, stopped) = self
+            .answer_calls(agent, step, step_no, &turn.uses, progress)
+            .await?;
+        conv.push(Message {
+            role: MessageRole::User,
+            content: results,
+        });
+        self.end_step(step, step_no, &turn.text, turn.usage)?;
+        Ok(match stopped {
+            Some(stop) => StepOutcome::Stopped(stop),
+            None => StepOutcome::Continue,
+        })
+    }
+
+    /// One model turn, raced against cancellation and the wall-clock limit. `Err(stop)` when the
+    /// turn did not complete (the step is closed and the failure recorded).
+    async fn model_turn(
+        &mut self,
+        agent: &AgentDef,
+        tools: &[ToolDef],
+        conv: &Conversation,
+        progress: &Progress,
+        step: StepId,
+    ) -> anyhow::Result<Result<Turn, Stop>> {
         let mut text = String::new();
         let mut uses: Vec<ToolInvocation> = Vec::new();
         let events = self.events;
+        let secrets = &self.config.secrets;
         let turn = {
             let mut on_event = |ev: &StreamEvent| match ev {
                 StreamEvent::ContentDelta { text: t } => {
                     text.push_str(t);
-                    events.emit(&RunEvent::Text { text: t.clone() });
+                    events.emit(&RunEvent::Text {
+                        text: secrets.scrub(t).into_owned(),
+                    });
                 }
                 StreamEvent::ToolUse {
                     id,
@@ -385,22 +507,18 @@ where
                 tools,
             };
             let mut cancel = self.cancel.clone();
-            let deadline = progress.deadline;
             tokio::select! {
                 r = self.api.send_message(request, &mut on_event) => Ok(r),
-                i = interrupted(&mut cancel, deadline) => Err(i),
+                i = interrupted(&mut cancel, progress.deadline) => Err(i),
             }
         };
-        let text = self.scrub(&text);
-        let turn = match turn {
+        match turn {
             Err(interrupt) => {
-                self.end_step(step, &text, TokenUsage::default())?;
-                return Ok(StepOutcome::Stopped(
-                    interrupt.into_stop(self.config.limits.timeout),
-                ));
+                self.close_step(step, &text)?;
+                Ok(Err(interrupt.into_stop(self.config.limits.timeout)))
             }
             Ok(Err(e)) => {
-                self.end_step(step, &text, TokenUsage::default())?;
+                self.close_step(step, &text)?;
                 let message = self.scrub(&e.message);
                 self.store.record_event(
                     progress.run,
@@ -408,490 +526,108 @@ where
                     "model_error",
                     &json!({"kind": e.kind.map(|k| format!("{k:?}")), "message": message}),
                 )?;
-                return Ok(StepOutcome::Stopped(Stop::Failed(format!(
+                Ok(Err(Stop::Failed(format!(
                     "the model request failed: {message}"
-                ))));
+                ))))
             }
-            Ok(Ok(end)) => end,
-        };
-        let usage = TokenUsage {
-            input: turn.usage.input_tokens,
-            output: turn.usage.output_tokens,
-        };
-        progress.usage.input += usage.input;
-        progress.usage.output += usage.output;
+            Ok(Ok(end)) => Ok(Ok(Turn {
+                text,
+                uses,
+                usage: TokenUsage {
+                    input: end.usage.input_tokens,
+                    output: end.usage.output_tokens,
+                },
+                stop_reason: end.stop_reason,
+            })),
+        }
+    }
 
-        let mut content = Vec::new();
-        if !text.is_empty() {
-            content.push(ContentBlock::Text { text: text.clone() });
-        }
-        for u in &uses {
-            content.push(ContentBlock::ToolUse {
-                id: u.id.clone(),
-                name: u.name.clone(),
-                input_json: self.scrub(&u.input_json),
-            });
-        }
-        if !content.is_empty() {
-            conv.push(Message {
-                role: MessageRole::Assistant,
-                content,
-            });
-        }
-        if uses.is_empty() {
-            self.end_step(step, &text, usage)?;
-            self.events.emit(&RunEvent::StepFinished {
-                step: step_no,
-                input_tokens: usage.input,
-                output_tokens: usage.output,
-            });
-            if turn.stop_reason == StopReason::MaxTokens {
-                self.store.record_event(
-                    progress.run,
-                    Some(step),
-                    "max_tokens",
-                    &json!({"note": "the model's answer was cut at the output token limit"}),
-                )?;
-            }
-            return Ok(StepOutcome::Finished(text));
-        }
+    /// Close a step whose turn did not complete, keeping the text that had streamed.
+    fn close_step(&mut self, step: StepId, text: &str) -> anyhow::Result<()> {
+        let text = self.scrub(text);
+        self.store.finish_step(
+            step,
+            &StepEnd {
+                text: (!text.is_empty()).then_some(text),
+                usage: TokenUsage::default(),
+            },
+        )?;
+        Ok(())
+    }
 
-        let mut results = Vec::with_capacity(uses.len());
-        let mut stopped = None;
-        for call in &uses {
-            if stopped.is_some() {
-                // The run is stopping: the remaining calls are answered without running, so the
-                // conversation stays well-formed and the record complete.
-                let result = ToolResult::err("not run: the run was stopped before this call");
-                self.record_unrun(step, call, &result)?;
-                results.push(result_block(call, &result));
-                continue;
-            }
-            let span = tracing::info_span!(
-                "agent.tool",
-                run_id = progress.run.0,
-                step = step_no,
-                tool = %call.name
-            );
-            let (result, interrupt) = self
-                .tool(agent, step, call, progress)
-                .instrument(span)
-                .await?;
-            results.push(result_block(call, &result));
-            if let Some(i) = interrupt {
-                stopped = Some(i.into_stop(self.config.limits.timeout));
-            }
-        }
-        conv.push(Message {
-            role: MessageRole::User,
-            content: results,
-        });
-        self.end_step(step, &text, usage)?;
+    fn end_step(
+        &mut self,
+        step: StepId,
+        step_no: u32,
+        text: &str,
+        usage: TokenUsage,
+    ) -> anyhow::Result<()> {
+        let text = self.scrub(text);
+        self.store.finish_step(
+            step,
+            &StepEnd {
+                text: (!text.is_empty()).then_some(text),
+                usage,
+            },
+        )?;
         self.events.emit(&RunEvent::StepFinished {
             step: step_no,
             input_tokens: usage.input,
             output_tokens: usage.output,
         });
-        Ok(match stopped {
-            Some(stop) => StepOutcome::Stopped(stop),
-            None => StepOutcome::Continue,
-        })
-    }
-
-    fn end_step(&mut self, step: StepId, text: &str, usage: TokenUsage) -> anyhow::Result<()> {
-        self.store.finish_step(
-            step,
-            &StepEnd {
-                text: (!text.is_empty()).then(|| text.to_string()),
-                usage,
-            },
-        )?;
         Ok(())
     }
 
-    /// One tool call: gate (agent, policy, approval, pre-hooks) → execute → post-hooks → record.
-    async fn tool(
-        &mut self,
-        agent: &AgentDef,
-        step: StepId,
-        call: &ToolInvocation,
-        progress: &Progress,
-    ) -> anyhow::Result<(ToolResult, Option<Interrupt>)> {
-        let started = Instant::now();
-        let input: Value = serde_json::from_str(&call.input_json).unwrap_or(Value::Null);
-        let input = self.scrub_value(input);
-        self.events.emit(&RunEvent::ToolCall {
-            id: call.id.clone(),
-            name: call.name.clone(),
-            input: input.clone(),
+    pub(super) fn scrub(&self, text: &str) -> String {
+        self.config.secrets.scrub(text).into_owned()
+    }
+}
+
+/// The assistant's turn as the model will see it next time: its own text and tool calls,
+/// exactly as it produced them.
+fn push_assistant(conv: &mut Conversation, turn: &Turn) {
+    let mut content = Vec::new();
+    if !turn.text.is_empty() {
+        content.push(ContentBlock::Text {
+            text: turn.text.clone(),
         });
-        let gate = self.gate(agent, call, &input, progress).await?;
-        let mut hook_results = Vec::new();
-        let mut allowed = gate.allowed;
-        let mut decided_by = gate.decided_by.clone();
-        let mut reason = gate.reason.clone();
-        if allowed {
-            if let Some(hooks) = &self.config.hooks_json {
-                let pre = self.tools.pre_hooks(hooks, call, &progress.session).await;
-                hook_results.push(json!({
-                    "phase": "pre",
-                    "allowed": pre.allowed,
-                    "failed": pre.failed,
-                    "reason": pre.reason.as_deref().map(|r| self.scrub(r)),
-                    "decided_by": pre.decided_by,
-                }));
-                if !pre.allowed {
-                    allowed = false;
-                    decided_by = "hook".to_string();
-                    reason = format!(
-                        "a pre-tool-use hook {} it: {}",
-                        if pre.failed {
-                            "failed, which blocks"
-                        } else {
-                            "denied"
-                        },
-                        pre.reason.as_deref().unwrap_or("no reason given")
-                    );
-                }
-            }
-        }
-        let reason = self.scrub(&reason);
-        tracing::info!(tool = %call.name, allowed, decided_by = %decided_by, "tool call decided");
-        self.events.emit(&RunEvent::ToolDecision {
-            id: call.id.clone(),
-            allowed,
-            decided_by: decided_by.clone(),
-            reason: reason.clone(),
+    }
+    for u in &turn.uses {
+        content.push(ContentBlock::ToolUse {
+            id: u.id.clone(),
+            name: u.name.clone(),
+            input_json: u.input_json.clone(),
         });
-        let mut interrupt = None;
-        let result = if !allowed {
-            ToolResult::err(format!("permission denied: {reason}"))
-        } else if input.is_null() {
-            ToolResult::err("the tool input is not valid JSON")
-        } else {
-            let mut cancel = self.cancel.clone();
-            let r = tokio::select! {
-                r = self.tools.execute(call, &progress.session) => r,
-                i = interrupted(&mut cancel, progress.deadline) => {
-                    interrupt = Some(i);
-                    ToolResult::err(match i {
-                        Interrupt::Cancelled => "cancelled: the run was stopped; the call's commands were killed",
-                        Interrupt::TimedOut => "stopped: the run's wall-clock limit was reached; the call's commands were killed",
-                    })
-                }
-            };
-            if interrupt.is_none() {
-                if let Some(hooks) = &self.config.hooks_json {
-                    let failures = self
-                        .tools
-                        .post_hooks(hooks, call, &progress.session, &r)
-                        .await;
-                    hook_results.push(json!({
-                        "phase": "post",
-                        "failures": failures.iter().map(|f| self.scrub(f)).collect::<Vec<_>>(),
-                    }));
-                }
-            }
-            r
-        };
-        let result = ToolResult {
-            output: self.scrub(&result.output),
-            error: result.error.as_deref().map(|e| self.scrub(e)),
-            is_error: result.is_error,
-        };
-        let duration_ms = millis(started.elapsed());
-        tracing::info!(
-            is_error = result.is_error,
-            duration_ms,
-            "tool call finished"
+    }
+    if !content.is_empty() {
+        conv.push(Message {
+            role: MessageRole::Assistant,
+            content,
+        });
+    }
+}
+
+/// How a run whose model finished ended: succeeded, unless every tool call it made was refused —
+/// then the task cannot have been done, whatever the model's last words claim.
+fn conclude(text: &str, progress: &Progress) -> (RunStatus, String, String) {
+    let words = summarize_outcome(text);
+    if progress.calls > 0 && progress.denied == progress.calls {
+        let n = progress.calls;
+        return (
+            RunStatus::Failed,
+            format!("every tool call was denied ({n} of {n}); the model's last words: {words}"),
+            text.to_string(),
         );
-        self.store.record_tool_call(
-            step,
-            &hanzo_store::ToolCall {
-                tool_use_id: Some(call.id.clone()),
-                name: call.name.clone(),
-                input,
-                permission: gate.mode,
-                rule: gate.rule,
-                allowed,
-                decision_reason: reason,
-                hook_results: Value::Array(hook_results),
-                output: (!result.output.is_empty() || !result.is_error)
-                    .then(|| result.output.clone()),
-                error: result.error.clone(),
-                duration_ms,
-            },
-        )?;
-        self.events.emit(&RunEvent::ToolResult {
-            id: call.id.clone(),
-            is_error: result.is_error,
-            preview: super::approval::cut(&model_text(&result), 2000),
-            duration_ms,
-        });
-        Ok((result, interrupt))
     }
-
-    /// The agent's tool list, the policy and, when the policy asks, the prompter.
-    async fn gate(
-        &mut self,
-        agent: &AgentDef,
-        call: &ToolInvocation,
-        input: &Value,
-        progress: &Progress,
-    ) -> anyhow::Result<Gate> {
-        if !agent.tools.contains(&call.name) {
-            let reason = if call.name.starts_with("mcp__") {
-                format!(
-                    "{} is an MCP tool, and MCP tools are not available to runs in this build",
-                    call.name
-                )
-            } else {
-                format!(
-                    "the {} agent has no tool named {:?} (its tools: {})",
-                    agent.name,
-                    call.name,
-                    if agent.tools.is_empty() {
-                        "none".to_string()
-                    } else {
-                        agent.tools.join(", ")
-                    }
-                )
-            };
-            return Ok(Gate {
-                mode: PermissionMode::Deny,
-                rule: None,
-                allowed: false,
-                decided_by: "agent".to_string(),
-                reason,
-            });
-        }
-        let decision = self.policy.evaluate(&call.name, input);
-        self.store.record_audit(
-            Some(progress.run),
-            &AuditRecord::now(&progress.session, &call.name, input, &decision),
-        )?;
-        let by_rule = if decision.rule_matched.is_some() {
-            "rule"
-        } else {
-            "default"
-        };
-        Ok(match decision.mode {
-            PermissionMode::Allow => Gate {
-                mode: decision.mode,
-                rule: decision.rule_matched,
-                allowed: true,
-                decided_by: by_rule.to_string(),
-                reason: decision.reason,
-            },
-            PermissionMode::Deny => Gate {
-                mode: decision.mode,
-                rule: decision.rule_matched,
-                allowed: false,
-                decided_by: by_rule.to_string(),
-                reason: decision.reason,
-            },
-            PermissionMode::Prompt => {
-                let answer = self
-                    .prompter
-                    .request_permission(&call.name, input, &decision.reason)
-                    .await;
-                let decided_by = format!("approval:{}", self.prompter.describe());
-                let (allowed, reason) = match answer {
-                    PermissionDecision::Allow => (
-                        true,
-                        format!("{} — approved ({decided_by})", decision.reason),
-                    ),
-                    PermissionDecision::Deny(why) => (false, why),
-                    PermissionDecision::Escalate => (
-                        false,
-                        "the request was escalated and nobody is here to decide".to_string(),
-                    ),
-                };
-                Gate {
-                    mode: decision.mode,
-                    rule: decision.rule_matched,
-                    allowed,
-                    decided_by,
-                    reason,
-                }
-            }
-        })
-    }
-
-    /// Record a call that was never attempted (the run stopped first).
-    fn record_unrun(
-        &mut self,
-        step: StepId,
-        call: &ToolInvocation,
-        result: &ToolResult,
-    ) -> anyhow::Result<()> {
-        let input: Value = serde_json::from_str(&call.input_json).unwrap_or(Value::Null);
-        self.store.record_tool_call(
-            step,
-            &hanzo_store::ToolCall {
-                tool_use_id: Some(call.id.clone()),
-                name: call.name.clone(),
-                input: self.scrub_value(input),
-                permission: PermissionMode::Deny,
-                rule: None,
-                allowed: false,
-                decision_reason: "the run stopped before this call".to_string(),
-                hook_results: Value::Array(Vec::new()),
-                output: None,
-                error: result.error.clone(),
-                duration_ms: 0,
-            },
-        )?;
-        Ok(())
-    }
-
-    /// Compact the conversation when it has grown past 90 % of the context window: the middle
-    /// is summarized by the model (no tools), or cut with a notice when that fails.
-    async fn maybe_compact(
-        &mut self,
-        agent: &AgentDef,
-        conv: &mut Conversation,
-        progress: &mut Progress,
-    ) -> anyhow::Result<Option<Stop>> {
-        let compactor = SessionCompactor {
-            max_tokens: self.config.max_context_tokens,
-            reserve_recent: self.config.reserve_recent,
-        };
-        let mut cmsgs = Vec::with_capacity(conv.messages.len() + 1);
-        cmsgs.push(hanzo_compaction::Message::new(
-            CRole::System,
-            agent.system_prompt.clone(),
-            estimate_tokens(&agent.system_prompt),
-        ));
-        for (m, t) in conv.messages.iter().zip(&conv.tokens) {
-            cmsgs.push(to_compaction(m, *t));
-        }
-        let before = hanzo_compaction::total_tokens(&cmsgs);
-        let Some(plan) = compactor.plan(&cmsgs) else {
-            return Ok(None);
-        };
-        let dropped = plan.dropped_count();
-        let transcript = plan
-            .to_summarize()
-            .iter()
-            .map(|m| format!("[{:?}] {}", m.role, m.content))
-            .collect::<Vec<_>>()
-            .join("\n\n");
-        let summary = {
-            let mut text = String::new();
-            let ask = vec![Message::user_text(format!(
-                "Summarize this earlier part of an agent's session for the agent itself, keeping \
-                 decisions, file paths, commands run and their results, and open questions. Be \
-                 brief.\n\n{transcript}"
-            ))];
-            let request = TurnRequest {
-                system: "You compress conversation history. Reply with the summary only.",
-                messages: &ask,
-                tools: &[],
-            };
-            let mut on_event = |ev: &StreamEvent| {
-                if let StreamEvent::ContentDelta { text: t } = ev {
-                    text.push_str(t);
-                }
-            };
-            let mut cancel = self.cancel.clone();
-            let r = tokio::select! {
-                r = self.api.send_message(request, &mut on_event) => r,
-                i = interrupted(&mut cancel, progress.deadline) => {
-                    return Ok(Some(i.into_stop(self.config.limits.timeout)));
-                }
-            };
-            match r {
-                Ok(end) if !text.trim().is_empty() => {
-                    progress.usage.input += end.usage.input_tokens;
-                    progress.usage.output += end.usage.output_tokens;
-                    Some(Summary {
-                        token_count: end.usage.output_tokens.max(estimate_tokens(&text)),
-                        text: self.scrub(&text),
-                    })
-                }
-                Ok(end) => {
-                    progress.usage.input += end.usage.input_tokens;
-                    progress.usage.output += end.usage.output_tokens;
-                    None
-                }
-                Err(e) => {
-                    tracing::warn!("compaction summary failed, truncating instead: {e}");
-                    None
-                }
-            }
-        };
-        let summarized = summary.is_some();
-        let result = plan.apply(summary);
-        let summary_text = result.messages[1].content.clone();
-        // The model sees the summary as user-side context: a conversation must start with a
-        // user turn, and the kept part may start with the assistant's.
-        let note = format!("[Summary of the earlier conversation]\n{summary_text}");
-        let kept_msgs = conv.messages.split_off(dropped);
-        let kept_tokens = conv.tokens.split_off(dropped);
-        conv.messages.clear();
-        conv.tokens.clear();
-        let mut kept = kept_msgs.into_iter().zip(kept_tokens).peekable();
-        match kept.peek_mut() {
-            Some((first, tokens)) if first.role == MessageRole::User => {
-                first
-                    .content
-                    .insert(0, ContentBlock::Text { text: note.clone() });
-                *tokens += estimate_tokens(&note);
-            }
-            _ => conv.push(Message::user_text(note)),
-        }
-        for (m, t) in kept {
-            conv.messages.push(m);
-            conv.tokens.push(t);
-        }
-        let after = estimate_tokens(&agent.system_prompt) + conv.tokens.iter().sum::<u64>();
-        self.store.record_event(
-            progress.run,
-            None,
-            "compacted",
-            &json!({
-                "dropped_messages": dropped,
-                "summarized": summarized,
-                "tokens_before": before,
-                "tokens_after": after,
-            }),
-        )?;
-        self.events.emit(&RunEvent::Compacted {
-            dropped_messages: dropped,
-            summarized,
-            tokens_before: before,
-            tokens_after: after,
-        });
-        Ok(None)
-    }
-
-    fn scrub(&self, text: &str) -> String {
-        scrub(&self.config.known_secrets, text)
-    }
-
-    fn scrub_value(&self, v: Value) -> Value {
-        scrub_value(&self.config.known_secrets, v)
-    }
-}
-
-enum StepOutcome {
-    Continue,
-    Finished(String),
-    Stopped(Stop),
-}
-
-struct Gate {
-    mode: PermissionMode,
-    rule: Option<hanzo_policy::permission::RuleRef>,
-    allowed: bool,
-    decided_by: String,
-    reason: String,
+    (RunStatus::Succeeded, words, text.to_string())
 }
 
 /// Resolves when the run is cancelled or its deadline passes; never, otherwise. A dropped
 /// cancel sender means nobody can cancel any more, not that the run is cancelled.
-async fn interrupted(cancel: &mut watch::Receiver<bool>, deadline: Option<Instant>) -> Interrupt {
+pub(super) async fn interrupted(
+    cancel: &mut watch::Receiver<bool>,
+    deadline: Option<Instant>,
+) -> Interrupt {
     let cancelled = async {
         if cancel.wait_for(|c| *c).await.is_err() {
             std::future::pending::<()>().await;
@@ -918,14 +654,6 @@ pub fn model_text(r: &ToolResult) -> String {
     }
 }
 
-fn result_block(call: &ToolInvocation, r: &ToolResult) -> ContentBlock {
-    ContentBlock::ToolResult {
-        tool_use_id: call.id.clone(),
-        content: model_text(r),
-        is_error: r.is_error,
-    }
-}
-
 /// The first line of the final text, as the run's outcome.
 fn summarize_outcome(text: &str) -> String {
     let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
@@ -936,77 +664,6 @@ fn summarize_outcome(text: &str) -> String {
     }
 }
 
-fn message_tokens(m: &Message) -> u64 {
-    m.content
-        .iter()
-        .map(|b| match b {
-            ContentBlock::Text { text } => estimate_tokens(text),
-            ContentBlock::ToolUse {
-                name, input_json, ..
-            } => estimate_tokens(name) + estimate_tokens(input_json),
-            ContentBlock::ToolResult { content, .. } => estimate_tokens(content),
-        })
-        .sum::<u64>()
-        .max(1)
-}
-
-fn to_compaction(m: &Message, tokens: u64) -> hanzo_compaction::Message {
-    let role = match m.role {
-        MessageRole::User => CRole::User,
-        MessageRole::Assistant => CRole::Assistant,
-    };
-    let mut out = hanzo_compaction::Message::new(role, String::new(), tokens);
-    let mut text = Vec::new();
-    for b in &m.content {
-        match b {
-            ContentBlock::Text { text: t } => text.push(t.clone()),
-            ContentBlock::ToolUse {
-                id,
-                name,
-                input_json,
-            } => {
-                out.tool_uses.push(id.clone());
-                text.push(format!("(called {name} with {input_json})"));
-            }
-            ContentBlock::ToolResult {
-                tool_use_id,
-                content,
-                ..
-            } => {
-                out.tool_results.push(tool_use_id.clone());
-                text.push(content.clone());
-            }
-        }
-    }
-    out.content = text.join("\n");
-    out
-}
-
-/// `text` with every known secret replaced by `[redacted]`.
-pub fn scrub(secrets: &[String], text: &str) -> String {
-    let mut out = text.to_string();
-    for s in secrets.iter().filter(|s| !s.is_empty()) {
-        if out.contains(s.as_str()) {
-            out = out.replace(s.as_str(), "[redacted]");
-        }
-    }
-    out
-}
-
-/// [`scrub`] over every string (and key) of a JSON value.
-pub fn scrub_value(secrets: &[String], v: Value) -> Value {
-    match v {
-        Value::String(s) => Value::String(scrub(secrets, &s)),
-        Value::Array(a) => Value::Array(a.into_iter().map(|x| scrub_value(secrets, x)).collect()),
-        Value::Object(o) => Value::Object(
-            o.into_iter()
-                .map(|(k, x)| (scrub(secrets, &k), scrub_value(secrets, x)))
-                .collect(),
-        ),
-        other => other,
-    }
-}
-
-fn millis(d: Duration) -> u64 {
+pub(super) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

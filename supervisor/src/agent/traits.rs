@@ -94,6 +94,6 @@ pub trait PermissionPrompter {
         input: &Value,
         why: &str,
     ) -> impl Future<Output = PermissionDecision>;
-    /// How this prompter is named in the record (`deny`, `allow`, `interactive`, …).
-    fn describe(&self) -> String;
+    /// The approval mode this prompter stands for, as the record names it.
+    fn mode(&self) -> hanzo_store::ApprovalMode;
 }

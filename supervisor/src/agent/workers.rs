@@ -1,13 +1,21 @@
 //! The production seams: the model worker as [`ApiClient`], the tools worker as [`ToolExecutor`].
+//! Every request has a deadline (`deadline.rs`); a failure is described as what happened and
+//! what to do, not as the layers it passed through.
 
+use super::deadline::{within, Deadlines, Missed};
+use super::events::{EventSink, RunEvent};
 use super::traits::{ApiClient, ToolExecutor, ToolInvocation, TurnEnd, TurnError, TurnRequest};
 use crate::worker::WorkerHandle;
 use hanzo_ipc::channel::{CallError, StreamPart};
 use hanzo_ipc::roles::model::{
-    self, CompletionRequest, ModelProtocol, ProviderConfig, RetryPolicy, StreamEvent, ToolDef,
+    self, CompletionRequest, ModelProtocol, ProviderConfig, RetryNotice, RetryPolicy, StreamEvent,
+    ToolDef,
 };
 use hanzo_ipc::roles::tools::{self, HookCall, PreHookReply, ToolCall, ToolResult, ToolsProtocol};
+use hanzo_ipc::Role;
+use hanzo_store::SecretValues;
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// Model turns through the model worker (and, for live providers, the broker behind it).
 pub struct WorkerApi<'a> {
@@ -18,6 +26,9 @@ pub struct WorkerApi<'a> {
     pub retry: RetryPolicy,
     /// `Some`: record every exchange as a cassette line (`run --record`).
     pub recorded: Option<Mutex<Vec<String>>>,
+    pub deadlines: Deadlines,
+    /// Where retries are announced (the run's events), with the values to redact from them.
+    pub notices: Option<(&'a dyn EventSink, SecretValues)>,
 }
 
 impl WorkerApi<'_> {
@@ -27,6 +38,55 @@ impl WorkerApi<'_> {
             Some(m) => std::mem::take(&mut *m.lock().unwrap_or_else(|p| p.into_inner())),
             None => Vec::new(),
         }
+    }
+
+    fn announce(&self, n: &RetryNotice) {
+        let Some((sink, secrets)) = &self.notices else {
+            return;
+        };
+        let reason = secrets.scrub(&n.reason).into_owned();
+        tracing::info!(
+            attempt = n.attempt,
+            max_attempts = n.max_attempts,
+            delay_ms = n.delay_ms,
+            reason = %reason,
+            "the model request failed; retrying"
+        );
+        sink.emit(&RunEvent::ModelRetry {
+            attempt: n.attempt,
+            max_attempts: n.max_attempts,
+            delay_ms: n.delay_ms,
+            reason,
+        });
+    }
+}
+
+/// A model-side failure in words for the user: what happened and what to do.
+fn model_failure(e: &CallError) -> String {
+    match e {
+        CallError::WorkerGone { .. } => format!(
+            "the model worker stopped during the request and is being restarted ({e}); run \
+             again, and if it keeps happening, `hanzo-dev doctor` checks the workers"
+        ),
+        CallError::Remote { error, .. } => error.message.clone(),
+        CallError::Unavailable { reason, .. } => format!(
+            "the model worker is not available ({reason}); `hanzo-dev doctor` checks the workers"
+        ),
+        CallError::TooLarge(f) => format!(
+            "the conversation is too large to send to the model worker ({f}); lower \
+             --max-context so it is compacted sooner"
+        ),
+        CallError::Timeout { .. } => e.to_string(),
+    }
+}
+
+fn missed(m: &Missed) -> TurnError {
+    TurnError {
+        kind: None,
+        message: format!(
+            "{m}. If the model is slow to start answering, raise --model-timeout; \
+             `hanzo-dev doctor` checks the workers"
+        ),
     }
 }
 
@@ -48,16 +108,31 @@ impl ApiClient for WorkerApi<'_> {
         };
         let gone = |e: CallError| TurnError {
             kind: None,
-            message: e.to_string(),
+            message: model_failure(&e),
         };
-        let mut stream = self
-            .model
-            .call_stream(model::Request::Complete(req))
-            .await
-            .map_err(gone)?;
+        let idle = self.deadlines.model_idle;
+        let mut stream = within(
+            Role::Model,
+            "the model turn",
+            idle,
+            self.model.call_stream(model::Request::Complete(req)),
+        )
+        .await
+        .map_err(|m| missed(&m))?
+        .map_err(gone)?;
         let mut failed: Option<TurnError> = None;
-        while let Some(part) = stream.next().await {
-            match part.map_err(gone)? {
+        loop {
+            let part = within(Role::Model, "the model turn", idle, stream.next())
+                .await
+                .map_err(|m| missed(&m))?;
+            let Some(part) = part else { break };
+            let part = match part {
+                Ok(p) => p,
+                // The worker has already streamed the error as an event; that message says
+                // what happened, the channel's wrapping of it does not.
+                Err(e) => return Err(failed.unwrap_or_else(|| gone(e))),
+            };
+            match part {
                 StreamPart::Item(model::Item::Event(ev)) => {
                     if let StreamEvent::Error { kind, message } = &ev {
                         failed = Some(TurnError {
@@ -72,6 +147,7 @@ impl ApiClient for WorkerApi<'_> {
                         m.lock().unwrap_or_else(|p| p.into_inner()).push(line);
                     }
                 }
+                StreamPart::Item(model::Item::Retrying(n)) => self.announce(&n),
                 StreamPart::Item(_) => {}
                 StreamPart::Done(model::Response::Completed(c)) => {
                     if let Some(f) = failed {
@@ -100,6 +176,10 @@ impl ApiClient for WorkerApi<'_> {
 /// Tool calls and hooks through the tools worker.
 pub struct WorkerTools<'a> {
     pub tools: &'a WorkerHandle<ToolsProtocol>,
+    pub deadlines: Deadlines,
+    /// The longest the configured pre- (or post-) hooks may take together (their `timeout_ms`
+    /// summed); the deadline of a hook request adds [`Deadlines::grace`].
+    pub hooks_time: Duration,
 }
 
 fn worker_failed(e: &CallError) -> String {
@@ -108,13 +188,38 @@ fn worker_failed(e: &CallError) -> String {
             "the tools worker stopped during this call and is being restarted; anything the call \
              started was killed ({e})"
         ),
+        CallError::Remote { error, .. } => format!("the tool could not run: {}", error.message),
         other => other.to_string(),
     }
 }
 
+/// How long a tool call may take before the worker is considered unresponsive: the command's
+/// own limit for `bash`, the request deadline for the file tools, plus the grace to report.
+fn call_deadline(call: &ToolInvocation, d: &Deadlines) -> Duration {
+    let own = if call.name == hanzo_tools::defs::BASH {
+        let asked = serde_json::from_str::<serde_json::Value>(&call.input_json)
+            .ok()
+            .and_then(|v| v.get("timeout_ms").and_then(serde_json::Value::as_u64))
+            .map(Duration::from_millis)
+            .unwrap_or(hanzo_tools::exec::DEFAULT_TIMEOUT);
+        asked.min(hanzo_tools::exec::MAX_TIMEOUT)
+    } else {
+        d.request
+    };
+    own + d.grace
+}
+
 impl ToolExecutor for WorkerTools<'_> {
     async fn definitions(&self) -> Result<Vec<ToolDef>, String> {
-        match self.tools.call(tools::Request::Definitions).await {
+        let reply = within(
+            Role::Tools,
+            "the request for tool definitions",
+            self.deadlines.request,
+            self.tools.call(tools::Request::Definitions),
+        )
+        .await
+        .map_err(|m| m.to_string())?;
+        match reply {
             Ok(tools::Response::Definitions(defs)) => Ok(defs
                 .into_iter()
                 .map(|d| ToolDef {
@@ -124,7 +229,7 @@ impl ToolExecutor for WorkerTools<'_> {
                 })
                 .collect()),
             Ok(other) => Err(format!("unexpected reply {other:?}")),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(worker_failed(&e)),
         }
     }
 
@@ -134,23 +239,30 @@ impl ToolExecutor for WorkerTools<'_> {
             name: call.name.clone(),
             input: call.input_json.clone(),
         });
-        let mut stream = match self.tools.call_stream(request).await {
-            Ok(s) => s,
-            Err(e) => return ToolResult::err(worker_failed(&e)),
-        };
-        while let Some(part) = stream.next().await {
-            match part {
-                Ok(StreamPart::Done(tools::Response::Result(r))) => return r,
-                Ok(StreamPart::Done(other)) => {
-                    return ToolResult::err(format!(
-                        "unexpected reply from the tools worker: {other:?}"
-                    ))
-                }
-                Ok(StreamPart::Item(_)) => {}
+        let run = async {
+            let mut stream = match self.tools.call_stream(request).await {
+                Ok(s) => s,
                 Err(e) => return ToolResult::err(worker_failed(&e)),
+            };
+            while let Some(part) = stream.next().await {
+                match part {
+                    Ok(StreamPart::Done(tools::Response::Result(r))) => return r,
+                    Ok(StreamPart::Done(other)) => {
+                        return ToolResult::err(format!(
+                            "unexpected reply from the tools worker: {other:?}"
+                        ))
+                    }
+                    Ok(StreamPart::Item(_)) => {}
+                    Err(e) => return ToolResult::err(worker_failed(&e)),
+                }
             }
+            ToolResult::err("the tools worker ended the call without a result")
+        };
+        let limit = call_deadline(call, &self.deadlines);
+        match within(Role::Tools, "the tool call", limit, run).await {
+            Ok(r) => r,
+            Err(m) => ToolResult::err(m.to_string()),
         }
-        ToolResult::err("the tools worker ended the call without a result")
     }
 
     async fn pre_hooks(
@@ -166,21 +278,26 @@ impl ToolExecutor for WorkerTools<'_> {
             input_json: call.input_json.clone(),
             output_json: None,
         });
-        match self.tools.call(request).await {
-            Ok(tools::Response::PreHooks(reply)) => reply,
-            // Fail closed: a hook that could not run cannot have allowed the call.
-            Ok(other) => PreHookReply {
-                allowed: false,
-                reason: Some(format!("unexpected reply to the pre-hooks: {other:?}")),
-                decided_by: None,
-                failed: true,
-            },
-            Err(e) => PreHookReply {
-                allowed: false,
-                reason: Some(format!("the pre-tool-use hooks could not run: {e}")),
-                decided_by: None,
-                failed: true,
-            },
+        let limit = self.hooks_time + self.deadlines.grace;
+        // Fail closed: a hook that could not run cannot have allowed the call.
+        let refuse = |reason: String| PreHookReply {
+            allowed: false,
+            reason: Some(reason),
+            decided_by: None,
+            failed: true,
+        };
+        match within(
+            Role::Tools,
+            "the pre-tool-use hooks",
+            limit,
+            self.tools.call(request),
+        )
+        .await
+        {
+            Ok(Ok(tools::Response::PreHooks(reply))) => reply,
+            Ok(Ok(other)) => refuse(format!("unexpected reply to the pre-hooks: {other:?}")),
+            Ok(Err(e)) => refuse(format!("the pre-tool-use hooks could not run: {e}")),
+            Err(m) => refuse(m.to_string()),
         }
     }
 
@@ -203,10 +320,19 @@ impl ToolExecutor for WorkerTools<'_> {
             input_json: call.input_json.clone(),
             output_json: Some(output.to_string()),
         });
-        match self.tools.call(request).await {
-            Ok(tools::Response::PostHooks { failures }) => failures,
-            Ok(other) => vec![format!("unexpected reply to the post-hooks: {other:?}")],
-            Err(e) => vec![format!("the post-tool-use hooks could not run: {e}")],
+        let limit = self.hooks_time + self.deadlines.grace;
+        match within(
+            Role::Tools,
+            "the post-tool-use hooks",
+            limit,
+            self.tools.call(request),
+        )
+        .await
+        {
+            Ok(Ok(tools::Response::PostHooks { failures })) => failures,
+            Ok(Ok(other)) => vec![format!("unexpected reply to the post-hooks: {other:?}")],
+            Ok(Err(e)) => vec![format!("the post-tool-use hooks could not run: {e}")],
+            Err(m) => vec![m.to_string()],
         }
     }
 }

@@ -2,8 +2,8 @@
 //! tools it may use) kept in the org's run store, next to the built-ins `plan`, `solve`, `code`,
 //! `review` and the `auto` pipeline, which are listed and shown but never stored or deleted.
 //!
-//! Exit codes: 0 done; 1 the request could not be done (no such agent, the name is taken);
-//! 2 usage (an unknown tool, a built-in's name, an unreadable prompt file, a bad org).
+//! Exit codes: 0 done; 1 the request could not be done (the name is taken); 2 usage (an unknown
+//! tool, a built-in's name, an unreadable prompt file, a bad org); 4 no such agent.
 
 use super::runs::{emit, finish, iso_utc, pretty_json, printable, store_failure, table, Failure};
 use super::store;
@@ -60,13 +60,17 @@ pub enum AgentsCommand {
     },
     /// One agent's whole definition (built-ins too).
     Show {
+        /// The agent's name (a built-in or a stored one; `hanzo-dev agents list` shows them).
         name: String,
         /// JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Delete a stored agent (its past runs stay on record).
-    Delete { name: String },
+    Delete {
+        /// The stored agent's name (built-ins cannot be deleted).
+        name: String,
+    },
 }
 
 pub fn run(args: &Args, env: &StartEnv) -> anyhow::Result<i32> {
@@ -247,7 +251,7 @@ fn execute(args: &Args, env: &StartEnv) -> Result<String, Failure> {
 }
 
 fn unknown_agent(name: &str, org: &str) -> Failure {
-    Failure::Failed(format!(
+    Failure::NotFound(format!(
         "no agent named {name:?} in org {org} (see `hanzo-dev agents list --org {org}`)"
     ))
 }
@@ -545,10 +549,13 @@ mod tests {
             name: "leaky".into(),
             json: false,
         });
-        assert_eq!(run_to(&show_leaky, &env, &mut Vec::new()), exit::FAILED);
+        assert_eq!(run_to(&show_leaky, &env, &mut Vec::new()), exit::NOT_FOUND);
         let delete = |name: &str| args(AgentsCommand::Delete { name: name.into() });
         assert_eq!(run_to(&delete("mine"), &env, &mut Vec::new()), exit::OK);
-        assert_eq!(run_to(&delete("mine"), &env, &mut Vec::new()), exit::FAILED);
+        assert_eq!(
+            run_to(&delete("mine"), &env, &mut Vec::new()),
+            exit::NOT_FOUND
+        );
         assert_eq!(run_to(&delete("code"), &env, &mut Vec::new()), exit::USAGE);
     }
 }

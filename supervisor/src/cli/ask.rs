@@ -2,19 +2,24 @@
 //! speaks HTTP, the model worker parses the stream — printed as it arrives. `--record FILE` writes
 //! the exchange as a cassette; `--replay FILE` plays one back offline through the same parser.
 //!
-//! No tools are offered: this is the model path alone (the agent loop is `run`).
+//! No tools are offered: this is the model path alone (the agent loop is `run`). What the model
+//! says is printed made safe for a terminal (`crate::term`); with `--json` it is data, escaped as
+//! JSON.
 
-use super::exit;
-use super::provider::{self, default_model, UsageError, Wire};
+use super::exit::{self, failed, usage};
+use super::provider::{self, default_model, parse_provider, Wire};
+use crate::agent::deadline::{within, Deadlines};
 use crate::secrets::StartEnv;
 use crate::startup::supervisor_config;
+use crate::term::{sanitize_for_terminal, sanitize_line_for_terminal};
 use crate::tree::Supervisor;
-use anyhow::Context;
+use crate::userfile::{write_user_file, PRIVATE};
 use hanzo_ipc::channel::StreamPart;
 use hanzo_ipc::roles::model::{
-    self, CompletionRequest, Message, ProviderConfig, ProviderId, RetryPolicy, StreamEvent,
+    self, CompletionRequest, Message, ProviderId, RetryPolicy, StreamEvent,
 };
-use std::io::Write;
+use hanzo_ipc::Role;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -34,7 +39,8 @@ pub struct Args {
     /// Model name (default: `HANZO_MODEL`, else the provider's default).
     #[arg(long)]
     pub model: Option<String>,
-    #[arg(long, default_value_t = 1024)]
+    /// The most tokens the model may answer with.
+    #[arg(long, default_value_t = 1024, value_name = "TOKENS")]
     pub max_tokens: u32,
     /// Write the exchange to FILE as a cassette (JSONL; see workers/model/CASSETTE.md).
     #[arg(long, value_name = "FILE", conflicts_with = "replay")]
@@ -59,16 +65,11 @@ pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     let cassette = match &args.replay {
         Some(path) => Some(
             std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read cassette {}", path.display()))?,
+                .map_err(|e| usage(format!("cannot read cassette {}: {e}", path.display())))?,
         ),
         None => None,
     };
-    let provider_flag = match &args.provider {
-        Some(p) => Some(ProviderId::parse(p).with_context(|| {
-            format!("unknown provider {p:?} (expected hanzo, anthropic or openai)")
-        })?),
-        None => None,
-    };
+    let provider_flag = args.provider.as_deref().map(parse_provider).transpose()?;
     let kernel = hanzo_sandbox::doctor::probe_kernel();
     let (cfg, _run_dir) = supervisor_config(None, &env, kernel.landlock_abi)?;
     let sup = Supervisor::start(cfg).await?;
@@ -84,32 +85,19 @@ async fn ask(
     cassette: Option<String>,
     provider_flag: Option<ProviderId>,
 ) -> anyhow::Result<i32> {
-    let provider = match provider::resolve(
+    let provider = provider::resolve(
         sup,
         cassette,
         provider_flag,
         args.wire.map(Into::into),
         args.base_url.as_deref(),
     )
-    .await
-    {
-        Ok(p) => p,
-        Err(e) => match e.downcast::<UsageError>() {
-            Ok(u) => {
-                eprintln!("error: {}", u.0);
-                return Ok(exit::USAGE);
-            }
-            Err(e) => return Err(e),
-        },
-    };
-    let wire = match &provider {
-        ProviderConfig::Http { wire, .. } | ProviderConfig::Replay { wire } => *wire,
-    };
+    .await?;
     let model_name = args
         .model
         .clone()
         .or_else(|| lookup(env, "HANZO_MODEL").map(str::to_string))
-        .unwrap_or_else(|| default_model(wire).to_string());
+        .unwrap_or_else(|| default_model(&provider).to_string());
     let request = CompletionRequest {
         provider,
         model: model_name,
@@ -120,31 +108,58 @@ async fn ask(
         retry: RetryPolicy::default(),
         record: args.record.is_some(),
     };
-    let mut stream = sup
-        .model
-        .call_stream(model::Request::Complete(request))
-        .await?;
+    let idle = Deadlines::default().model_idle;
+    let mut stream = within(
+        Role::Model,
+        "the model turn",
+        idle,
+        sup.model.call_stream(model::Request::Complete(request)),
+    )
+    .await?
+    .map_err(|e| failed(format!("the model request could not be sent: {e}")))?;
     let mut recorded = Vec::new();
-    let mut failed = None;
+    let mut failed_with = None;
     let mut out = std::io::stdout().lock();
-    while let Some(part) = stream.next().await {
+    let on_terminal = std::io::stderr().is_terminal();
+    loop {
+        let Some(part) = within(Role::Model, "the model turn", idle, stream.next()).await? else {
+            break;
+        };
         match part {
             Ok(StreamPart::Item(model::Item::Event(event))) => {
                 if args.json {
                     writeln!(out, "{}", event_json(&event))?;
                 } else if let StreamEvent::ContentDelta { text } = &event {
-                    write!(out, "{text}")?;
+                    write!(out, "{}", sanitize_for_terminal(text))?;
                     out.flush()?;
                 }
                 if let StreamEvent::Error { message, .. } = &event {
-                    failed = Some(message.clone());
+                    failed_with = Some(message.clone());
                 }
             }
             Ok(StreamPart::Item(model::Item::Recorded(line))) => recorded.push(line),
+            Ok(StreamPart::Item(model::Item::Retrying(n))) => {
+                tracing::info!(
+                    attempt = n.attempt,
+                    delay_ms = n.delay_ms,
+                    reason = %n.reason,
+                    "the model request failed; retrying"
+                );
+                if on_terminal && !args.json {
+                    eprintln!(
+                        "model request attempt {} of {} failed ({}); retrying in {:.1} s",
+                        n.attempt,
+                        n.max_attempts,
+                        sanitize_line_for_terminal(&n.reason),
+                        n.delay_ms as f64 / 1000.0
+                    );
+                }
+            }
             Ok(StreamPart::Item(_)) => {}
             Ok(StreamPart::Done(_)) => break,
             Err(e) => {
-                failed.get_or_insert_with(|| e.to_string());
+                // The worker streams its error as an event first; that message is the one to show.
+                failed_with.get_or_insert_with(|| e.to_string());
                 break;
             }
         }
@@ -155,14 +170,13 @@ async fn ask(
     if let Some(path) = &args.record {
         let mut text = recorded.join("\n");
         text.push('\n');
-        std::fs::write(path, text)
-            .with_context(|| format!("cannot write cassette {}", path.display()))?;
+        // ask has no workspace: a run in this directory could have planted a link here.
+        let cwd = std::env::current_dir().ok();
+        write_user_file(path, text.as_bytes(), PRIVATE, cwd.as_deref())
+            .map_err(|e| failed(format!("cannot write the cassette: {e}")))?;
     }
-    match failed {
-        Some(msg) => {
-            eprintln!("error: {msg}");
-            Ok(exit::FAILED)
-        }
+    match failed_with {
+        Some(msg) => Err(failed(msg)),
         None => Ok(exit::OK),
     }
 }

@@ -122,8 +122,15 @@ fn flatten(v: &Value, path: &str, out: &mut Vec<(String, String)>) {
     }
 }
 
+/// Values `config show` prints that no settings file sets: they are computed (the workspace's
+/// trust status, from the trust store), so they are labelled so rather than `[default]`.
+const COMPUTED: &[(&str, &str)] = &[("trust", "computed from the trust store")];
+
 /// The most specific recorded source for `path` or one of its prefixes.
 fn source_of(sources: &BTreeMap<String, Source>, path: &str) -> &'static str {
+    if let Some((_, label)) = COMPUTED.iter().find(|(k, _)| *k == path) {
+        return label;
+    }
     let mut p = path;
     loop {
         if let Some(s) = sources.get(p) {
@@ -148,6 +155,7 @@ mod tests {
         assert_eq!(source_of(&m, "hooks[0].command"), "project");
         assert_eq!(source_of(&m, "mcp_servers.a.args[1]"), "user");
         assert_eq!(source_of(&m, "model"), "default");
+        assert_eq!(source_of(&m, "trust"), "computed from the trust store");
     }
 
     #[test]

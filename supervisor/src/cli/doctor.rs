@@ -93,14 +93,10 @@ async fn check_worker<P: HasCommon>(
 ) -> Result<WorkerReport, String> {
     let (_, info) = handle.ready().await.map_err(|e| e.to_string())?;
     let t = Instant::now();
-    let echo = handle
-        .call(P::common_request(CommonRequest::Echo {
-            data: vec![0x5a; 64],
-        }))
-        .await;
-    let round_trip = match echo.map(P::into_common_response) {
-        Ok(Some(CommonResponse::Echo { data })) if data == vec![0x5a; 64] => Ok(t.elapsed()),
-        Ok(other) => Err(format!("unexpected echo reply {other:?}")),
+    let status = handle.call(P::common_request(CommonRequest::Status)).await;
+    let round_trip = match status.map(P::into_common_response) {
+        Ok(Some(CommonResponse::Status(s))) if s.role == P::ROLE => Ok(t.elapsed()),
+        Ok(other) => Err(format!("unexpected status reply {other:?}")),
         Err(e) => Err(e.to_string()),
     };
     let mut probes = Vec::new();
@@ -149,6 +145,7 @@ pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
         (Role::Lsp, check_worker(&sup.lsp, &ctx, h).await),
     ];
     sup.shutdown().await;
+    let commands = CommandsReport::probe(&kernel);
 
     let all_ok = ready.is_ok()
         && kernel.tier_a().is_ok()
@@ -159,10 +156,12 @@ pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     if args.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&json_report(&kernel, &reports, cold_start, all_ok))?
+            serde_json::to_string_pretty(&json_report(
+                &kernel, &commands, &reports, cold_start, all_ok
+            ))?
         );
     } else {
-        print_report(&kernel, &reports, cold_start, all_ok);
+        print_report(&kernel, &commands, &reports, cold_start, all_ok);
     }
     Ok(if all_ok { exit::OK } else { exit::FAILED })
 }
@@ -186,8 +185,44 @@ fn tier_json(t: Result<(), String>) -> serde_json::Value {
     }
 }
 
+/// What doctor says about the commands the tools worker (and `hanzo-dev sandbox`) will run: as
+/// which user, under which cgroup bounds, with which network per tier.
+struct CommandsReport {
+    root_warning: Option<String>,
+    cgroup: hanzo_sandbox::cgroup::Support,
+    egress: Vec<(&'static str, String)>,
+}
+
+impl CommandsReport {
+    fn probe(kernel: &KernelReport) -> CommandsReport {
+        let b = match kernel.tier_b() {
+            Ok(()) => "a private loopback (`lo` of its own network namespace); no route out; \
+                       no egress proxy yet"
+                .to_string(),
+            Err(why) => format!("tier B unavailable ({why})"),
+        };
+        CommandsReport {
+            root_warning: hanzo_sandbox::doctor::root_warning(),
+            cgroup: hanzo_sandbox::cgroup::probe(),
+            egress: vec![
+                ("A", "no sockets at all; no egress proxy yet".to_string()),
+                ("B", b),
+            ],
+        }
+    }
+
+    fn cgroup_version(&self) -> &'static str {
+        match self.cgroup.version {
+            Some(hanzo_sandbox::cgroup::Version::V1) => "v1",
+            Some(hanzo_sandbox::cgroup::Version::V2) => "v2",
+            None => "none",
+        }
+    }
+}
+
 fn json_report(
     kernel: &KernelReport,
+    commands: &CommandsReport,
     reports: &[(Role, Result<WorkerReport, String>)],
     cold_start: Duration,
     ok: bool,
@@ -225,6 +260,11 @@ fn json_report(
         },
         "best_available_tier": if kernel.tier_b().is_ok() { "b" } else if kernel.tier_a().is_ok() { "a" } else { "none" },
         "cold_start_ms": cold_start.as_secs_f64() * 1e3,
+        "commands": {
+            "root_warning": commands.root_warning,
+            "cgroup": commands.cgroup,
+            "network": commands.egress.iter().map(|(t, n)| json!({"tier": t, "network": n})).collect::<Vec<_>>(),
+        },
         "workers": workers,
     })
 }
@@ -239,6 +279,7 @@ fn mark(ok: bool) -> &'static str {
 
 fn print_report(
     kernel: &KernelReport,
+    commands: &CommandsReport,
     reports: &[(Role, Result<WorkerReport, String>)],
     cold_start: Duration,
     ok: bool,
@@ -277,6 +318,23 @@ fn print_report(
             Ok(()) => println!("  tier {name}  available"),
             Err(why) => println!("  tier {name}  unavailable: {why}"),
         }
+    }
+    println!("commands");
+    if let Some(w) = &commands.root_warning {
+        println!("  WARNING          {w}");
+    }
+    println!("  cgroup           {}", commands.cgroup_version());
+    for (what, bound) in [
+        ("pids", &commands.cgroup.pids),
+        ("memory", &commands.cgroup.memory),
+    ] {
+        match bound {
+            Ok(dir) => println!("    {what:<14} bounded under {}", dir.display()),
+            Err(why) => println!("    {what:<14} no bound: {why}"),
+        }
+    }
+    for (tier, net) in &commands.egress {
+        println!("  network tier {tier}   {net}");
     }
     println!(
         "workers (started and attested in {:.1} ms)",

@@ -2,9 +2,12 @@
 
 pub mod agents;
 pub mod ask;
+pub mod auth;
 pub mod completions;
 pub mod config;
 pub mod doctor;
+pub mod exit;
+pub mod login;
 pub mod provider;
 pub mod run;
 pub mod runs;
@@ -12,23 +15,13 @@ pub mod sandbox;
 pub mod store;
 pub mod trust;
 pub mod vectors;
+pub mod view;
 pub mod workers;
 
 use crate::secrets::StartEnv;
 use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hanzo_policy::isolation::IsolationMode;
-
-/// Process exit codes (documented in the README).
-pub mod exit {
-    pub const OK: i32 = 0;
-    /// The job ran and failed (a failing vector, a worker that did not attest, …).
-    pub const FAILED: i32 = 1;
-    /// Bad usage or configuration.
-    pub const USAGE: i32 = 2;
-    /// `--isolation strict` asked for a tier this machine cannot give.
-    pub const ISOLATION_UNAVAILABLE: i32 = 3;
-}
 
 #[derive(Debug, Parser)]
 #[command(
@@ -85,6 +78,13 @@ pub enum Command {
     Workers(workers::Args),
     /// Trust (or revoke) this workspace's hooks, MCP server commands and allow rules.
     Trust(trust::Args),
+    /// Log in with OAuth (browser and loopback redirect, or `--device`); the tokens stay in the
+    /// broker and `credentials.json`.
+    Login(login::LoginArgs),
+    /// Remove a provider's stored credential.
+    Logout(login::LogoutArgs),
+    /// Credentials the broker holds (`auth status`), never their values.
+    Auth(auth::Args),
     /// Print a shell completion script (bash, zsh or fish) generated from this command line.
     Completions(completions::CompletionsArgs),
     /// Print the man page, or write one page per subcommand with `--dir`.
@@ -146,6 +146,9 @@ pub fn run(cli: Cli, env: StartEnv) -> anyhow::Result<i32> {
         Command::Doctor(args) => runtime()?.block_on(doctor::run(&args, env)),
         Command::Workers(args) => runtime()?.block_on(workers::run(&args, env)),
         Command::Ask(args) => runtime()?.block_on(ask::run(&args, env)),
+        Command::Login(args) => runtime()?.block_on(login::login(&args, env)),
+        Command::Logout(args) => runtime()?.block_on(login::logout(&args, env)),
+        Command::Auth(args) => runtime()?.block_on(auth::run(&args, env)),
     }
 }
 

@@ -1,20 +1,14 @@
 //! Choosing where model turns go, shared by `ask` and `run`: a loaded cassette (offline), or a
 //! provider whose credential the broker holds, at its public API or an explicit `--base-url`.
+//! What each provider is (URL, wire format, default model, credential variables) comes from the
+//! one provider table, `hanzo_ipc::roles::providers`.
 
-use anyhow::Context;
+use super::exit::{failed, usage};
+use crate::agent::deadline::{within, Deadlines};
+use crate::tree::Supervisor;
 use hanzo_ipc::roles::broker::{self, Endpoint};
 use hanzo_ipc::roles::model::{self, ProviderConfig, ProviderId, WireFormat};
-
-use crate::tree::Supervisor;
-
-/// A usage or configuration error: the command exits 2 with the message.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
-
-pub fn usage(msg: impl Into<String>) -> anyhow::Error {
-    UsageError(msg.into()).into()
-}
+use hanzo_ipc::Role;
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum Wire {
@@ -31,24 +25,37 @@ impl From<Wire> for WireFormat {
     }
 }
 
-pub fn default_base_url(p: ProviderId) -> &'static str {
-    match p {
-        ProviderId::Anthropic => "https://api.anthropic.com",
-        ProviderId::OpenAi => "https://api.openai.com/v1",
-        ProviderId::Hanzo => "https://api.hanzo.ai/v1",
+/// The model used for `provider` when nothing names one: the provider's own default, or for a
+/// recording the default of the provider whose wire format it is in.
+pub fn default_model(provider: &ProviderConfig) -> &'static str {
+    match provider {
+        ProviderConfig::Http { credential, .. } => credential.info().default_model,
+        ProviderConfig::Replay { wire } => ProviderId::of_wire(*wire).info().default_model,
     }
 }
 
-pub fn default_model(wire: WireFormat) -> &'static str {
-    match wire {
-        WireFormat::AnthropicMessages => "claude-sonnet-4-20250514",
-        WireFormat::OpenAiChat => "gpt-4o-mini",
-    }
+/// `--provider NAME`, checked.
+pub fn parse_provider(name: &str) -> anyhow::Result<ProviderId> {
+    ProviderId::parse(name).ok_or_else(|| {
+        usage(format!(
+            "unknown provider {name:?} (expected {})",
+            ProviderId::DETECT_ORDER.map(ProviderId::as_str).join(", ")
+        ))
+    })
+}
+
+fn credential_hint() -> String {
+    let vars: Vec<&str> = ProviderId::DETECT_ORDER
+        .iter()
+        .flat_map(|p| p.info().credential_env.iter().copied())
+        .collect();
+    vars.join(", ")
 }
 
 /// Load `cassette` into the model worker and replay it, or pick the provider (`provider`, else
 /// the broker's auto-detection) and its endpoint. A `base_url` given by the user is added to the
-/// broker's allow-list for this run. A missing credential or a refused URL is a [`UsageError`].
+/// broker's allow-list for this run. A missing credential or a refused URL is a usage error
+/// (exit 2): nothing has run yet.
 pub async fn resolve(
     sup: &Supervisor,
     cassette: Option<String>,
@@ -56,53 +63,92 @@ pub async fn resolve(
     wire: Option<WireFormat>,
     base_url: Option<&str>,
 ) -> anyhow::Result<ProviderConfig> {
+    let limit = Deadlines::default().request;
     if let Some(jsonl) = cassette {
-        match sup
-            .model
-            .call(model::Request::LoadCassette { jsonl })
-            .await
-            .context("loading the cassette")?
-        {
-            model::Response::CassetteLoaded { .. } => {}
-            other => anyhow::bail!("unexpected reply to the cassette: {other:?}"),
+        let reply = within(
+            Role::Model,
+            "loading the cassette",
+            limit,
+            sup.model.call(model::Request::LoadCassette { jsonl }),
+        )
+        .await?;
+        match reply {
+            Ok(model::Response::CassetteLoaded { .. }) => {}
+            Ok(other) => {
+                return Err(failed(format!(
+                    "unexpected reply to the cassette: {other:?}"
+                )))
+            }
+            Err(hanzo_ipc::channel::CallError::Remote { error, .. }) => {
+                return Err(usage(format!(
+                    "the cassette cannot be played: {}",
+                    error.message
+                )))
+            }
+            Err(e) => return Err(failed(format!("cannot load the cassette: {e}"))),
         }
         return Ok(ProviderConfig::Replay {
             wire: wire.unwrap_or(WireFormat::AnthropicMessages),
         });
     }
-    let provider = match provider {
-        Some(p) => p,
-        None => match sup
-            .broker
-            .call(broker::Request::DescribeCredentials)
-            .await?
-        {
-            broker::Response::Credentials(report) => report.detected.ok_or_else(|| {
-                usage(
-                    "no model credential found. Set HANZO_API_KEY, ANTHROPIC_API_KEY or \
-                     OPENAI_API_KEY, use --replay FILE, or try `hanzo-dev run --demo`.",
-                )
-            })?,
-            other => anyhow::bail!("unexpected broker reply {other:?}"),
-        },
+    let report = match within(
+        Role::Broker,
+        "the credential check",
+        limit,
+        sup.broker.call(broker::Request::DescribeCredentials),
+    )
+    .await?
+    {
+        Ok(broker::Response::Credentials(report)) => report,
+        Ok(other) => return Err(failed(format!("unexpected broker reply {other:?}"))),
+        Err(e) => {
+            return Err(failed(format!(
+                "cannot ask the broker for credentials: {e}"
+            )))
+        }
     };
-    let wire = wire.unwrap_or(match provider {
-        ProviderId::Anthropic => WireFormat::AnthropicMessages,
-        _ => WireFormat::OpenAiChat,
-    });
+    let provider = match provider {
+        Some(p) if report.available.iter().any(|(q, _)| *q == p) => p,
+        Some(p) => {
+            return Err(usage(format!(
+                "no credential for {p}: set {} (or add it to the credentials file), or use \
+                 --replay FILE",
+                p.info().credential_env.join(" or ")
+            )))
+        }
+        None => report.detected.ok_or_else(|| {
+            usage(format!(
+                "no model credential found. Set {}, log in with `hanzo-dev login`, use --replay FILE, or try `hanzo-dev run \
+                 --demo`.",
+                credential_hint()
+            ))
+        })?,
+    };
+    let wire = wire.unwrap_or(provider.info().wire);
     let base_url = match base_url {
         Some(url) => {
             // An explicit user decision, for this run only: the broker may reach that endpoint.
-            sup.broker
-                .call(broker::Request::AllowEndpoints(vec![Endpoint {
-                    provider,
-                    base_url: url.to_string(),
-                }]))
-                .await
-                .map_err(|e| usage(format!("the broker refused --base-url {url}: {e}")))?;
+            let allowed = within(
+                Role::Broker,
+                "the endpoint check",
+                limit,
+                sup.broker
+                    .call(broker::Request::AllowEndpoints(vec![Endpoint {
+                        provider,
+                        base_url: url.to_string(),
+                    }])),
+            )
+            .await?;
+            if let Err(e) = allowed {
+                let why = match &e {
+                    hanzo_ipc::channel::CallError::Remote { error, .. } => error.message.clone(),
+                    other => other.to_string(),
+                };
+                return Err(usage(format!("--base-url {url} cannot be used: {why}")));
+            }
             url.to_string()
         }
-        None => default_base_url(provider).to_string(),
+        None => provider.info().base_url.to_string(),
     };
     Ok(ProviderConfig::Http {
         wire,

@@ -1,33 +1,52 @@
 //! `hanzo-dev run "task"`: run an agent to completion under policy and isolation, and keep the
 //! run. `--demo` runs the bundled example project against a recorded model, offline.
 //!
-//! Exit codes: 0 the run succeeded; 1 it failed (the model failed, a limit was reached); 2 bad
-//! usage or configuration; 3 `--isolation strict` cannot be honoured; 130 cancelled (Ctrl-C).
+//! The path: [`prepare`] (everything that can be refused before a worker starts: the flags, the
+//! workspace, the settings, the store, the agent) → the worker tree → [`drive`] (the provider,
+//! the loop, the cassette) → the exit code (`cli/exit.rs`). The live view is `cli/view.rs`.
 
-use super::exit;
-use super::provider::{self, default_model, usage, UsageError, Wire};
-use crate::agent::approval::{summarize_input, ApprovalMode, Prompter};
+use super::exit::{self, failed, not_found, usage, Exit};
+use super::provider::{self, default_model, parse_provider, Wire};
+use super::view::{JsonLines, TerminalView};
+use crate::agent::approval::{approval_parser, ApprovalMode, Prompter};
+use crate::agent::deadline::Deadlines;
 use crate::agent::defs::{self, AUTO_STAGES};
-use crate::agent::events::{EventSink, RunEvent};
-use crate::agent::run::{AgentLoop, Limits, LoopConfig, RunReport, RunSpec};
+use crate::agent::events::EventSink;
+use crate::agent::run::{
+    AgentLoop, Limits, LoopConfig, RunReport, RunSpec, DEFAULT_MAX_CALLS,
+    DEFAULT_MAX_CALLS_PER_TURN,
+};
 use crate::agent::workers::{WorkerApi, WorkerTools};
 use crate::secrets::StartEnv;
 use crate::startup::supervisor_config;
 use crate::tree::Supervisor;
+use crate::userfile::{write_user_file, PRIVATE};
 use anyhow::Context;
 use hanzo_ipc::roles::model::{ProviderConfig, ProviderId, RetryPolicy};
 use hanzo_policy::isolation::{IsolationMode, Tier};
 use hanzo_policy::permission::{PermissionMode, PermissionRule, RuleList, TieredPolicy};
-use hanzo_policy::settings::{load, CliOverrides, SettingsSources};
-use hanzo_store::{AgentDef, RunStatus, RunStore};
-use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use hanzo_policy::settings::{load, CliOverrides, LoadedSettings, SettingsSources, Source};
+use hanzo_store::{AgentDef, RunStatus, RunStore, SecretValues};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// Exit code of a cancelled run (128 + SIGINT, as shells report it).
-pub const CANCELLED: i32 = 130;
+pub const CANCELLED: i32 = exit::CANCELLED;
+
+/// A whole number of at least 1 (`--max-steps 0` would end every run before it starts).
+fn at_least_one(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<i128>() {
+        Ok(n) if n >= 1 => u64::try_from(n).map_err(|_| format!("{s} is too large")),
+        Ok(n) => Err(format!("must be at least 1, got {n}")),
+        Err(_) => Err(format!("expected a whole number, got {s:?}")),
+    }
+}
+
+fn positive_u32(s: &str) -> Result<u32, String> {
+    at_least_one(s).and_then(|n| u32::try_from(n).map_err(|_| format!("{s} is too large")))
+}
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -35,9 +54,13 @@ pub struct Args {
     #[arg(required_unless_present = "demo")]
     pub task: Option<String>,
     /// Run the bundled demo offline: an example project copied to a temporary directory and a
-    /// recorded model (no credentials, no network).
+    /// recorded model (no credentials, no network). The directory is removed afterwards unless
+    /// --keep is given.
     #[arg(long, conflicts_with_all = ["task", "replay", "record", "agent", "workspace"])]
     pub demo: bool,
+    /// With --demo: keep the demo's workspace and print where it is.
+    #[arg(long, requires = "demo")]
+    pub keep: bool,
     /// Agent: a built-in (`plan`, `solve`, `code`, `review`, `auto`) or one made with
     /// `hanzo-dev agents create` [default: code].
     #[arg(long)]
@@ -52,34 +75,56 @@ pub struct Args {
     /// only).
     #[arg(long)]
     pub base_url: Option<String>,
-    /// Wire protocol of the endpoint (default: anthropic for the anthropic provider, else
-    /// openai).
+    /// Wire protocol of the endpoint (default: the provider's).
     #[arg(long, value_enum)]
     pub wire: Option<Wire>,
     /// What to do when a call needs approval [default: prompt on a terminal, deny otherwise].
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = approval_parser())]
     pub approval: Option<ApprovalMode>,
     /// How much isolation to insist on (settings `sandbox.isolation` when not given).
     #[arg(long, value_parser = super::isolation_parser())]
     pub isolation: Option<IsolationMode>,
-    /// Stop after this many model turns.
-    #[arg(long, default_value_t = 50)]
+    /// Stop after this many model turns (at least 1).
+    #[arg(long, default_value_t = 50, value_parser = positive_u32, allow_negative_numbers = true)]
     pub max_steps: u32,
     /// Stop once the run has used this many tokens (input + output).
-    #[arg(long, value_name = "TOKENS")]
+    #[arg(long, value_name = "TOKENS", value_parser = at_least_one, allow_negative_numbers = true)]
     pub max_tokens: Option<u64>,
-    /// Stop after this many seconds of wall-clock time.
-    #[arg(long, value_name = "SECONDS")]
+    /// Stop after this many seconds of wall-clock time (at least 1).
+    #[arg(long, value_name = "SECONDS", value_parser = at_least_one, allow_negative_numbers = true)]
     pub timeout: Option<u64>,
+    /// Tool calls run from one model turn; the turn's further calls are refused (the model is
+    /// told).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CALLS_PER_TURN,
+          value_parser = positive_u32, allow_negative_numbers = true)]
+    pub max_tool_calls_per_turn: u32,
+    /// Tool calls run over the whole run; later calls are refused (the model is told).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CALLS,
+          value_parser = positive_u32, allow_negative_numbers = true)]
+    pub max_tool_calls: u32,
+    /// Bytes of tool inputs and outputs the run may write to the store; the run fails when they
+    /// are used up.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::agent::record::DEFAULT_RECORD_BYTES,
+          value_parser = at_least_one, allow_negative_numbers = true)]
+    pub max_record_bytes: u64,
+    /// The longest the model may be silent during a turn, in seconds, before the turn fails.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300, value_parser = at_least_one,
+          allow_negative_numbers = true)]
+    pub model_timeout: u64,
     /// The model's context window in tokens; the conversation is compacted above 90 % of it.
-    #[arg(long, default_value_t = 200_000, value_name = "TOKENS")]
+    #[arg(long, default_value_t = 200_000, value_name = "TOKENS", value_parser = at_least_one)]
     pub max_context: u64,
     /// Output tokens per model turn.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, value_parser = positive_u32)]
     pub max_output: u32,
     /// The workspace (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// Run even in a workspace that is `/`, your home directory, or holds hanzo-dev's
+    /// configuration or data (a model could then read your keys and rewrite your settings).
+    /// The run records that it was allowed.
+    #[arg(long)]
+    pub allow_dangerous_workspace: bool,
     /// The org whose store keeps the run (default: `HANZO_ORG`, else `local`).
     #[arg(long)]
     pub org: Option<String>,
@@ -95,21 +140,23 @@ pub struct Args {
 }
 
 pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
-    match run_inner(args, env).await {
-        Ok(code) => Ok(code),
-        Err(e) => match e.downcast::<UsageError>() {
-            Ok(u) => {
-                eprintln!("error: {}", u.0);
-                Ok(exit::USAGE)
-            }
-            Err(e) => Err(e),
-        },
+    let demo = if args.demo {
+        Some(DemoDir::create()?)
+    } else {
+        None
+    };
+    let result = run_in(args, &env, demo.as_ref().map(DemoDir::path)).await;
+    if let Some(d) = demo {
+        d.finish(args.keep);
     }
+    result
 }
 
-async fn run_inner(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
-    // ---- what to run, where ----
-    let demo_dir = if args.demo {
+/// The demo's temporary workspace: removed when the run ends, unless `--keep`.
+struct DemoDir(PathBuf);
+
+impl DemoDir {
+    fn create() -> anyhow::Result<DemoDir> {
         let dir = tempfile::Builder::new()
             .prefix("hanzo-demo-")
             .tempdir()
@@ -117,12 +164,72 @@ async fn run_inner(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
             .keep();
         crate::demo::write_project(&dir)
             .with_context(|| format!("cannot write the demo project to {}", dir.display()))?;
-        Some(dir)
-    } else {
-        None
+        Ok(DemoDir(dir))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    fn finish(self, keep: bool) {
+        if keep {
+            eprintln!(
+                "The demo's workspace is kept at {} (remove it with `rm -r {}`).",
+                self.0.display(),
+                self.0.display()
+            );
+        } else if let Err(e) = std::fs::remove_dir_all(&self.0) {
+            eprintln!(
+                "warning: cannot remove the demo's workspace {}: {e}",
+                self.0.display()
+            );
+        }
+    }
+}
+
+/// What `run` settled before starting any worker.
+struct Prepared {
+    workspace: PathBuf,
+    task: String,
+    cassette: Option<String>,
+    provider: Option<ProviderId>,
+    loaded: LoadedSettings,
+    policy: TieredPolicy,
+    hooks_json: Option<String>,
+    hooks_time: Duration,
+    isolation: IsolationMode,
+    kernel_landlock_abi: u32,
+    store: RunStore,
+    secrets: SecretValues,
+    agent_name: String,
+    stages: Vec<AgentDef>,
+    dangerous: Vec<String>,
+}
+
+async fn run_in(args: &Args, env: &StartEnv, demo: Option<&Path>) -> anyhow::Result<i32> {
+    let mut prep = match prepare(args, env, demo)? {
+        Ok(p) => p,
+        Err(code) => return Ok(code),
     };
-    let workspace = match (&demo_dir, &args.workspace) {
-        (Some(d), _) => d.clone(),
+    let (mut cfg, _run_dir) =
+        supervisor_config(Some(prep.workspace.clone()), env, prep.kernel_landlock_abi)?;
+    cfg.isolation = prep.isolation;
+    cfg.secret_names = env.secret_names();
+    let sup = Supervisor::start(cfg).await?;
+    let result = drive(args, &mut prep, &sup, demo.is_some()).await;
+    sup.shutdown().await;
+    result
+}
+
+/// Everything that can be refused before a worker starts. `Err(code)` when `run` must end here
+/// with that code (the reason already printed).
+fn prepare(
+    args: &Args,
+    env: &StartEnv,
+    demo: Option<&Path>,
+) -> anyhow::Result<Result<Prepared, i32>> {
+    let workspace = match (demo, &args.workspace) {
+        (Some(d), _) => d.to_path_buf(),
         (None, Some(w)) => w.clone(),
         (None, None) => {
             std::env::current_dir().context("cannot determine the current directory")?
@@ -131,12 +238,12 @@ async fn run_inner(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     let workspace = workspace
         .canonicalize()
         .map_err(|e| usage(format!("workspace {}: {e}", workspace.display())))?;
-    let task = match (&args.task, args.demo) {
+    let task = match (&args.task, demo.is_some()) {
         (_, true) => crate::demo::TASK.to_string(),
         (Some(t), false) if !t.trim().is_empty() => t.clone(),
         _ => return Err(usage("the task is empty")),
     };
-    let cassette = match (&args.replay, args.demo) {
+    let cassette = match (&args.replay, demo.is_some()) {
         (_, true) => Some(crate::demo::CASSETTE.to_string()),
         (Some(p), false) => Some(
             std::fs::read_to_string(p)
@@ -144,14 +251,24 @@ async fn run_inner(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
         ),
         (None, false) => None,
     };
-    let provider_flag = match &args.provider {
-        Some(p) => Some(ProviderId::parse(p).ok_or_else(|| {
-            usage(format!(
-                "unknown provider {p:?} (expected hanzo, anthropic or openai)"
-            ))
-        })?),
-        None => None,
-    };
+    let provider = args.provider.as_deref().map(parse_provider).transpose()?;
+    let store_path = super::store::store_file(args.org.as_deref(), env)?;
+    let dangers = crate::workspace::dangers(&workspace, env, Some(&store_path));
+    if !dangers.is_empty() {
+        if !args.allow_dangerous_workspace {
+            return Err(usage(format!(
+                "refusing to run in {}: {dangers}. A model could read or change those through \
+                 its tools. Run in a project directory (or pass --workspace DIR); \
+                 --allow-dangerous-workspace runs anyway and records that it did.",
+                workspace.display()
+            )));
+        }
+        eprintln!(
+            "warning: running in a dangerous workspace {} because of \
+             --allow-dangerous-workspace: {dangers}. The run records this.",
+            workspace.display()
+        );
+    }
 
     // ---- settings: policy, hooks, isolation ----
     let src = SettingsSources::resolve(
@@ -163,14 +280,13 @@ async fn run_inner(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
         },
     );
     let loaded = load(&src).map_err(|e| usage(e.to_string()))?;
-    let quiet = args.json;
-    for w in loaded.warnings() {
-        if !quiet {
+    if !args.json {
+        for w in loaded.warnings() {
             eprintln!("warning: {w}");
         }
     }
     let config = &loaded.merged.config;
-    let policy = if args.demo {
+    let policy = if demo.is_some() {
         demo_policy()?
     } else {
         config
@@ -179,7 +295,8 @@ async fn run_inner(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     }
     .with_workspace(&workspace);
     let hooks: Vec<_> = config.hooks.iter().map(|h| h.hook.clone()).collect();
-    let hooks_json = if hooks.is_empty() || args.demo {
+    let hooks_time = Duration::from_millis(hooks.iter().map(|h| h.timeout_ms).sum());
+    let hooks_json = if hooks.is_empty() || demo.is_some() {
         None
     } else {
         Some(serde_json::to_string(&hooks).context("hooks")?)
@@ -192,165 +309,195 @@ async fn run_inner(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
                 "error: --isolation strict needs tier B (namespaces), which this machine cannot \
                  give: {why}. Run `hanzo-dev doctor` for details, or use --isolation auto."
             );
-            return Ok(exit::ISOLATION_UNAVAILABLE);
+            return Ok(Err(exit::ISOLATION_UNAVAILABLE));
         }
     }
 
-    // ---- the run store ----
+    // ---- the run store and the agent ----
     let mut store =
-        super::store::open(args.org.as_deref(), &env).map_err(|e| usage(format!("{e:#}")))?;
-    let configured = env.extra_secret_names();
-    let secrets: Vec<String> = env
-        .vars
-        .iter()
-        .filter(|(k, v)| !v.is_empty() && hanzo_policy::profile::is_secret_env(k, &configured))
-        .map(|(_, v)| v.clone())
-        .collect();
-    store.set_known_secrets(secrets.iter().cloned());
-
-    // ---- the agent ----
+        super::store::open(args.org.as_deref(), env).map_err(|e| usage(format!("{e:#}")))?;
+    let secrets = env.secret_values();
+    store.set_secret_values(secrets.clone());
     let agent_name = args
         .agent
         .clone()
         .unwrap_or_else(|| defs::DEFAULT_AGENT.to_string());
     let stages = resolve_agent(&agent_name, &store)?;
+    Ok(Ok(Prepared {
+        workspace,
+        task,
+        cassette,
+        provider,
+        loaded,
+        policy,
+        hooks_json,
+        hooks_time,
+        isolation,
+        kernel_landlock_abi: kernel.landlock_abi,
+        store,
+        secrets,
+        agent_name,
+        stages,
+        dangerous: dangers.0,
+    }))
+}
 
-    // ---- the workers ----
-    let (mut cfg, _run_dir) =
-        supervisor_config(Some(workspace.clone()), &env, kernel.landlock_abi)?;
-    cfg.isolation = isolation;
-    let sup = Supervisor::start(cfg).await?;
-    let result = async {
-        let infos = sup
-            .wait_ready()
-            .await
-            .context("the workers did not start")?;
-        let tier = infos
-            .iter()
-            .find(|i| i.role == hanzo_ipc::Role::Tools)
-            .map(|i| Tier::of(&i.attestation))
-            .unwrap_or(Tier::A);
-        if !isolation.accepts(tier) {
-            eprintln!(
-                "error: --isolation strict: the tools worker came up without namespaces (tier \
-                 {tier}). Run `hanzo-dev doctor` for details."
-            );
-            return Ok(exit::ISOLATION_UNAVAILABLE);
-        }
-        let replay = cassette.is_some();
-        let provider = provider::resolve(
-            &sup,
-            cassette,
-            provider_flag,
-            args.wire.map(Into::into),
-            args.base_url.as_deref(),
-        )
-        .await?;
-        let wire = match &provider {
-            ProviderConfig::Http { wire, .. } | ProviderConfig::Replay { wire } => *wire,
-        };
-        let stage_model = stages
-            .iter()
-            .map(|s| s.model.clone())
-            .find(|m| !m.is_empty());
-        let model_name = args
-            .model
-            .clone()
-            .or(stage_model)
-            .or_else(|| {
-                loaded
-                    .merged
-                    .sources
-                    .contains_key("model")
-                    .then(|| config.model.clone())
-            })
-            .unwrap_or_else(|| default_model(wire).to_string());
-        let approval = args.approval.unwrap_or_else(|| {
-            if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() && !args.json {
-                ApprovalMode::Prompt
-            } else {
-                ApprovalMode::Deny
-            }
-        });
-        let api = WorkerApi {
-            model: &sup.model,
-            provider,
-            model_name: model_name.clone(),
-            max_output_tokens: args.max_output,
-            retry: RetryPolicy::default(),
-            recorded: args.record.as_ref().map(|_| Mutex::new(Vec::new())),
-        };
-        let tools = WorkerTools { tools: &sup.tools };
-        let prompter = Prompter::for_mode(approval);
-        let sink: Box<dyn EventSink> = if args.json {
-            Box::new(JsonLines)
-        } else {
-            Box::new(TerminalView::new())
-        };
-        if args.demo && !args.json {
-            eprintln!(
-                "hanzo-dev demo: the model is a RECORDING (a replayed cassette, offline; no \
-                 credentials, no network).\nEverything else is real: the workers, the sandbox \
-                 (tier {tier}), the permission policy and the run store.\nWorkspace: {}\n",
-                workspace.display()
-            );
-        }
-        let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
-        let ctrl_c = tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                let _ = cancel_tx.send(true);
-            }
-        });
-        let spec = RunSpec {
-            task,
-            agent_name: agent_name.clone(),
-            stages,
-            model: model_name,
-            isolation: tier,
-            workspace: workspace.display().to_string(),
-            replay,
-        };
-        let mut agent_loop = AgentLoop {
-            api: &api,
-            tools: &tools,
-            prompter: &prompter,
-            policy: &policy,
-            store: &mut store,
-            events: sink.as_ref(),
-            config: LoopConfig {
-                max_context_tokens: args.max_context,
-                reserve_recent: 3,
-                limits: Limits {
-                    max_steps: args.max_steps,
-                    max_total_tokens: args.max_tokens,
-                    timeout: args.timeout.map(Duration::from_secs),
-                },
-                hooks_json,
-                known_secrets: secrets,
-            },
-            cancel: cancel_rx,
-        };
-        let report = agent_loop.run(&spec).await;
-        ctrl_c.abort();
-        if let Some(path) = &args.record {
-            let mut text = api.take_recorded().join("\n");
-            text.push('\n');
-            std::fs::write(path, text)
-                .with_context(|| format!("cannot write cassette {}", path.display()))?;
-        }
-        let report = report?;
-        Ok(exit_code(&report))
+/// With the workers up: the provider, the loop, the cassette, the exit code.
+async fn drive(
+    args: &Args,
+    prep: &mut Prepared,
+    sup: &Supervisor,
+    demo: bool,
+) -> anyhow::Result<i32> {
+    let infos = sup.wait_ready().await.map_err(|e| {
+        failed(format!(
+            "the workers did not start: {e}. `hanzo-dev doctor` shows why"
+        ))
+    })?;
+    let tier = infos
+        .iter()
+        .find(|i| i.role == hanzo_ipc::Role::Tools)
+        .map(|i| Tier::of(&i.attestation))
+        .unwrap_or(Tier::A);
+    if !prep.isolation.accepts(tier) {
+        eprintln!(
+            "error: --isolation strict: the tools worker came up without namespaces (tier \
+             {tier}). Run `hanzo-dev doctor` for details."
+        );
+        return Ok(exit::ISOLATION_UNAVAILABLE);
     }
-    .await;
-    sup.shutdown().await;
-    result
+    let replay = prep.cassette.is_some();
+    let provider = provider::resolve(
+        sup,
+        prep.cassette.take(),
+        prep.provider,
+        args.wire.map(Into::into),
+        args.base_url.as_deref(),
+    )
+    .await?;
+    let model_name = model_name(args, prep, &provider);
+    let approval = args.approval.unwrap_or_else(|| {
+        if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() && !args.json {
+            ApprovalMode::Prompt
+        } else {
+            ApprovalMode::Deny
+        }
+    });
+    let sink: Box<dyn EventSink> = if args.json {
+        Box::new(JsonLines)
+    } else {
+        Box::new(TerminalView::new())
+    };
+    let deadlines = Deadlines {
+        model_idle: Duration::from_secs(args.model_timeout),
+        ..Deadlines::default()
+    };
+    let api = WorkerApi {
+        model: &sup.model,
+        provider,
+        model_name: model_name.clone(),
+        max_output_tokens: args.max_output,
+        retry: RetryPolicy::default(),
+        recorded: args.record.as_ref().map(|_| Mutex::new(Vec::new())),
+        deadlines,
+        notices: Some((sink.as_ref(), prep.secrets.clone())),
+    };
+    let tools = WorkerTools {
+        tools: &sup.tools,
+        deadlines,
+        hooks_time: prep.hooks_time,
+    };
+    let prompter = Prompter::for_mode(approval);
+    if demo && !args.json {
+        eprintln!(
+            "hanzo-dev demo: the model is a RECORDING (a replayed cassette, offline; no \
+             credentials, no network).\nEverything else is real: the workers, the sandbox \
+             (tier {tier}), the permission policy and the run store.\nWorkspace: {}\n",
+            prep.workspace.display()
+        );
+    }
+    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+    let ctrl_c = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = cancel_tx.send(true);
+        }
+    });
+    let spec = RunSpec {
+        task: prep.task.clone(),
+        agent_name: prep.agent_name.clone(),
+        stages: prep.stages.clone(),
+        model: model_name,
+        isolation: tier,
+        workspace: prep.workspace.display().to_string(),
+        replay,
+        dangerous_workspace: prep.dangerous.clone(),
+    };
+    let mut agent_loop = AgentLoop {
+        api: &api,
+        tools: &tools,
+        prompter: &prompter,
+        policy: &prep.policy,
+        store: &mut prep.store,
+        events: sink.as_ref(),
+        config: LoopConfig {
+            max_context_tokens: args.max_context,
+            reserve_recent: 3,
+            limits: Limits {
+                max_steps: args.max_steps,
+                max_total_tokens: args.max_tokens,
+                timeout: args.timeout.map(Duration::from_secs),
+                max_calls_per_turn: args.max_tool_calls_per_turn,
+                max_calls: args.max_tool_calls,
+                max_record_bytes: args.max_record_bytes,
+            },
+            hooks_json: prep.hooks_json.clone(),
+            secrets: prep.secrets.clone(),
+        },
+        cancel: cancel_rx,
+    };
+    let report = agent_loop.run(&spec).await;
+    ctrl_c.abort();
+    if let Some(path) = &args.record {
+        write_cassette(path, &api.take_recorded(), &prep.workspace)?;
+    }
+    let report = report.map_err(|e| {
+        failed(format!(
+            "the run store could not be written, so the run stopped before its next call: \
+             {e:#}. Check the disk and the permissions of the data directory."
+        ))
+    })?;
+    Ok(exit_code(&report))
+}
+
+/// `--model`, else the first stage's model, else a model set in the settings (a file, the
+/// environment), else the provider's default.
+fn model_name(args: &Args, prep: &Prepared, provider: &ProviderConfig) -> String {
+    let configured = prep.loaded.merged.sources.get("model") != Some(&Source::Default);
+    args.model
+        .clone()
+        .or_else(|| {
+            prep.stages
+                .iter()
+                .map(|s| s.model.clone())
+                .find(|m| !m.is_empty())
+        })
+        .or_else(|| configured.then(|| prep.loaded.merged.config.model.clone()))
+        .unwrap_or_else(|| default_model(provider).to_string())
+}
+
+/// The recorded exchanges as a cassette, written without following a planted link.
+fn write_cassette(path: &Path, lines: &[String], workspace: &Path) -> anyhow::Result<()> {
+    let mut text = lines.join("\n");
+    text.push('\n');
+    write_user_file(path, text.as_bytes(), PRIVATE, Some(workspace))
+        .map_err(|e| failed(format!("cannot write the cassette: {e}")))
 }
 
 fn exit_code(r: &RunReport) -> i32 {
     match r.status {
-        RunStatus::Succeeded => exit::OK,
-        RunStatus::Cancelled => CANCELLED,
-        _ => exit::FAILED,
+        RunStatus::Succeeded => Exit::Ok.code(),
+        RunStatus::Cancelled => Exit::Cancelled.code(),
+        _ => Exit::Failed.code(),
     }
 }
 
@@ -388,7 +535,7 @@ fn resolve_agent(name: &str, store: &RunStore) -> anyhow::Result<Vec<AgentDef>> 
     }
     match store.get_agent(name)? {
         Some(a) => Ok(vec![a.def]),
-        None => Err(usage(format!(
+        None => Err(not_found(format!(
             "no agent named {name:?}: the built-ins are {}, and `hanzo-dev agents list` shows \
              the stored ones",
             defs::BUILTIN_NAMES.join(", ")
@@ -396,213 +543,20 @@ fn resolve_agent(name: &str, store: &RunStore) -> anyhow::Result<Vec<AgentDef>> 
     }
 }
 
-/// `--json`: one event per line on stdout.
-struct JsonLines;
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl EventSink for JsonLines {
-    fn emit(&self, event: &RunEvent) {
-        let line = serde_json::to_string(event).expect("run events always serialize");
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{line}");
-        let _ = out.flush();
-    }
-}
-
-/// The live view on a terminal: the model's text on stdout as it streams; tool calls, decisions
-/// and a spinner on stderr; a summary at the end.
-struct TerminalView {
-    spinner: Option<Spinner>,
-    names: Mutex<std::collections::HashMap<String, String>>,
-    /// The model's text on stdout does not end in a newline yet.
-    mid_line: AtomicBool,
-}
-
-impl TerminalView {
-    fn new() -> TerminalView {
-        TerminalView {
-            spinner: std::io::stderr().is_terminal().then(Spinner::start),
-            names: Mutex::new(Default::default()),
-            mid_line: AtomicBool::new(false),
-        }
-    }
-
-    /// End the model's text line before anything else is shown.
-    fn end_text_line(&self) {
-        if self.mid_line.swap(false, Ordering::Relaxed) {
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(b"\n");
-            let _ = out.flush();
-        }
-    }
-
-    fn spin(&self, label: Option<String>) {
-        if let Some(s) = &self.spinner {
-            s.set(label);
-        }
-    }
-}
-
-impl EventSink for TerminalView {
-    fn emit(&self, event: &RunEvent) {
-        if !matches!(event, RunEvent::Text { .. } | RunEvent::StepFinished { .. }) {
-            self.end_text_line();
-        }
-        let mut err = std::io::stderr().lock();
-        match event {
-            RunEvent::RunStarted {
-                run_id,
-                agent,
-                model,
-                isolation,
-                approval,
-                ..
-            } => {
-                let _ = writeln!(
-                    err,
-                    "run {run_id}: agent {agent}, model {model}, isolation tier {isolation}, \
-                     approval {approval}"
-                );
-            }
-            RunEvent::StageStarted { stage } => {
-                let _ = writeln!(err, "\n== stage: {stage} ==");
-            }
-            RunEvent::StepStarted { .. } => self.spin(Some("thinking".into())),
-            RunEvent::Text { text } => {
-                self.spin(None);
-                let mut out = std::io::stdout().lock();
-                let _ = out.write_all(text.as_bytes());
-                let _ = out.flush();
-                self.mid_line
-                    .store(!text.ends_with('\n'), Ordering::Relaxed);
-            }
-            RunEvent::ToolCall { id, name, input } => {
-                self.spin(None);
-                self.names
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(id.clone(), name.clone());
-                let _ = writeln!(err, "\n● {name}  {}", summarize_input(name, input));
-            }
-            RunEvent::ToolDecision {
-                id,
-                allowed,
-                decided_by,
-                reason,
-            } => {
-                if *allowed {
-                    let name = self
-                        .names
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get(id)
-                        .cloned()
-                        .unwrap_or_default();
-                    self.spin(Some(format!("running {name}")));
-                } else {
-                    let _ = writeln!(err, "  ✗ denied ({decided_by}): {reason}");
-                }
-            }
-            RunEvent::ToolResult {
-                is_error,
-                preview,
-                duration_ms,
-                ..
-            } => {
-                self.spin(Some("thinking".into()));
-                let first = preview.lines().next().unwrap_or("");
-                let mark = if *is_error { "✗" } else { "✓" };
-                let lines = preview.lines().count();
-                let _ = writeln!(
-                    err,
-                    "  {mark} {duration_ms} ms, {lines} line{}{}",
-                    if lines == 1 { "" } else { "s" },
-                    if *is_error && !first.is_empty() {
-                        format!(": {first}")
-                    } else {
-                        String::new()
-                    }
-                );
-            }
-            RunEvent::Compacted {
-                dropped_messages,
-                summarized,
-                tokens_before,
-                tokens_after,
-            } => {
-                let _ = writeln!(
-                    err,
-                    "\n(compacted {dropped_messages} messages, {} : {tokens_before} → \
-                     {tokens_after} tokens)",
-                    if *summarized {
-                        "summarized"
-                    } else {
-                        "truncated"
-                    }
-                );
-            }
-            RunEvent::StepFinished { .. } => {}
-            RunEvent::RunFinished {
-                run_id,
-                status,
-                outcome,
-                steps,
-                input_tokens,
-                output_tokens,
-                duration_ms,
-            } => {
-                self.spin(None);
-                let _ = writeln!(
-                    err,
-                    "\n\nrun {run_id} {status}: {outcome}\n{steps} steps, {input_tokens} tokens \
-                     in / {output_tokens} out, {:.1} s. The record: hanzo-dev runs show {run_id}",
-                    *duration_ms as f64 / 1000.0
-                );
-            }
-        }
-    }
-}
-
-/// A one-line spinner on stderr, drawn by its own thread while a label is set.
-struct Spinner {
-    label: Arc<Mutex<Option<String>>>,
-    stop: Arc<AtomicBool>,
-}
-
-impl Spinner {
-    fn start() -> Spinner {
-        let label: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (l, s) = (label.clone(), stop.clone());
-        std::thread::spawn(move || {
-            const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
-            let mut i = 0usize;
-            while !s.load(Ordering::Relaxed) {
-                if let Some(text) = l.lock().unwrap_or_else(|p| p.into_inner()).as_deref() {
-                    let mut err = std::io::stderr().lock();
-                    let _ = write!(err, "\r{} {text}\x1b[K", FRAMES[i % FRAMES.len()]);
-                    let _ = err.flush();
-                }
-                i += 1;
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        });
-        Spinner { label, stop }
-    }
-
-    fn set(&self, label: Option<String>) {
-        let mut l = self.label.lock().unwrap_or_else(|p| p.into_inner());
-        if l.is_some() && label.is_none() {
-            let mut err = std::io::stderr().lock();
-            let _ = write!(err, "\r\x1b[K");
-            let _ = err.flush();
-        }
-        *l = label;
-    }
-}
-
-impl Drop for Spinner {
-    fn drop(&mut self) {
-        self.set(None);
-        self.stop.store(true, Ordering::Relaxed);
+    #[test]
+    fn counts_must_be_whole_and_at_least_one() {
+        assert_eq!(at_least_one("3"), Ok(3));
+        assert!(at_least_one("0").unwrap_err().contains("at least 1"));
+        assert!(at_least_one("-1")
+            .unwrap_err()
+            .contains("at least 1, got -1"));
+        assert!(at_least_one("1.5").unwrap_err().contains("whole number"));
+        assert!(positive_u32("5000000000")
+            .unwrap_err()
+            .contains("too large"));
     }
 }

@@ -4,18 +4,24 @@
 //! decision behind each, audit records and events — cut for reading; `show --json` and `export`
 //! carry every byte. Opening the store first marks runs whose process died as `interrupted`.
 //!
-//! Exit codes: 0 done; 1 no such run; 2 usage (a malformed id, an unusable org or data directory).
+//! Everything printed for reading is made safe for a terminal (`crate::term`): stored text comes
+//! from models and tool output, which a hostile workspace can steer.
+//!
+//! Exit codes: 0 done; 1 the output could not be written; 2 usage (a malformed id, an unusable
+//! org or data directory); 4 no such run.
 
 use super::exit;
 use super::store;
 use crate::secrets::StartEnv;
+use crate::userfile::{write_user_file, PRIVATE};
 use hanzo_policy::{AuditRecord, RuleRef};
 use hanzo_store::{
-    EventRecord, RunId, RunRecord, RunStatus, RunSummary, StepRecord, StoreError, ToolCallRecord,
+    CallStatus, EventRecord, RunId, RunRecord, RunStatus, RunSummary, StepRecord, StoreError,
+    ToolCallRecord,
 };
 use serde_json::Value;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -95,9 +101,10 @@ fn execute(args: &Args, env: &StartEnv) -> Result<String, Failure> {
             match output {
                 None => Ok(text),
                 Some(path) => {
-                    write_private(path, &text).map_err(|e| {
-                        Failure::Failed(format!("cannot write {}: {e}", path.display()))
-                    })?;
+                    // No workspace here: a run in this directory could have planted a link.
+                    let cwd = std::env::current_dir().ok();
+                    write_user_file(path, text.as_bytes(), PRIVATE, cwd.as_deref())
+                        .map_err(|e| Failure::Failed(e.to_string()))?;
                     eprintln!("wrote run {id} to {}", path.display());
                     Ok(String::new())
                 }
@@ -118,7 +125,7 @@ pub(super) fn parse_run_id(text: &str) -> Result<RunId, Failure> {
 
 fn not_found(e: StoreError, id: RunId, org: &str) -> Failure {
     match e {
-        StoreError::RunNotFound(_) => Failure::Failed(format!(
+        StoreError::RunNotFound(_) => Failure::NotFound(format!(
             "no run {id} in org {org} (see `hanzo-dev runs list --org {org}`)"
         )),
         other => store_failure(other),
@@ -129,20 +136,6 @@ pub(super) fn store_failure(e: StoreError) -> Failure {
     Failure::Failed(format!("run store: {e}"))
 }
 
-/// The export may hold task inputs and tool outputs, so only its owner may read it.
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    let mut f = opts.open(path)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()
-}
-
 // ---- shared by `agents` and `runs` ----
 
 /// Why a command did not succeed; decides the exit code.
@@ -150,8 +143,11 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
 pub(super) enum Failure {
     /// Bad input or configuration: exit 2.
     Usage(String),
-    /// The request was understood and could not be done (no such run or agent): exit 1.
+    /// The request was understood and could not be done (the output could not be written):
+    /// exit 1.
     Failed(String),
+    /// The run or agent named does not exist: exit 4.
+    NotFound(String),
 }
 
 /// Print a failure on stderr and turn the outcome into an exit code.
@@ -165,6 +161,10 @@ pub(super) fn finish(result: Result<(), Failure>) -> i32 {
         Err(Failure::Failed(msg)) => {
             eprintln!("error: {msg}");
             exit::FAILED
+        }
+        Err(Failure::NotFound(msg)) => {
+            eprintln!("error: {msg}");
+            exit::NOT_FOUND
         }
     }
 }
@@ -184,19 +184,12 @@ pub(super) fn pretty_json<T: serde::Serialize + ?Sized>(value: &T) -> String {
     s
 }
 
-/// `text` safe to print on a terminal: every control character but newline and tab is shown
-/// escaped (`\u{1b}`). Stored text comes from models and tool output, which a hostile workspace
-/// can steer; raw escape sequences could otherwise rewrite or hide lines of the record.
+/// `text` safe to print on a terminal (`crate::term::sanitize_for_terminal`: tabs and line feeds
+/// kept, every other control, bidi and invisible character shown escaped). Stored text comes from
+/// models and tool output, which a hostile workspace can steer; raw escape sequences could
+/// otherwise rewrite or hide lines of the record.
 pub(super) fn printable(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() && c != '\n' && c != '\t' {
-            out.extend(c.escape_unicode());
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    crate::term::sanitize_for_terminal(text).into_owned()
 }
 
 /// Columns padded to their widest cell, two spaces apart; the last column is not padded. Cells
@@ -466,21 +459,18 @@ fn render_tool_call(out: &mut String, c: &ToolCallRecord, run: RunId) {
     ));
     out.push_str(&format!("    input:     {}\n", compact_json(&call.input)));
     out.push_str(&format!(
-        "    decision:  {} ({}) → {verdict}: {}\n",
+        "    decision:  {} ({}) → {verdict} by {}: {}\n",
         call.permission.as_str(),
         describe_rule(call.rule.as_ref()),
+        call.decided_by,
         call.decision_reason
     ));
-    let no_hooks = match &call.hook_results {
-        Value::Null => true,
-        Value::Array(a) => a.is_empty(),
-        _ => false,
-    };
-    if !no_hooks {
-        out.push_str(&format!(
-            "    hooks:     {}\n",
-            compact_json(&call.hook_results)
-        ));
+    if !call.hook_results.is_empty() {
+        let hooks = serde_json::to_value(&call.hook_results).expect("hook results serialize");
+        out.push_str(&format!("    hooks:     {}\n", compact_json(&hooks)));
+    }
+    if c.status == CallStatus::Started {
+        out.push_str("    status:    started, never finished (the run stopped while it ran)\n");
     }
     if let Some(output) = &call.output {
         out.push_str("    output:\n");
@@ -607,11 +597,18 @@ mod tests {
                 } else {
                     "network tools are denied".into()
                 },
-                hook_results: json!([{"hook": "pre", "exit": 0}]),
+                decided_by: hanzo_store::DecidedBy::Rule,
+                hook_results: vec![hanzo_store::HookResult::Pre {
+                    allowed: true,
+                    failed: false,
+                    reason: None,
+                    decided_by: Some("./check.sh".into()),
+                }],
                 output,
                 error: None,
                 duration_ms: 12,
             },
+            status: hanzo_store::CallStatus::Finished,
             recorded_ms: 1_700_000_001_000,
         }
     }
@@ -647,10 +644,7 @@ mod tests {
     #[test]
     fn terminal_escapes_in_stored_text_are_shown_not_obeyed() {
         assert_eq!(printable("a\tb\nc"), "a\tb\nc");
-        assert_eq!(
-            printable("\u{1b}[2Jx\r\u{9b}1m"),
-            "\\u{1b}[2Jx\\u{d}\\u{9b}1m"
-        );
+        assert_eq!(printable("\u{1b}[2Jx\r\u{9b}1m"), "␛[2Jx␍<U+009B>1m");
         let mut record = RunRecord {
             run: summary(4, RunStatus::Succeeded),
             steps: vec![StepRecord {
@@ -671,12 +665,12 @@ mod tests {
             !text.contains('\u{1b}') && !text.contains('\u{7}'),
             "{text:?}"
         );
-        assert!(text.contains("ok\\u{1b}[1A\\u{1b}[2K"), "{text}");
-        assert!(text.contains("\\u{1b}]0;pwned\\u{7}"), "{text}");
+        assert!(text.contains("ok␛[1A␛[2K"), "{text}");
+        assert!(text.contains("␛]0;pwned␇"), "{text}");
         let mut run = summary(5, RunStatus::Failed);
         run.input = "\u{1b}[31mred".into();
         let t = render_run_table(&[run], "local");
-        assert!(t.contains("\\u{1b}[31mred") && !t.contains('\u{1b}'), "{t}");
+        assert!(t.contains("␛[31mred") && !t.contains('\u{1b}'), "{t}");
     }
 
     #[test]
@@ -799,12 +793,12 @@ mod tests {
         assert!(text.contains("  tool bash  DENIED  12ms"), "{text}");
         assert!(
             text.contains(
-                "    decision:  deny (rule #2 \"bash(curl *)\", project tier) → DENIED: network tools are denied\n"
+                "    decision:  deny (rule #2 \"bash(curl *)\", project tier) → DENIED by rule: network tools are denied\n"
             ),
             "{text}"
         );
         assert!(
-            text.contains(r#"    hooks:     [{"hook":"pre","exit":0}]"#),
+            text.contains(r#"    hooks:     [{"phase":"pre","allowed":true,"failed":false,"reason":null,"decided_by":"./check.sh"}]"#),
             "{text}"
         );
         // The 500-character input value is cut in this view.
@@ -869,7 +863,7 @@ mod tests {
                 json: false,
             },
         };
-        assert_eq!(run_to(&show("9"), &env, &mut Vec::new()), exit::FAILED);
+        assert_eq!(run_to(&show("9"), &env, &mut Vec::new()), exit::NOT_FOUND);
         assert_eq!(run_to(&show("nine"), &env, &mut Vec::new()), exit::USAGE);
         let bad_org = Args {
             org: Some("Bad Org".into()),

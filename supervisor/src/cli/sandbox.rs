@@ -1,11 +1,14 @@
-//! `hanzo-dev sandbox [--isolation auto|strict] [--workspace DIR] [--allow-write PATH]… -- CMD
-//! ARGS…`: run one command under the tools worker's confinement and exit with its status.
+//! `hanzo-dev sandbox [--isolation tier-a|auto|strict] [--workspace DIR] [--allow-write PATH]…
+//! [--allow-read PATH]… [--allow-dangerous-workspace] -- CMD ARGS…`: run one command under the
+//! tools confinement and exit with its status.
 //!
 //! No supervisor and no worker are started: this process (still single-threaded — the dispatch
 //! must not start a runtime first) enters tier B's namespaces when it can (`auto`) or must
-//! (`strict`), confines itself with the tools profile and runs the command as its child, so the
-//! cost over a plain fork+exec is a Landlock ruleset, a few seccomp programs and, in tier B, the
-//! namespaces and a few mounts (see `hanzo_tools::oneshot`).
+//! (`strict`) and runs the command through the same runner as the `bash` tool — its own session
+//! (no controlling terminal; this process forwards ^C and the other terminal signals), every fd
+//! above 2 closed, a cgroup, a keeper, its own confinement — so the cost over a plain fork+exec
+//! is a Landlock ruleset, a few seccomp programs and, in tier B, the namespaces and their mounts
+//! (see `hanzo_tools::oneshot`). As root it warns first: commands then run as uid 0.
 
 use crate::secrets::StartEnv;
 use anyhow::Context;
@@ -33,6 +36,10 @@ pub struct Args {
     /// system directories (repeatable).
     #[arg(long = "allow-read", value_name = "PATH")]
     pub allow_read: Vec<PathBuf>,
+    /// Run even when the workspace contains hanzo's configuration or data directory (tier B
+    /// still hides them from the command; tier A cannot, and refuses without this).
+    #[arg(long = "allow-dangerous-workspace")]
+    pub allow_dangerous_workspace: bool,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -62,7 +69,6 @@ pub fn one_shot(args: &Args, env: &StartEnv) -> anyhow::Result<OneShot> {
         Some(w) => w.clone(),
         None => std::env::current_dir().context("cannot determine the current directory")?,
     };
-    let _ = env;
     Ok(OneShot {
         isolation: args.isolation,
         workspace,
@@ -70,14 +76,27 @@ pub fn one_shot(args: &Args, env: &StartEnv) -> anyhow::Result<OneShot> {
         allow_read: args.allow_read.clone(),
         extra_env: Vec::new(),
         limits: Limits::default(),
+        hidden: crate::startup::hidden_paths(env),
+        allow_dangerous_workspace: args.allow_dangerous_workspace,
         command: args.command.clone(),
     })
+}
+
+/// The warning `hanzo-dev sandbox` (and `run`, `doctor`) prints when commands will run as uid 0,
+/// or `None`.
+pub fn root_warning() -> Option<String> {
+    hanzo_sandbox::doctor::root_warning()
 }
 
 /// Run the command; returns its exit code (128 + signal when it was killed). The command sees
 /// the tier it got in `HANZO_SANDBOX_TIER` (`A` or `B`).
 pub fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     let spec = one_shot(args, &env)?;
+    // The secrets kept for a broker are of no use here; nothing forked from now on copies them.
+    drop(env);
+    if let Some(w) = root_warning() {
+        eprintln!("hanzo-dev sandbox: warning: {w}");
+    }
     match oneshot::run(&spec) {
         Ok(code) => Ok(code),
         Err(OneShotError::Namespaces(e)) if args.isolation == IsolationMode::Strict => {

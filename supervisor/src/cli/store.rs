@@ -14,7 +14,8 @@ pub fn data_dir(env: &StartEnv) -> anyhow::Result<PathBuf> {
             .map(|(_, v)| v.as_str())
             .filter(|v| !v.is_empty())
     };
-    if let Some(x) = get("XDG_DATA_HOME") {
+    // The XDG rule: a relative value is ignored.
+    if let Some(x) = get("XDG_DATA_HOME").filter(|x| std::path::Path::new(x).is_absolute()) {
         return Ok(PathBuf::from(x).join("hanzo"));
     }
     if let Some(home) = get("HOME") {
@@ -34,6 +35,13 @@ pub fn org(flag: Option<&str>, env: &StartEnv) -> String {
                 .filter(|v| !v.is_empty())
         })
         .unwrap_or_else(|| DEFAULT_ORG.to_string())
+}
+
+/// The file the org's store lives in (it may not exist yet).
+pub fn store_file(org_flag: Option<&str>, env: &StartEnv) -> anyhow::Result<PathBuf> {
+    let dir = data_dir(env)?;
+    let org = org(org_flag, env);
+    hanzo_store::store_path(&dir, &org).map_err(|e| super::exit::usage(e.to_string()))
 }
 
 /// Open the org's store, marking runs whose process died as `interrupted`.

@@ -11,6 +11,8 @@ use std::path::Path;
 mod backoff;
 mod config_merge;
 mod ipc_frames;
+mod mcp_normalization;
+mod oauth_pkce;
 mod permission_policy;
 mod session_compaction;
 mod sse;
@@ -54,6 +56,8 @@ pub const DOMAINS: &[(&str, CaseFn)] = &[
     ("permission-policy", permission_policy::run),
     ("config-merge", config_merge::run),
     ("session-compaction", session_compaction::run),
+    ("oauth-pkce", oauth_pkce::run),
+    ("mcp-normalization", mcp_normalization::run),
 ];
 
 fn domain_fn(domain: &str) -> Option<CaseFn> {

@@ -37,14 +37,6 @@ pub enum AllowError {
     },
 }
 
-fn default_host(p: ProviderId) -> &'static str {
-    match p {
-        ProviderId::Hanzo => "api.hanzo.ai",
-        ProviderId::Anthropic => "api.anthropic.com",
-        ProviderId::OpenAi => "api.openai.com",
-    }
-}
-
 fn is_loopback(host: &str) -> bool {
     let h = host.trim_start_matches('[').trim_end_matches(']');
     h.eq_ignore_ascii_case("localhost") || h.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
@@ -87,6 +79,12 @@ fn origin_of(url: &str) -> Result<(Url, String, String, u16), AllowError> {
     Ok((parsed, scheme, host, port))
 }
 
+/// Check that `url` is `https://`, or `http://` to a loopback address, with no user info: the
+/// rule for every endpoint a credential or token may be sent to (OAuth endpoints included).
+pub fn check_secure_url(url: &str) -> Result<Url, AllowError> {
+    origin_of(url).map(|(u, ..)| u)
+}
+
 #[derive(Debug, Clone)]
 pub struct AllowList {
     entries: Vec<Entry>,
@@ -94,14 +92,17 @@ pub struct AllowList {
 
 impl Default for AllowList {
     fn default() -> Self {
+        // The provider table's hosts, https on 443 (`hanzo_ipc::roles::providers`).
         AllowList {
             entries: ProviderId::DETECT_ORDER
                 .into_iter()
-                .map(|p| Entry {
-                    provider: p,
-                    scheme: "https".into(),
-                    host: default_host(p).into(),
-                    port: 443,
+                .flat_map(|p| {
+                    p.info().hosts.iter().map(move |host| Entry {
+                        provider: p,
+                        scheme: "https".into(),
+                        host: (*host).into(),
+                        port: 443,
+                    })
                 })
                 .collect(),
         }

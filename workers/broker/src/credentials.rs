@@ -3,13 +3,15 @@
 //! credential file `$XDG_CONFIG_HOME/hanzo/credentials.json` (0600, written atomically).
 
 use crate::secret::Secret;
-use hanzo_ipc::roles::broker::{CredentialReport, CredentialSource};
+use hanzo_ipc::roles::broker::{
+    AuthEntry, AuthKind, AuthStatusReport, CredentialReport, CredentialSource,
+};
 use hanzo_ipc::roles::model::ProviderId;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 use zeroize::Zeroize;
@@ -33,9 +35,13 @@ pub struct Credential {
     pub secret: Secret,
     pub kind: CredentialKind,
     pub source: CredentialSource,
+    /// Refresh state, for OAuth access tokens from the credential file.
+    pub oauth: Option<OAuthState>,
 }
 
-/// One provider's entry in `credentials.json`.
+/// One entry in `credentials.json`: an API key, or OAuth tokens with what is needed to refresh
+/// them (the token endpoint and client that issued them, so a refresh always goes back to the
+/// authorization server that issued the refresh token).
 #[derive(Clone, Default, Serialize, Deserialize)]
 pub struct StoredCredential {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -47,25 +53,36 @@ pub struct StoredCredential {
     /// Seconds since the epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_endpoint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// Only for a dynamically registered confidential client (RFC 7591).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    /// How that client authenticates at the token endpoint (`client_secret_basic`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_endpoint_auth_method: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    /// RFC 8707 resource the tokens are for (remote MCP servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
 }
 
 impl StoredCredential {
     pub fn from_api_key(key: impl Into<String>) -> Self {
-        StoredCredential {
-            api_key: Some(key.into()),
-            access_token: None,
-            refresh_token: None,
-            expires_at: None,
-        }
+        let mut c = StoredCredential::default();
+        c.api_key = Some(key.into());
+        c
     }
 
     pub fn from_access_token(token: impl Into<String>) -> Self {
-        StoredCredential {
-            api_key: None,
-            access_token: Some(token.into()),
-            refresh_token: None,
-            expires_at: None,
-        }
+        let mut c = StoredCredential::default();
+        c.access_token = Some(token.into());
+        c
     }
 }
 
@@ -75,6 +92,7 @@ impl Drop for StoredCredential {
             &mut self.api_key,
             &mut self.access_token,
             &mut self.refresh_token,
+            &mut self.client_secret,
         ]
         .into_iter()
         .flatten()
@@ -167,40 +185,7 @@ pub fn read_credential_file(path: &Path) -> Result<Option<CredentialFile>, Crede
     })
 }
 
-/// Write `creds` to `path` atomically: an exclusive 0600 temporary file in the same directory,
-/// written and fsynced, renamed over `path`, then the directory fsynced. A crash leaves either the
-/// old file or the new one, never a torn one.
-pub fn write_credential_file(
-    path: &Path,
-    creds: &CredentialFile,
-) -> Result<(), CredentialFileError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(io_err(dir))?;
-    let mut bytes = zeroize::Zeroizing::new(
-        serde_json::to_vec_pretty(creds).expect("a map of strings always serializes"),
-    );
-    bytes.push(b'\n');
-    // tempfile opens with O_CREAT|O_EXCL and mode 0600.
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".credentials.")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(io_err(dir))?;
-    tmp.as_file()
-        .set_permissions(fs::Permissions::from_mode(0o600))
-        .map_err(io_err(tmp.path()))?;
-    tmp.write_all(&bytes).map_err(io_err(path))?;
-    tmp.as_file().sync_all().map_err(io_err(path))?;
-    tmp.persist(path).map_err(|e| io_err(path)(e.error))?;
-    fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_err(dir))?;
-    Ok(())
-}
+pub use crate::store::write_credential_file;
 
 /// Only the secret part of the user settings file; everything else in it is the supervisor's.
 #[derive(Deserialize)]
@@ -217,12 +202,76 @@ impl Drop for UserSettingsSecrets {
     }
 }
 
-/// Every credential the broker holds.
+/// What the broker needs to renew an OAuth access token.
+#[derive(Debug, Clone, Default)]
+pub struct OAuthState {
+    pub refresh_token: Option<Secret>,
+    /// Seconds since the epoch.
+    pub expires_at: Option<f64>,
+    pub scopes: Vec<String>,
+    pub token_endpoint: Option<String>,
+    pub client_id: Option<String>,
+    pub client_secret: Option<Secret>,
+    pub issuer: Option<String>,
+    pub resource: Option<String>,
+}
+
+impl OAuthState {
+    fn from_stored(entry: &StoredCredential) -> OAuthState {
+        OAuthState {
+            refresh_token: entry
+                .refresh_token
+                .as_deref()
+                .filter(|t| !t.is_empty())
+                .map(Secret::new),
+            expires_at: entry.expires_at,
+            scopes: entry.scopes.clone(),
+            token_endpoint: entry.token_endpoint.clone(),
+            client_id: entry.client_id.clone(),
+            client_secret: entry
+                .client_secret
+                .as_deref()
+                .filter(|t| !t.is_empty())
+                .map(Secret::new),
+            issuer: entry.issuer.clone(),
+            resource: entry.resource.clone(),
+        }
+    }
+}
+
+/// The key of a remote MCP server's tokens in `credentials.json`.
+pub fn mcp_key(server: &str) -> String {
+    format!("mcp:{server}")
+}
+
+/// A provider or MCP entry name: lowercase letters, digits, `-` and `_` (MCP: `mcp:` + any
+/// printable name without quotes).
+pub fn valid_entry_name(name: &str) -> bool {
+    if let Some(server) = name.strip_prefix("mcp:") {
+        return !server.is_empty()
+            && server.len() <= 128
+            && server.chars().all(|c| c.is_ascii_graphic() && c != '"');
+    }
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+/// Every credential the broker holds, by entry name (`hanzo`, `anthropic`, `openai`, custom
+/// provider names, `mcp:<server>`).
 #[derive(Debug, Default)]
 pub struct CredentialStore {
-    creds: BTreeMap<ProviderId, Credential>,
+    creds: BTreeMap<String, Credential>,
     warnings: Vec<String>,
+    /// Tokens replaced by a refresh or removed by a logout in this process: still scrubbed from
+    /// anything sent back, since a server may echo an old one.
+    retired: Vec<Secret>,
 }
+
+/// How many retired secrets are kept for scrubbing.
+const MAX_RETIRED: usize = 64;
 
 impl CredentialStore {
     /// Load from `env` (a lookup, so tests need not touch the process environment) and the files
@@ -233,10 +282,13 @@ impl CredentialStore {
         for p in ProviderId::DETECT_ORDER {
             if let Some(v) = env(p.env_var()).filter(|v| !v.trim().is_empty()) {
                 store.insert(
-                    p,
-                    Secret::new(v.trim()),
-                    CredentialKind::ApiKey,
-                    CredentialSource::Env,
+                    p.as_str(),
+                    Credential {
+                        secret: Secret::new(v.trim()),
+                        kind: CredentialKind::ApiKey,
+                        source: CredentialSource::Env,
+                        oauth: None,
+                    },
                 );
             }
         }
@@ -247,19 +299,9 @@ impl CredentialStore {
         store
     }
 
-    fn insert(
-        &mut self,
-        p: ProviderId,
-        secret: Secret,
-        kind: CredentialKind,
-        source: CredentialSource,
-    ) {
+    fn insert(&mut self, name: &str, cred: Credential) {
         // Earlier sources take precedence.
-        self.creds.entry(p).or_insert(Credential {
-            secret,
-            kind,
-            source,
-        });
+        self.creds.entry(name.to_string()).or_insert(cred);
     }
 
     fn load_settings(&mut self, path: &Path) {
@@ -275,10 +317,13 @@ impl CredentialStore {
             Ok(s) => {
                 if let Some(k) = s.api_key.as_deref().filter(|k| !k.trim().is_empty()) {
                     self.insert(
-                        ProviderId::Hanzo,
-                        Secret::new(k.trim()),
-                        CredentialKind::ApiKey,
-                        CredentialSource::UserSettings,
+                        ProviderId::Hanzo.as_str(),
+                        Credential {
+                            secret: Secret::new(k.trim()),
+                            kind: CredentialKind::ApiKey,
+                            source: CredentialSource::UserSettings,
+                            oauth: None,
+                        },
                     );
                 }
             }
@@ -302,40 +347,78 @@ impl CredentialStore {
             }
         };
         for (name, entry) in &file {
-            let Some(p) = ProviderId::parse(name) else {
+            if !valid_entry_name(name) {
                 self.warnings.push(format!(
-                    "{}: unknown provider {name:?} ignored (known: hanzo, anthropic, openai)",
-                    path.display()
+                    "{}: entry {:?} ignored: names are hanzo, anthropic, openai, a provider \
+                     name from oauth_providers (a-z 0-9 - _), or mcp:<server>",
+                    path.display(),
+                    name.chars()
+                        .filter(|c| !c.is_control())
+                        .take(64)
+                        .collect::<String>()
                 ));
                 continue;
-            };
-            if let Some(k) = entry.api_key.as_deref().filter(|k| !k.is_empty()) {
-                self.insert(
-                    p,
-                    Secret::new(k),
-                    CredentialKind::ApiKey,
-                    CredentialSource::CredentialFile,
-                );
-            } else if let Some(t) = entry.access_token.as_deref().filter(|t| !t.is_empty()) {
-                self.insert(
-                    p,
-                    Secret::new(t),
-                    CredentialKind::AccessToken,
-                    CredentialSource::CredentialFile,
-                );
+            }
+            if let Some(cred) = credential_from_entry(entry) {
+                self.insert(name, cred);
+            }
+        }
+    }
+
+    /// Replace (or add) what the file holds for `name`, after a login or a refresh. Values from
+    /// the environment and the settings file keep precedence, as at load.
+    pub fn set_from_file(&mut self, name: &str, entry: &StoredCredential) {
+        if self
+            .creds
+            .get(name)
+            .is_some_and(|c| c.source != CredentialSource::CredentialFile)
+        {
+            return;
+        }
+        let old = match credential_from_entry(entry) {
+            Some(c) => self.creds.insert(name.to_string(), c),
+            None => self.creds.remove(name),
+        };
+        if let Some(old) = old {
+            self.retire(old);
+        }
+    }
+
+    fn retire(&mut self, old: Credential) {
+        self.retired.push(old.secret);
+        if let Some(o) = old.oauth {
+            self.retired.extend(o.refresh_token);
+        }
+        let excess = self.retired.len().saturating_sub(MAX_RETIRED);
+        self.retired.drain(..excess);
+    }
+
+    /// Forget the file's credential for `name` (after a logout).
+    pub fn remove_from_file(&mut self, name: &str) {
+        if self
+            .creds
+            .get(name)
+            .is_some_and(|c| c.source == CredentialSource::CredentialFile)
+        {
+            if let Some(old) = self.creds.remove(name) {
+                self.retire(old);
             }
         }
     }
 
     pub fn get(&self, p: ProviderId) -> Option<&Credential> {
-        self.creds.get(&p)
+        self.creds.get(p.as_str())
+    }
+
+    pub fn get_named(&self, name: &str) -> Option<&Credential> {
+        self.creds.get(name)
     }
 
     /// The first provider with a credential, in the order Hanzo, Anthropic, OpenAI.
     pub fn detect(&self) -> Option<ProviderId> {
         ProviderId::DETECT_ORDER
             .into_iter()
-            .find(|p| self.creds.contains_key(p))
+            .find(|p| self.creds.contains_key(p.as_str()))
     }
 
     pub fn warnings(&self) -> &[String] {
@@ -344,16 +427,77 @@ impl CredentialStore {
 
     /// Every secret value held, to scrub from anything sent back.
     pub fn secrets(&self) -> impl Iterator<Item = &Secret> {
-        self.creds.values().map(|c| &c.secret)
+        self.creds
+            .values()
+            .flat_map(|c| {
+                std::iter::once(&c.secret).chain(
+                    c.oauth
+                        .iter()
+                        .flat_map(|o| o.refresh_token.iter().chain(o.client_secret.iter())),
+                )
+            })
+            .chain(self.retired.iter())
     }
 
     pub fn report(&self) -> CredentialReport {
         CredentialReport {
-            available: self.creds.iter().map(|(p, c)| (*p, c.source)).collect(),
+            available: ProviderId::DETECT_ORDER
+                .into_iter()
+                .filter_map(|p| self.get(p).map(|c| (p, c.source)))
+                .collect(),
             detected: self.detect(),
             warnings: self.warnings.clone(),
         }
     }
+
+    /// `hanzo-dev auth status`: kind, source, expiry and scopes of each entry; never a value.
+    pub fn status(&self) -> AuthStatusReport {
+        AuthStatusReport {
+            entries: self
+                .creds
+                .iter()
+                .map(|(name, c)| AuthEntry {
+                    name: name.clone(),
+                    kind: match c.kind {
+                        CredentialKind::ApiKey => AuthKind::ApiKey,
+                        CredentialKind::AccessToken => AuthKind::OAuth,
+                    },
+                    source: c.source,
+                    expires_at: c
+                        .oauth
+                        .as_ref()
+                        .and_then(|o| o.expires_at)
+                        .map(|t| t.floor() as i64),
+                    scopes: c
+                        .oauth
+                        .as_ref()
+                        .map(|o| o.scopes.clone())
+                        .unwrap_or_default(),
+                    refreshable: c.oauth.as_ref().is_some_and(|o| o.refresh_token.is_some()),
+                })
+                .collect(),
+            detected: self.detect(),
+            warnings: self.warnings.clone(),
+        }
+    }
+}
+
+fn credential_from_entry(entry: &StoredCredential) -> Option<Credential> {
+    if let Some(k) = entry.api_key.as_deref().filter(|k| !k.is_empty()) {
+        return Some(Credential {
+            secret: Secret::new(k),
+            kind: CredentialKind::ApiKey,
+            source: CredentialSource::CredentialFile,
+            oauth: None,
+        });
+    }
+    let t = entry.access_token.as_deref().filter(|t| !t.is_empty())?;
+    Some(Credential {
+        secret: Secret::new(t),
+        kind: CredentialKind::AccessToken,
+        source: CredentialSource::CredentialFile,
+        oauth: Some(OAuthState::from_stored(entry)),
+    })
 }
 
 /// `$XDG_CONFIG_HOME/hanzo/credentials.json` for a config directory.

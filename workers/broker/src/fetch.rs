@@ -3,10 +3,18 @@
 //! credential-bearing one, and the raw body chunks.
 
 use crate::allow::AllowList;
-use crate::credentials::{CredentialKind, CredentialStore};
+use crate::credentials::{
+    credential_path, Credential, CredentialKind, CredentialStore, StoredCredential,
+};
+use crate::oauth::device::{Pacer, RealPacer};
+use crate::oauth::{now_secs, OAuthError, REFRESH_MARGIN_SECS};
+use crate::secret::Secret;
+use crate::store::StoreLock;
+use hanzo_ipc::roles::broker::{AuthStatusReport, CredentialReport};
 use hanzo_ipc::roles::http::{HttpFailure, HttpFailureKind, HttpHead, HttpRequest, Item, Response};
 use hanzo_ipc::roles::model::ProviderId;
-use std::sync::RwLock;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -29,9 +37,14 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 pub struct Broker {
-    creds: CredentialStore,
+    creds: RwLock<CredentialStore>,
     allow: RwLock<AllowList>,
     client: reqwest::Client,
+    /// `$XDG_CONFIG_HOME/hanzo`, where `credentials.json` lives (none: logins cannot be stored).
+    config_dir: Option<PathBuf>,
+    /// One refresh at a time in this process; other processes are kept out by the file lock.
+    refreshing: tokio::sync::Mutex<()>,
+    pub(crate) pacer: Arc<dyn Pacer>,
 }
 
 fn fail(kind: HttpFailureKind, message: impl Into<String>) -> Response {
@@ -39,6 +52,12 @@ fn fail(kind: HttpFailureKind, message: impl Into<String>) -> Response {
         kind,
         message: message.into(),
     })
+}
+
+/// What a request was sent with, to decide about a refresh after a 401.
+enum Sent {
+    Response(reqwest::Response),
+    Failed(Response),
 }
 
 impl Broker {
@@ -53,14 +72,65 @@ impl Broker {
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         Ok(Broker {
-            creds,
+            creds: RwLock::new(creds),
             allow: RwLock::new(AllowList::default()),
             client,
+            config_dir: None,
+            refreshing: tokio::sync::Mutex::new(()),
+            pacer: Arc::new(RealPacer),
         })
     }
 
-    pub fn credentials(&self) -> &CredentialStore {
-        &self.creds
+    /// Where `credentials.json` is: logins, logouts and refreshes write there.
+    pub fn with_config_dir(mut self, dir: Option<PathBuf>) -> Broker {
+        self.config_dir = dir;
+        self
+    }
+
+    /// How the device grant waits between polls (tests pass one that does not sleep).
+    pub fn with_pacer(mut self, pacer: Arc<dyn Pacer>) -> Broker {
+        self.pacer = pacer;
+        self
+    }
+
+    pub fn http(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    pub(crate) fn read_creds(&self) -> std::sync::RwLockReadGuard<'_, CredentialStore> {
+        self.creds.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn write_creds(&self) -> std::sync::RwLockWriteGuard<'_, CredentialStore> {
+        self.creds.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Which providers have a credential (for `DescribeCredentials`).
+    pub fn report(&self) -> CredentialReport {
+        self.read_creds().report()
+    }
+
+    /// Every credential, described without a value (for `auth status`).
+    pub fn status(&self) -> AuthStatusReport {
+        self.read_creds().status()
+    }
+
+    pub fn warnings(&self) -> Vec<String> {
+        self.read_creds().warnings().to_vec()
+    }
+
+    /// The credential file's path, or a clear error when there is no config directory.
+    pub fn credential_path(&self) -> Result<PathBuf, OAuthError> {
+        self.config_dir
+            .as_deref()
+            .map(credential_path)
+            .ok_or_else(|| {
+                OAuthError::Config(
+                    "no config directory (set XDG_CONFIG_HOME or HOME), so no credential can be \
+                     stored"
+                        .into(),
+                )
+            })
     }
 
     pub fn allow(&self, provider: ProviderId, base_url: &str) -> Result<(), crate::AllowError> {
@@ -70,7 +140,210 @@ impl Broker {
             .allow(provider, base_url)
     }
 
+    /// The credential to use for `name` now: an OAuth access token that expires within the
+    /// margin is refreshed first.
+    pub async fn current_credential(&self, name: &str) -> Result<Option<Credential>, OAuthError> {
+        let cred = self.read_creds().get_named(name).cloned();
+        match cred {
+            Some(c) if needs_refresh(&c) => self.refresh(name, &c).await.map(Some),
+            other => Ok(other),
+        }
+    }
+
+    /// Refresh `name`'s access token (`stale` is the credential the caller holds), with rotation:
+    /// under the credential file's lock, re-read the file — if another process already replaced
+    /// the token, use its result rather than spending our (now reused) refresh token — else ask
+    /// the token endpoint, and write the new access token and the new refresh token (or the old
+    /// one when the server does not rotate) before releasing the lock. A refused refresh token
+    /// (`invalid_grant`: reused, revoked, expired) removes the dead tokens and says to log in
+    /// again.
+    pub async fn refresh(&self, name: &str, stale: &Credential) -> Result<Credential, OAuthError> {
+        let _one = self.refreshing.lock().await;
+        // Someone in this process may have refreshed while we waited.
+        if let Some(c) = self.read_creds().get_named(name) {
+            if c.secret != stale.secret && !needs_refresh(c) {
+                return Ok(c.clone());
+            }
+        }
+        let relogin = |reason: &str| OAuthError::ReLogin {
+            name: name.to_string(),
+            reason: reason.to_string(),
+        };
+        let path = self.credential_path()?;
+        let lock = StoreLock::acquire_async(&path).await?;
+        let mut file = lock.read()?;
+        let Some(entry) = file.get(name) else {
+            return Err(relogin("its credential is no longer in credentials.json"));
+        };
+        let on_disk = entry.access_token.clone().unwrap_or_default();
+        let expiring = entry
+            .expires_at
+            .is_some_and(|t| t - now_secs() < REFRESH_MARGIN_SECS);
+        if !on_disk.is_empty() && on_disk != stale.secret.expose() && !expiring {
+            // Another process rotated the tokens while we waited for the lock.
+            let entry = entry.clone();
+            drop(lock);
+            self.write_creds().set_from_file(name, &entry);
+            return self
+                .read_creds()
+                .get_named(name)
+                .cloned()
+                .ok_or_else(|| relogin("its credential could not be read back"));
+        }
+        let Some(refresh_token) = entry.refresh_token.clone().filter(|r| !r.is_empty()) else {
+            return Err(relogin(
+                "the access token expired and no refresh token is stored",
+            ));
+        };
+        let Some(endpoint) = entry.token_endpoint.clone() else {
+            return Err(relogin(
+                "no token endpoint is stored with its refresh token",
+            ));
+        };
+        let refresh_token = Secret::new(refresh_token);
+        let client_secret = entry.client_secret.as_deref().map(Secret::new);
+        let client = entry.client_id.as_deref().map(|id| {
+            crate::oauth::token::ClientAuth::new(
+                id,
+                client_secret.as_ref(),
+                entry.token_endpoint_auth_method.as_deref(),
+            )
+        });
+        let answer = crate::oauth::token::refresh(
+            &self.client,
+            &endpoint,
+            client,
+            &refresh_token,
+            entry.resource.as_deref(),
+            &entry.scopes,
+        )
+        .await?;
+        let tokens = match answer {
+            Ok(t) => t,
+            Err(e) if e.error == "invalid_grant" => {
+                if let Some(entry) = file.get_mut(name) {
+                    entry.access_token = None;
+                    entry.refresh_token = None;
+                    entry.expires_at = None;
+                }
+                file.retain(|_, e| e.access_token.is_some() || e.api_key.is_some());
+                lock.write(&file)?;
+                drop(lock);
+                self.write_creds().remove_from_file(name);
+                return Err(relogin(
+                    "the authorization server refused the refresh token (it was revoked, \
+                     expired, or already used)",
+                ));
+            }
+            Err(e) => return Err(e.into_error("the token refresh", &endpoint)),
+        };
+        let entry = file.get_mut(name).expect("checked above, under the lock");
+        entry.access_token = Some(tokens.access_token.expose().to_string());
+        if let Some(r) = &tokens.refresh_token {
+            entry.refresh_token = Some(r.expose().to_string());
+        }
+        entry.expires_at = tokens.expires_at;
+        entry.scopes = tokens.scopes.clone();
+        let entry = entry.clone();
+        lock.write(&file)?;
+        drop(lock);
+        self.write_creds().set_from_file(name, &entry);
+        self.read_creds()
+            .get_named(name)
+            .cloned()
+            .ok_or_else(|| relogin("its credential could not be read back"))
+    }
+
+    /// Store a fresh login's tokens (under the file lock) and make them current.
+    pub fn store_entry(&self, name: &str, entry: StoredCredential) -> Result<(), OAuthError> {
+        let path = self.credential_path()?;
+        let stored = entry.clone();
+        crate::store::update(&path, |file| {
+            file.insert(name.to_string(), entry);
+            Ok::<(), std::convert::Infallible>(())
+        })?
+        .unwrap_or_else(|e| match e {});
+        self.write_creds().set_from_file(name, &stored);
+        Ok(())
+    }
+
+    /// Remove `name` from the credential file. `Ok(false)` when it held nothing for it.
+    pub fn remove_entry(&self, name: &str) -> Result<bool, OAuthError> {
+        let path = self.credential_path()?;
+        let removed = crate::store::update(&path, |file| {
+            Ok::<bool, std::convert::Infallible>(file.remove(name).is_some())
+        })?
+        .unwrap_or_else(|e| match e {});
+        self.write_creds().remove_from_file(name);
+        Ok(removed)
+    }
+
+    fn build(
+        &self,
+        req: &HttpRequest,
+        url: &reqwest::Url,
+        cred: &Credential,
+    ) -> Result<reqwest::RequestBuilder, Response> {
+        let method = reqwest::Method::from_bytes(req.method.as_bytes()).map_err(|_| {
+            fail(
+                HttpFailureKind::BadRequest,
+                format!("bad method {:?}", req.method),
+            )
+        })?;
+        let mut builder = self.client.request(method, url.clone());
+        for (name, value) in &req.headers {
+            let lower = name.to_ascii_lowercase();
+            if CREDENTIAL_HEADERS.contains(&lower.as_str()) || HOP_HEADERS.contains(&lower.as_str())
+            {
+                continue;
+            }
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        let api_key_header = matches!(
+            (req.credential, &cred.kind),
+            (ProviderId::Anthropic, CredentialKind::ApiKey)
+        );
+        let value = if api_key_header {
+            reqwest::header::HeaderValue::from_str(cred.secret.expose())
+        } else {
+            reqwest::header::HeaderValue::from_str(&format!("Bearer {}", cred.secret.expose()))
+        };
+        let Ok(mut value) = value else {
+            // The error type says nothing about the value, but say even less.
+            return Err(fail(
+                HttpFailureKind::NoCredential,
+                format!(
+                    "the {} credential contains characters not allowed in a header",
+                    req.credential
+                ),
+            ));
+        };
+        value.set_sensitive(true);
+        let header_name = if api_key_header {
+            "x-api-key"
+        } else {
+            "authorization"
+        };
+        Ok(builder.header(header_name, value).body(req.body.clone()))
+    }
+
+    async fn send_once(&self, req: &HttpRequest, url: &reqwest::Url, cred: &Credential) -> Sent {
+        let builder = match self.build(req, url, cred) {
+            Ok(b) => b,
+            Err(r) => return Sent::Failed(r),
+        };
+        match builder.send().await {
+            Ok(r) => Sent::Response(r),
+            Err(e) => Sent::Failed(fail(
+                HttpFailureKind::Connect,
+                self.scrub_text(&describe(&e)),
+            )),
+        }
+    }
+
     /// Perform `req`, sending the head and body chunks to `out`; the returned response ends it.
+    /// An OAuth access token is refreshed before it expires, and once after a 401 (then the
+    /// request is sent again).
     pub async fn fetch(&self, req: HttpRequest, out: &mpsc::Sender<Item>) -> Response {
         let url = match self
             .allow
@@ -81,67 +354,53 @@ impl Broker {
             Ok(u) => u,
             Err(e) => return fail(HttpFailureKind::NotAllowed, e.to_string()),
         };
-        let Some(cred) = self.creds.get(req.credential) else {
-            return fail(
-                HttpFailureKind::NoCredential,
-                format!(
-                    "the broker holds no {} credential: set {} in the environment hanzo-dev \
-                     starts from, or store one in $XDG_CONFIG_HOME/hanzo/credentials.json",
-                    req.credential,
-                    req.credential.env_var()
-                ),
-            );
-        };
-        let method = match reqwest::Method::from_bytes(req.method.as_bytes()) {
-            Ok(m) => m,
-            Err(_) => {
+        let name = req.credential.as_str();
+        let cred = match self.current_credential(name).await {
+            Ok(Some(c)) => c,
+            Ok(None) => {
                 return fail(
-                    HttpFailureKind::BadRequest,
-                    format!("bad method {:?}", req.method),
+                    HttpFailureKind::NoCredential,
+                    format!(
+                        "the broker holds no {} credential: set {} in the environment hanzo-dev \
+                         starts from, run `hanzo-dev login --provider {}`, or store one in \
+                         $XDG_CONFIG_HOME/hanzo/credentials.json",
+                        req.credential,
+                        req.credential.env_var(),
+                        req.credential
+                    ),
+                )
+            }
+            Err(e) => {
+                return fail(
+                    HttpFailureKind::NoCredential,
+                    self.scrub_text(&e.to_string()),
                 )
             }
         };
-        let mut builder = self.client.request(method, url);
-        for (name, value) in &req.headers {
-            let lower = name.to_ascii_lowercase();
-            if CREDENTIAL_HEADERS.contains(&lower.as_str()) || HOP_HEADERS.contains(&lower.as_str())
-            {
-                continue;
-            }
-            builder = builder.header(name.as_str(), value.as_str());
-        }
-        let mut auth = match (req.credential, &cred.kind) {
-            (ProviderId::Anthropic, CredentialKind::ApiKey) => {
-                reqwest::header::HeaderValue::from_str(cred.secret.expose())
-            }
-            _ => {
-                reqwest::header::HeaderValue::from_str(&format!("Bearer {}", cred.secret.expose()))
-            }
-        }
-        .map_err(|_| ());
-        let Ok(auth_value) = auth.as_mut() else {
-            // The error type says nothing about the value, but say even less.
-            return fail(
-                HttpFailureKind::NoCredential,
-                format!(
-                    "the {} credential contains characters not allowed in a header",
-                    req.credential
-                ),
-            );
+        let mut resp = match self.send_once(&req, &url, &cred).await {
+            Sent::Response(r) => r,
+            Sent::Failed(f) => return f,
         };
-        auth_value.set_sensitive(true);
-        let header_name = match (req.credential, &cred.kind) {
-            (ProviderId::Anthropic, CredentialKind::ApiKey) => "x-api-key",
-            _ => "authorization",
-        };
-        builder = builder
-            .header(header_name, auth_value.clone())
-            .body(req.body);
+        if resp.status() == reqwest::StatusCode::UNAUTHORIZED && is_refreshable(&cred) {
+            drop(resp);
+            let fresh = match self.refresh(name, &cred).await {
+                Ok(c) => c,
+                Err(e) => {
+                    return fail(
+                        HttpFailureKind::NoCredential,
+                        self.scrub_text(&e.to_string()),
+                    )
+                }
+            };
+            resp = match self.send_once(&req, &url, &fresh).await {
+                Sent::Response(r) => r,
+                Sent::Failed(f) => return f,
+            };
+        }
+        self.stream_back(resp, out).await
+    }
 
-        let mut resp = match builder.send().await {
-            Ok(r) => r,
-            Err(e) => return fail(HttpFailureKind::Connect, self.scrub_text(&describe(&e))),
-        };
+    async fn stream_back(&self, mut resp: reqwest::Response, out: &mpsc::Sender<Item>) -> Response {
         let status = resp.status().as_u16();
         let headers = resp
             .headers()
@@ -191,14 +450,14 @@ impl Broker {
     }
 
     fn contains_secret(&self, hay: &[u8]) -> bool {
-        self.creds
+        self.read_creds()
             .secrets()
             .any(|s| !s.is_empty() && find(hay, s.expose().as_bytes()).is_some())
     }
 
     /// Replace every held secret in `bytes` with `[redacted]` (error bodies that echo a key).
     pub fn scrub(&self, mut bytes: Vec<u8>) -> Vec<u8> {
-        for s in self.creds.secrets() {
+        for s in self.read_creds().secrets() {
             let needle = s.expose().as_bytes();
             if needle.is_empty() {
                 continue;
@@ -210,7 +469,7 @@ impl Broker {
         bytes
     }
 
-    fn scrub_text(&self, s: &str) -> String {
+    pub(crate) fn scrub_text(&self, s: &str) -> String {
         String::from_utf8_lossy(&self.scrub(s.as_bytes().to_vec())).into_owned()
     }
 }
@@ -232,4 +491,18 @@ fn describe(e: &reqwest::Error) -> String {
         source = cause.source();
     }
     s
+}
+
+fn is_refreshable(c: &Credential) -> bool {
+    c.kind == CredentialKind::AccessToken
+        && c.oauth.as_ref().is_some_and(|o| o.refresh_token.is_some())
+}
+
+/// An access token that expires within the margin and can be renewed.
+fn needs_refresh(c: &Credential) -> bool {
+    is_refreshable(c)
+        && c.oauth
+            .as_ref()
+            .and_then(|o| o.expires_at)
+            .is_some_and(|t| t - now_secs() < REFRESH_MARGIN_SECS)
 }

@@ -1,14 +1,21 @@
 //! `hanzo-broker` is the broker worker: the only process that holds credentials (environment,
-//! user settings, `credentials.json`), and the one that performs authenticated HTTP for others.
+//! user settings, `credentials.json`), the one that runs OAuth logins and refreshes, and the one
+//! that performs authenticated HTTP for others.
 //!
 //! It parses almost nothing: requests arrive credential-free on the direct channel, are checked
 //! against a per-provider allow-list, get the credential injected, and the response goes back raw.
+//! It is also the egress proxy for sandboxed commands ([`egress`]): the only way a command reaches
+//! a network host, and only one the user allowed.
 #![forbid(unsafe_code)]
 
 pub mod allow;
 pub mod credentials;
+pub mod egress;
 pub mod fetch;
+pub mod oauth;
+pub mod pkce;
 pub mod secret;
+pub mod store;
 mod worker;
 
 pub use allow::{AllowError, AllowList};

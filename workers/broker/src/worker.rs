@@ -3,10 +3,11 @@
 
 use crate::credentials::CredentialStore;
 use crate::fetch::Broker;
+use crate::oauth::OAuthError;
 use hanzo_ipc::channel::{serve, Handler, ItemSink, ServerWriter};
 use hanzo_ipc::frame::DEFAULT_MAX_FRAME;
 use hanzo_ipc::proto::{RemoteError, RemoteErrorKind};
-use hanzo_ipc::roles::broker::{BrokerProtocol, Request, Response};
+use hanzo_ipc::roles::broker::{BrokerProtocol, Item, Request, Response};
 use hanzo_ipc::roles::http::{self, direct_handshake, HttpProtocol};
 use hanzo_ipc::roles::{CommonEvent, LogLevel};
 use hanzo_ipc::transport;
@@ -25,7 +26,7 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
             ctx.opts.ctx.config_dir.as_deref(),
         );
         let broker = match Broker::new(creds) {
-            Ok(b) => Some(Arc::new(b)),
+            Ok(b) => Some(Arc::new(b.with_config_dir(ctx.opts.ctx.config_dir.clone()))),
             Err(e) => {
                 eprintln!("hanzo-dev broker worker: {e}");
                 None
@@ -33,7 +34,7 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
         };
         if let Some(b) = &broker {
             let events = ctx.events.clone();
-            let warnings = b.credentials().warnings().to_vec();
+            let warnings = b.warnings();
             tokio::spawn(async move {
                 for message in warnings {
                     let _ = events
@@ -95,11 +96,41 @@ impl Handler<BrokerProtocol, OwnedWriteHalf> for BrokerHandler {
                     endpoints: u32::try_from(endpoints.len()).unwrap_or(u32::MAX),
                 })
             }
-            Request::DescribeCredentials => {
-                Ok(Response::Credentials(self.broker()?.credentials().report()))
+            Request::DescribeCredentials => Ok(Response::Credentials(self.broker()?.report())),
+            Request::AuthStatus => Ok(Response::AuthStatus(self.broker()?.status())),
+            Request::Logout { provider } => {
+                let broker = self.broker()?;
+                let removed = broker
+                    .remove_entry(&provider)
+                    .map_err(|e| refused(broker, &e))?;
+                Ok(Response::LoggedOut { provider, removed })
+            }
+            Request::Login(req) => {
+                let broker = self.broker()?;
+                let (tx, mut rx) = mpsc::channel(8);
+                let login = async move {
+                    let r = broker.login(&req, &tx).await;
+                    drop(tx);
+                    r
+                };
+                let pump = async {
+                    while let Some(p) = rx.recv().await {
+                        // The CLI went away: the login ends when this request is cancelled.
+                        let _ = items.send(Item::Login(p)).await;
+                    }
+                };
+                let (outcome, ()) = tokio::join!(login, pump);
+                outcome
+                    .map(Response::LoggedIn)
+                    .map_err(|e| refused(broker, &e))
             }
         }
     }
+}
+
+/// An OAuth failure as the CLI sees it: the message, scrubbed of every secret the broker holds.
+fn refused(broker: &Broker, e: &OAuthError) -> RemoteError {
+    RemoteError::new(RemoteErrorKind::Refused, broker.scrub_text(&e.to_string()))
 }
 
 impl BrokerHandler {

@@ -9,7 +9,8 @@ use crate::{anthropic, openai, ModelError};
 use hanzo_backoff::{parse_retry_after, Backoff, RetryBudget};
 use hanzo_ipc::roles::http::{HttpHead, HttpRequest};
 use hanzo_ipc::roles::model::{
-    Completion, CompletionRequest, ProviderConfig, ProviderId, StopReason, StreamEvent, WireFormat,
+    Completion, CompletionRequest, ProviderConfig, ProviderId, RetryNotice, StopReason,
+    StreamEvent, WireFormat,
 };
 use hanzo_sse::SseFrameBuffer;
 use std::time::Duration;
@@ -48,11 +49,9 @@ pub fn http_request(req: &CompletionRequest) -> Result<HttpRequest, ModelError> 
     })
 }
 
+/// A recording names no provider: the one whose API speaks its wire format (the provider table).
 fn replay_credential(wire: WireFormat) -> ProviderId {
-    match wire {
-        WireFormat::AnthropicMessages => ProviderId::Anthropic,
-        WireFormat::OpenAiChat => ProviderId::OpenAi,
-    }
+    ProviderId::of_wire(wire)
 }
 
 fn wire_of(req: &CompletionRequest) -> WireFormat {
@@ -86,7 +85,18 @@ pub async fn run_turn<T: HttpTransport>(
     events: &mpsc::Sender<StreamEvent>,
     jitter_seed: Option<u64>,
 ) -> Result<Completion, ModelError> {
-    let result = run_turn_inner(transport, req, events, jitter_seed).await;
+    run_turn_with_notices(transport, req, events, None, jitter_seed).await
+}
+
+/// [`run_turn`], announcing each retry on `retries` before waiting for it.
+pub async fn run_turn_with_notices<T: HttpTransport>(
+    transport: &T,
+    req: &CompletionRequest,
+    events: &mpsc::Sender<StreamEvent>,
+    retries: Option<&mpsc::Sender<RetryNotice>>,
+    jitter_seed: Option<u64>,
+) -> Result<Completion, ModelError> {
+    let result = run_turn_inner(transport, req, events, retries, jitter_seed).await;
     if let Err(e) = &result {
         let _ = events
             .send(StreamEvent::Error {
@@ -102,6 +112,7 @@ async fn run_turn_inner<T: HttpTransport>(
     transport: &T,
     req: &CompletionRequest,
     events: &mpsc::Sender<StreamEvent>,
+    retries: Option<&mpsc::Sender<RetryNotice>>,
     jitter_seed: Option<u64>,
 ) -> Result<Completion, ModelError> {
     let http = http_request(req)?;
@@ -148,6 +159,16 @@ async fn run_turn_inner<T: HttpTransport>(
                     policy.budget_ms
                 ),
             });
+        }
+        if let Some(tx) = retries {
+            let _ = tx
+                .send(RetryNotice {
+                    attempt: attempts,
+                    max_attempts: policy.max_attempts.max(1),
+                    delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    reason: failure.error.to_string(),
+                })
+                .await;
         }
         tokio::time::sleep(delay).await;
     }

@@ -3,7 +3,7 @@
 
 use crate::cassette::{parse_cassette, Recording, ReplayTransport};
 use crate::transport::{BrokerTransport, HttpTransport};
-use crate::turn::run_turn;
+use crate::turn::run_turn_with_notices;
 use hanzo_ipc::channel::{Client, Handler, ItemSink};
 use hanzo_ipc::frame::DEFAULT_MAX_FRAME;
 use hanzo_ipc::proto::{RemoteError, RemoteErrorKind};
@@ -121,14 +121,26 @@ async fn forward<T: HttpTransport>(
     items: &ItemSink<ModelProtocol, OwnedWriteHalf>,
 ) -> Result<Response, RemoteError> {
     let (tx, mut rx) = mpsc::channel(64);
+    let (retry_tx, mut retry_rx) = mpsc::channel(8);
     let turn = async move {
-        let result = run_turn(transport, req, &tx, None).await;
+        let result = run_turn_with_notices(transport, req, &tx, Some(&retry_tx), None).await;
         drop(tx);
+        drop(retry_tx);
         result
     };
     let pump = async {
-        while let Some(ev) = rx.recv().await {
-            send(items, Item::Event(ev)).await?;
+        let (mut events_open, mut retries_open) = (true, true);
+        while events_open || retries_open {
+            tokio::select! {
+                ev = rx.recv(), if events_open => match ev {
+                    Some(ev) => send(items, Item::Event(ev)).await?,
+                    None => events_open = false,
+                },
+                notice = retry_rx.recv(), if retries_open => match notice {
+                    Some(n) => send(items, Item::Retrying(n)).await?,
+                    None => retries_open = false,
+                },
+            }
         }
         Ok::<(), RemoteError>(())
     };

@@ -80,6 +80,7 @@ fn spawn_worker(
             rlimits: profile_for(role, &ctx).rlimits,
             parent_pid: std::process::id() as i32,
             new_session: true,
+            join_cgroups: Vec::new(),
         },
     );
     cmd.spawn().expect("spawn worker")

@@ -2,17 +2,23 @@
 //! confine the process (before any thread exists), start a single-threaded runtime, handshake with
 //! the supervisor, and serve requests until the supervisor goes away.
 //!
-//! Every role answers the common requests (echo, streaming echo, sleep, confinement probes,
-//! status); each role's own requests are added beside them by the work that gives the role its job.
+//! Every role answers the common requests (confinement probes and status; echo, streaming echo and
+//! sleep in test builds); each role's own requests are added beside them by the work that gives the
+//! role its job.
+//!
+//! The `test-support` feature adds fault injection ([`Fault`], the `--fault` option) and the
+//! test-only common requests; release builds never enable it.
 #![forbid(unsafe_code)]
 
+use hanzo_ipc::attest::Attestation;
 use hanzo_ipc::channel::{serve, EventSink, Handler, ItemSink, ServerWriter};
 use hanzo_ipc::frame::DEFAULT_MAX_FRAME;
-use hanzo_ipc::proto::{self, frame_type, Hello, Protocol, RemoteError, RemoteErrorKind};
-use hanzo_ipc::roles::{
-    broker::BrokerProtocol, lsp::LspProtocol, mcp::McpProtocol, model::ModelProtocol,
-    tools::ToolsProtocol, CommonItem, CommonRequest, CommonResponse, HasCommon, WorkerStatus,
-};
+#[cfg(feature = "test-support")]
+use hanzo_ipc::proto::{self, frame_type, Hello};
+use hanzo_ipc::proto::{Protocol, RemoteError, RemoteErrorKind};
+#[cfg(feature = "test-support")]
+use hanzo_ipc::roles::CommonItem;
+use hanzo_ipc::roles::{CommonRequest, CommonResponse, HasCommon, WorkerStatus};
 use hanzo_ipc::transport::{self, IpcError, DIRECT_FD, SUPERVISOR_FD};
 use hanzo_ipc::Role;
 use hanzo_policy::isolation::IsolationMode;
@@ -20,6 +26,7 @@ use hanzo_policy::profile::{profile_for, ProfileContext};
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::Arc;
+#[cfg(feature = "test-support")]
 use std::time::Duration;
 use tokio::io::AsyncWrite;
 use tokio::net::unix::OwnedWriteHalf;
@@ -34,6 +41,12 @@ pub mod exit {
     pub const NO_CHANNEL: i32 = 65;
     /// Confinement could not be applied; the worker refuses to run unconfined.
     pub const CONFINE_FAILED: i32 = 66;
+    /// The worker's command launcher died: it can start no more commands (the supervisor
+    /// restarts both).
+    pub const LAUNCHER_GONE: i32 = 69;
+    /// A syscall outside the worker's seccomp allow-list stopped it (its stderr names the
+    /// syscall): 128 + `SIGSYS`.
+    pub const SECCOMP_STOPPED: i32 = hanzo_sandbox::sigsys::EXIT_SECCOMP;
     /// The channel failed (protocol violation or i/o error).
     pub const CHANNEL_FAILED: i32 = 67;
     /// Injected by a test fault.
@@ -42,6 +55,7 @@ pub mod exit {
 
 /// Misbehaviour a test can ask a worker for, to prove the supervisor survives it. A fault can only
 /// make the worker fail; none weakens its confinement.
+#[cfg(feature = "test-support")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
     /// Exit before the handshake.
@@ -68,7 +82,9 @@ pub enum Fault {
     UnderReport,
 }
 
+#[cfg(feature = "test-support")]
 impl Fault {
+    /// Every fault with its name on the command line.
     pub const ALL: [(&'static str, Fault); 10] = [
         ("crash-at-start", Fault::CrashAtStart),
         ("zero-length-frame", Fault::ZeroLengthFrame),
@@ -82,6 +98,7 @@ impl Fault {
         ("under-report", Fault::UnderReport),
     ];
 
+    /// The fault named `s`.
     pub fn parse(s: &str) -> Option<Fault> {
         Fault::ALL
             .iter()
@@ -89,6 +106,7 @@ impl Fault {
             .map(|(_, f)| *f)
     }
 
+    /// The fault's name on the command line.
     pub fn name(self) -> &'static str {
         Fault::ALL
             .iter()
@@ -106,6 +124,8 @@ pub struct WorkerOptions {
     /// How much isolation the role must set up for itself (the tools worker enters tier B unless
     /// this is `tier-a`, and refuses to start without it when `strict`).
     pub isolation: IsolationMode,
+    /// Misbehaviour injected by a test.
+    #[cfg(feature = "test-support")]
     pub fault: Option<Fault>,
 }
 
@@ -122,10 +142,19 @@ impl WorkerOptions {
         push("--workspace", &self.ctx.workspace);
         push("--config-dir", &self.ctx.config_dir);
         push("--run-dir", &self.ctx.run_dir);
+        for h in &self.ctx.hidden {
+            args.push("--hide".to_string());
+            args.push(h.display().to_string());
+        }
+        if self.ctx.allow_dangerous_workspace {
+            args.push("--allow-dangerous-workspace".into());
+            args.push("yes".into());
+        }
         if self.isolation != IsolationMode::default() {
             args.push("--isolation".into());
             args.push(self.isolation.as_str().into());
         }
+        #[cfg(feature = "test-support")]
         if let Some(f) = self.fault {
             args.push("--fault".into());
             args.push(f.name().into());
@@ -140,6 +169,7 @@ impl WorkerOptions {
             role,
             ctx: ProfileContext::default(),
             isolation: IsolationMode::default(),
+            #[cfg(feature = "test-support")]
             fault: None,
         };
         let mut it = rest.iter();
@@ -149,10 +179,15 @@ impl WorkerOptions {
                 "--workspace" => opts.ctx.workspace = Some(value.into()),
                 "--config-dir" => opts.ctx.config_dir = Some(value.into()),
                 "--run-dir" => opts.ctx.run_dir = Some(value.into()),
+                "--hide" => opts.ctx.hidden.push(value.into()),
+                "--allow-dangerous-workspace" => {
+                    opts.ctx.allow_dangerous_workspace = value == "yes"
+                }
                 "--isolation" => {
                     opts.isolation = IsolationMode::parse(value)
                         .ok_or_else(|| format!("unknown isolation mode {value:?}"))?
                 }
+                #[cfg(feature = "test-support")]
                 "--fault" => {
                     opts.fault = Some(
                         Fault::parse(value).ok_or_else(|| format!("unknown fault {value:?}"))?,
@@ -177,13 +212,16 @@ pub struct WorkerContext<P: Protocol> {
 /// Run a worker that answers the common requests only, and return the process exit code.
 /// Roles whose own work has not been built yet run this.
 pub fn run(opts: WorkerOptions) -> i32 {
-    match opts.role {
-        Role::Broker => run_with::<BrokerProtocol, _, _>(opts, |_| CommonHandler),
-        Role::Model => run_with::<ModelProtocol, _, _>(opts, |_| CommonHandler),
-        Role::Tools => run_with::<ToolsProtocol, _, _>(opts, |_| CommonHandler),
-        Role::Mcp => run_with::<McpProtocol, _, _>(opts, |_| CommonHandler),
-        Role::Lsp => run_with::<LspProtocol, _, _>(opts, |_| CommonHandler),
+    macro_rules! dispatch {
+        ($($(#[$doc:meta])* $variant:ident($name:literal, $module:ident, $proto:ident)),* $(,)?) => {
+            match opts.role {
+                $(Role::$variant => {
+                    run_with::<hanzo_ipc::roles::$module::$proto, _, _>(opts, |_| CommonHandler)
+                })*
+            }
+        };
     }
+    hanzo_ipc::with_roles!(dispatch)
 }
 
 /// Run a worker to its end with the handler `make` builds, and return the process exit code.
@@ -192,6 +230,18 @@ pub fn run(opts: WorkerOptions) -> i32 {
 /// as it is then, and the handler is built only afterwards (inside the worker's single-threaded
 /// runtime), so nothing it opens escapes the sandbox.
 pub fn run_with<P, H, F>(opts: WorkerOptions, make: F) -> i32
+where
+    P: HasCommon,
+    H: Handler<P, OwnedWriteHalf>,
+    F: FnOnce(WorkerContext<P>) -> H,
+{
+    run_with_helpers(opts, Vec::new(), make)
+}
+
+/// [`run_with`], for a worker that started helper processes before confining itself (the tools
+/// worker's command launcher): their attestations go into the worker's own, for the supervisor
+/// to check.
+pub fn run_with_helpers<P, H, F>(opts: WorkerOptions, helpers: Vec<Attestation>, make: F) -> i32
 where
     P: HasCommon,
     H: Handler<P, OwnedWriteHalf>,
@@ -210,10 +260,12 @@ where
     };
     // The direct channel is optional: only roles that talk to a peer worker receive one.
     let direct = hanzo_sandbox::confine::adopt_inherited_fd(DIRECT_FD).ok();
+    #[cfg(feature = "test-support")]
     if opts.fault == Some(Fault::CrashAtStart) {
         return exit::FAULT;
     }
     let profile = profile_for(role, &opts.ctx);
+    #[cfg_attr(not(feature = "test-support"), allow(unused_mut))]
     let mut attestation = match hanzo_sandbox::confine::confine_current_process(&profile) {
         Ok(a) => a,
         Err(e) => {
@@ -224,6 +276,8 @@ where
     // Namespaces a role entered before `run_with` (tier B tools) are part of what it applied.
     attestation.namespaces = hanzo_sandbox::namespaces::entered();
     attestation.notes.extend(hanzo_sandbox::namespaces::notes());
+    attestation.helpers = helpers;
+    #[cfg(feature = "test-support")]
     if opts.fault == Some(Fault::UnderReport) {
         attestation.no_new_privs = false;
     }
@@ -237,14 +291,17 @@ where
             return exit::CHANNEL_FAILED;
         }
     };
+    #[cfg(feature = "test-support")]
     let fault = opts.fault;
     let result = runtime.block_on(async move {
         let stream = transport::stream_from_fd(fd)?;
         let (mut reader, mut writer) = transport::split(stream, DEFAULT_MAX_FRAME);
+        #[cfg(feature = "test-support")]
         if let Some(code) = handshake_fault(role, fault, &mut writer).await? {
             return Ok(code);
         }
         transport::worker_handshake(&mut reader, &mut writer, role, &attestation).await?;
+        #[cfg(feature = "test-support")]
         if let Some(code) = post_ready_fault(fault, &mut writer).await? {
             return Ok(code);
         }
@@ -266,6 +323,7 @@ where
     }
 }
 
+#[cfg(feature = "test-support")]
 async fn handshake_fault<W: AsyncWrite + Unpin>(
     role: Role,
     fault: Option<Fault>,
@@ -296,6 +354,7 @@ async fn handshake_fault<W: AsyncWrite + Unpin>(
     Ok(Some(exit::FAULT))
 }
 
+#[cfg(feature = "test-support")]
 async fn post_ready_fault<W: AsyncWrite + Unpin>(
     fault: Option<Fault>,
     writer: &mut transport::FrameWriter<W>,
@@ -341,8 +400,12 @@ pub async fn handle_common<P: HasCommon, W: AsyncWrite + Unpin + Send>(
     request: CommonRequest,
     items: ItemSink<P, W>,
 ) -> Result<CommonResponse, RemoteError> {
+    #[cfg(not(feature = "test-support"))]
+    let _ = &items;
     match request {
+        #[cfg(feature = "test-support")]
         CommonRequest::Echo { data } => Ok(CommonResponse::Echo { data }),
+        #[cfg(feature = "test-support")]
         CommonRequest::EchoStream { data, count } => {
             for seq in 0..count {
                 items
@@ -355,6 +418,7 @@ pub async fn handle_common<P: HasCommon, W: AsyncWrite + Unpin + Send>(
             }
             Ok(CommonResponse::EchoStreamDone { count })
         }
+        #[cfg(feature = "test-support")]
         CommonRequest::Sleep { ms } => {
             tokio::time::sleep(Duration::from_millis(ms)).await;
             Ok(CommonResponse::Slept)
@@ -385,6 +449,7 @@ fn self_rss_kib() -> u64 {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "test-support")]
     #[test]
     fn options_round_trip_through_args() {
         let opts = WorkerOptions {
@@ -393,6 +458,8 @@ mod tests {
                 workspace: Some("/w s".into()),
                 config_dir: None,
                 run_dir: Some("/tmp/r".into()),
+                hidden: vec!["/h/.config/hanzo".into(), "/h/.local/share/hanzo".into()],
+                allow_dangerous_workspace: true,
             },
             isolation: IsolationMode::Strict,
             fault: Some(Fault::OversizedFrame),

@@ -35,6 +35,7 @@ fn spawn(c: &mut Criterion) {
                     rlimits: profile.rlimits,
                     parent_pid: std::process::id() as i32,
                     new_session: true,
+                    join_cgroups: Vec::new(),
                 },
             );
             assert!(cmd.status().expect("spawn").success());

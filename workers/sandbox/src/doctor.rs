@@ -1,7 +1,7 @@
 //! What the running kernel offers for confinement, probed for real and cheaply (a few syscalls
 //! and one short-lived child): the checks of HIP-0301 §10 and ours.
 
-use crate::sys::{self, errno, errno_name};
+use crate::sys::{self, errno_name};
 use serde::Serialize;
 use std::path::Path;
 
@@ -84,9 +84,24 @@ pub fn probe_kernel() -> KernelReport {
         container_evidence,
         kernel_release: kernel_release(),
         arch: std::env::consts::ARCH.to_string(),
-        // SAFETY: geteuid takes no arguments and cannot fail.
-        running_as_root: unsafe { libc::geteuid() } == 0,
+        running_as_root: nix::unistd::geteuid().is_root(),
     }
+}
+
+/// The warning for a user about to run sandboxed commands as uid 0, or `None` when the process
+/// is not root. `hanzo-dev doctor`, `hanzo-dev sandbox` and `hanzo-dev run` print it.
+pub fn root_warning() -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    Some(
+        "commands will run as uid 0 (root). The sandbox drops every capability and grants only \
+         the listed parts of /etc (no /etc/shadow, no SSH host keys), and tier B also makes the \
+         host filesystem read-only; but in tier A a root command can still change the mode bits \
+         and timestamps of any root-owned file outside the workspace it can name (Landlock does \
+         not cover chmod or utimensat). Run hanzo-dev as an ordinary user."
+            .to_string(),
+    )
 }
 
 /// `SECCOMP_GET_ACTION_AVAIL` from `<linux/seccomp.h>`.
@@ -94,79 +109,88 @@ const SECCOMP_GET_ACTION_AVAIL: libc::c_uint = 2;
 
 fn seccomp_filter_available() -> bool {
     // PR_GET_SECCOMP fails with EINVAL on a kernel without seccomp.
-    if sys::prctl_get(libc::PR_GET_SECCOMP).is_err() {
+    if sys::seccomp_mode().is_err() {
         return false;
     }
-    // Filter mode, and the action our filters use, are both there.
-    let action: u32 = libc::SECCOMP_RET_ERRNO;
-    // SAFETY: the kernel reads one u32 from `action`.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            SECCOMP_GET_ACTION_AVAIL,
-            0u32,
-            &action as *const u32,
-        )
-    };
-    r == 0
+    // Filter mode, and the actions our filters use, are all there. Raw: no crate wraps
+    // SECCOMP_GET_ACTION_AVAIL.
+    [libc::SECCOMP_RET_ERRNO, libc::SECCOMP_RET_TRAP]
+        .iter()
+        .all(|action| {
+            // SAFETY: the kernel reads one u32 from `action`.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_seccomp,
+                    SECCOMP_GET_ACTION_AVAIL,
+                    0u32,
+                    action as *const u32,
+                )
+            };
+            r == 0
+        })
 }
 
 /// Forks a child that drops its capabilities (so the answer is the unprivileged one, as for a
 /// confined worker) and tries to create every namespace tier B uses.
 fn probe_user_namespaces() -> Result<(), String> {
-    let flags = libc::CLONE_NEWUSER
-        | libc::CLONE_NEWNS
-        | libc::CLONE_NEWPID
-        | libc::CLONE_NEWNET
-        | libc::CLONE_NEWIPC;
-    // SAFETY: the child makes only async-signal-safe raw syscalls (capset, unshare) and _exits.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(format!(
-            "could not fork the probe child: {}",
-            errno_name(errno())
-        ));
-    }
-    if pid == 0 {
-        // struct __user_cap_header_struct / __user_cap_data_struct[2] for version 3.
-        #[repr(C)]
-        struct Header {
-            version: u32,
-            pid: i32,
+    use nix::sched::CloneFlags;
+    let flags = CloneFlags::CLONE_NEWUSER
+        | CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWNET
+        | CloneFlags::CLONE_NEWIPC;
+    // SAFETY: the child makes only async-signal-safe calls (capset, unshare) and _exits.
+    let pid = match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Parent { child }) => child,
+        Ok(nix::unistd::ForkResult::Child) => {
+            // struct __user_cap_header_struct / __user_cap_data_struct[2] for version 3. Raw:
+            // the caps crate allocates, which the fork of a multi-threaded process must not.
+            #[repr(C)]
+            struct Header {
+                version: u32,
+                pid: i32,
+            }
+            let header = Header {
+                version: 0x2008_0522,
+                pid: 0,
+            };
+            let data = [0u32; 6];
+            // SAFETY: capset reads the header and two data structs (six u32) we own.
+            let _ = unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) };
+            let code = match nix::sched::unshare(flags) {
+                Ok(()) => 0,
+                Err(e) => (e as i32).clamp(1, 255),
+            };
+            // SAFETY: leave the probe child without running the parent's atexit handlers.
+            unsafe { libc::_exit(code) };
         }
-        let header = Header {
-            version: 0x2008_0522,
-            pid: 0,
-        };
-        let data = [0u32; 6];
-        // SAFETY: capset reads the header and two data structs (six u32) we own.
-        let _ = unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) };
-        // SAFETY: unshare takes flags only.
-        let r = unsafe { libc::unshare(flags) };
-        let code = if r < 0 { errno().clamp(1, 255) } else { 0 };
-        // SAFETY: leave the probe child without running the parent's atexit handlers.
-        unsafe { libc::_exit(code) };
-    }
-    let mut status = 0;
-    // SAFETY: waiting for our own child, writing into our local.
-    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
-        if errno() != libc::EINTR {
+        Err(e) => {
             return Err(format!(
-                "waiting for the probe child: {}",
-                errno_name(errno())
-            ));
+                "could not fork the probe child: {}",
+                errno_name(e as i32)
+            ))
         }
-    }
-    if !libc::WIFEXITED(status) {
-        return Err("the namespace probe child was killed".to_string());
-    }
-    match libc::WEXITSTATUS(status) {
-        0 => Ok(()),
-        e => Err(format!(
+    };
+    let status = loop {
+        match nix::sys::wait::waitpid(pid, None) {
+            Ok(s) => break s,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => {
+                return Err(format!(
+                    "waiting for the probe child: {}",
+                    errno_name(e as i32)
+                ))
+            }
+        }
+    };
+    match status {
+        nix::sys::wait::WaitStatus::Exited(_, 0) => Ok(()),
+        nix::sys::wait::WaitStatus::Exited(_, e) => Err(format!(
             "unshare(user|mount|pid|net|ipc) failed with {}{}",
             errno_name(e),
             userns_reason()
         )),
+        _ => Err("the namespace probe child was killed".to_string()),
     }
 }
 

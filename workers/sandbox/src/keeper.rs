@@ -39,29 +39,20 @@
 //! Without signal scoping (Landlock ABI < 6 or Landlock off) `kill(-1)` would reach every
 //! process of the user: [`Keeper::new`] then fails and the caller falls back to killing the
 //! process group (and, in tier B, to the pid namespace ending with the worker).
+//!
+//! The rulesets are built with the `landlock` crate; only entering them is a raw
+//! `landlock_restrict_self`, because it happens between fork and exec.
 
+use crate::sys;
+use landlock::{Access, Ruleset, RulesetAttr, Scope, ABI};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
-use std::process::Command;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-/// `LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET` from `<linux/landlock.h>`.
-const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
-/// `LANDLOCK_SCOPE_SIGNAL`.
-const SCOPE_SIGNAL: u64 = 1 << 1;
 /// The first Landlock ABI with scopes.
 pub const MIN_ABI: u32 = 6;
 /// How many sweeps (about 1 ms apart after the first few) before the keeper gives up waiting for
 /// a process stuck in the kernel to die.
 const MAX_SWEEPS: u32 = 10_000;
-
-/// `struct landlock_ruleset_attr` (ABI 6 layout).
-#[repr(C)]
-struct RulesetAttr {
-    handled_access_fs: u64,
-    handled_access_net: u64,
-    scoped: u64,
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeeperError {
@@ -70,14 +61,22 @@ pub enum KeeperError {
     #[error("Landlock is unavailable (errno {0})")]
     NoLandlock(i32),
     #[error("creating the scoped Landlock ruleset: {0}")]
-    Create(#[source] io::Error),
+    Create(#[from] landlock::RulesetError),
+    #[error("creating the scoped Landlock ruleset: the kernel gave no ruleset")]
+    NoRuleset,
+    #[error("making the kill pipe: {0}")]
+    Pipe(#[source] io::Error),
 }
 
-/// A scoped, otherwise empty Landlock ruleset, created once and entered by every keeper and
-/// command (each `landlock_restrict_self` with it adds one nested domain).
+/// A scoped, otherwise empty Landlock ruleset (built with the `landlock` crate: a scope alone is
+/// a complete ruleset), created once and entered by every keeper (each `landlock_restrict_self`
+/// with it adds one nested domain). A command enters its own ruleset — scoped too — nested in the
+/// keeper's, or this one again when it has none.
 #[derive(Debug)]
 pub struct Keeper {
-    ruleset: OwnedFd,
+    /// `None`: no signal scoping on this kernel; the keeper then kills the command's process
+    /// group, which a command that calls `setsid` leaves.
+    ruleset: Option<OwnedFd>,
 }
 
 /// The worker's end of one keeper's kill pipe. Firing it (or dropping it) makes the keeper kill
@@ -100,97 +99,91 @@ impl Drop for KillSwitch {
     }
 }
 
+/// What a spawn needs from its keeper: the scoped ruleset and the keeper's end of its line (a
+/// kill pipe, or a socket whose peer is told the status). Consumed by
+/// [`crate::spawn::configure`].
+#[derive(Debug)]
+pub struct KeeperPlan {
+    pub(crate) ruleset: Option<RawFd>,
+    pub(crate) line: OwnedFd,
+}
+
 impl Keeper {
     /// The ruleset, when this kernel scopes signals by Landlock domain.
     pub fn new() -> Result<Keeper, KeeperError> {
-        let abi = crate::sys::landlock_abi().map_err(KeeperError::NoLandlock)?;
+        let abi = sys::landlock_abi().map_err(KeeperError::NoLandlock)?;
         if abi < MIN_ABI {
             return Err(KeeperError::OldAbi(abi));
         }
-        let attr = RulesetAttr {
-            handled_access_fs: 0,
-            handled_access_net: 0,
-            scoped: SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET,
-        };
-        // SAFETY: the kernel reads `size_of::<RulesetAttr>()` bytes from a live struct we own.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_create_ruleset,
-                &attr as *const RulesetAttr,
-                std::mem::size_of::<RulesetAttr>(),
-                0u32,
-            )
-        };
-        if fd < 0 {
-            return Err(KeeperError::Create(io::Error::last_os_error()));
-        }
-        // SAFETY: the kernel just returned this fd (close-on-exec) and nothing else owns it.
-        let ruleset = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
-        Ok(Keeper { ruleset })
+        let created = Ruleset::default()
+            .scope(Scope::from_all(ABI::V6))?
+            .create()?;
+        let ruleset: Option<OwnedFd> = created.into();
+        Ok(Keeper {
+            ruleset: Some(ruleset.ok_or(KeeperError::NoRuleset)?),
+        })
     }
 
-    /// Make `cmd` run under a keeper (see the module documentation): the spawned process is the
-    /// keeper, whose exit status is the command's (exit code, or death by the same signal), and
-    /// which exits only once every process of the command is gone. Install after every other
-    /// pre-exec step that should apply to the keeper too (`configure_command`): this hook forks.
-    ///
-    /// Do not kill the spawned process yourself (no `kill_on_drop`, no `killpg`): fire the switch
-    /// and wait for it.
-    pub fn attach(&self, cmd: &mut Command) -> io::Result<KillSwitch> {
-        let mut fds = [0 as RawFd; 2];
-        // SAFETY: pipe2 writes two fds into the array we own.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+    /// A keeper without signal scoping (Landlock ABI < 6): it kills the command's process group
+    /// (the command is its group's leader), so a descendant that calls `setsid` escapes it —
+    /// until the worker's cgroup or tier B's pid namespace ends. [`Keeper::new`], else this.
+    pub fn best() -> (Keeper, Option<KeeperError>) {
+        match Keeper::new() {
+            Ok(k) => (k, None),
+            Err(e) => (Keeper { ruleset: None }, Some(e)),
+        }
+    }
+
+    /// Whether this keeper reaches every process of its command (signal scoping), or only its
+    /// process group.
+    pub fn scoped(&self) -> bool {
+        self.ruleset.is_some()
+    }
+
+    /// A keeper for one spawn with a kill pipe: fire the switch (or drop it) to have the keeper
+    /// kill every process of the command and exit. The spawned process is the keeper, whose exit
+    /// status is the command's (exit code, or death by the same signal), and which exits only once
+    /// every process of the command is gone. Do not kill the spawned process yourself (no
+    /// `kill_on_drop`, no `killpg`): fire the switch and wait for it.
+    pub fn plan(&self) -> Result<(KeeperPlan, KillSwitch), KeeperError> {
+        let (read, write) = std::io::pipe().map_err(KeeperError::Pipe)?;
+        Ok((
+            self.plan_with_line(OwnedFd::from(read)),
+            KillSwitch {
+                fd: Some(OwnedFd::from(write)),
+            },
+        ))
+    }
+
+    /// A keeper whose line is `control` (one end of a socket pair whose other end the caller
+    /// keeps): the keeper sweeps when the other end is shut down for writing or closed, and
+    /// before it exits sends one message on it: `S` and the command's wait status (4 bytes,
+    /// native order). For a caller that is not the keeper's parent and so cannot `wait` for it
+    /// (the command launcher's client).
+    pub fn plan_with_line(&self, control: OwnedFd) -> KeeperPlan {
+        KeeperPlan {
+            ruleset: self.ruleset.as_ref().map(|r| r.as_raw_fd()),
+            line: control,
+        }
+    }
+}
+
+/// In the pre-exec step: become the keeper (enter its domain, become a child subreaper), fork
+/// the command, and in the command enter `command_ruleset` (nested in the keeper's domain).
+/// Returns `Ok` in the command's process (which goes on to its own confinement and `exec`); the
+/// keeper never returns.
+pub(crate) fn fork_keeper(plan: &KeeperPlan, command_ruleset: Option<RawFd>) -> io::Result<()> {
+    if let Some(r) = plan.ruleset {
+        if sys::landlock_restrict_self_raw(r) < 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: both fds were just created and are owned by nothing else.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        self.attach_to(cmd, read);
-        Ok(KillSwitch { fd: Some(write) })
     }
-
-    /// Like [`attach`](Self::attach), with `control` (one end of a socket pair whose other end
-    /// the caller keeps) as the keeper's line: the keeper sweeps when the other end is shut down
-    /// for writing or closed, and before it exits sends one message on it: `S` and the command's
-    /// wait status (4 bytes, native order). For a caller that is not the keeper's parent and so
-    /// cannot `wait` for it (the tier-B command launcher's client).
-    pub fn attach_to(&self, cmd: &mut Command, control: OwnedFd) {
-        let ruleset = self.ruleset.as_raw_fd();
-        // The closure owns the keeper's end, so the caller's copy closes with the `Command`.
-        let hook = move || keeper_fork(ruleset, control.as_raw_fd());
-        // SAFETY: `keeper_fork` makes only async-signal-safe raw system calls (landlock, prctl,
-        // clone, sigprocmask, close_range, poll, wait4, kill, nanosleep, _exit), allocates
-        // nothing and takes no lock; the ruleset fd outlives the `Command` (it lives in `self`,
-        // which the caller keeps across spawn).
-        unsafe {
-            cmd.pre_exec(hook);
-        }
-    }
-}
-
-fn restrict_self(ruleset: RawFd) -> io::Result<()> {
-    // SAFETY: landlock_restrict_self takes an fd and flags, no pointers.
-    if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// The pre-exec hook: returns `Ok` in the command's process (which std then `exec`s); the keeper
-/// never returns.
-fn keeper_fork(ruleset: RawFd, kill: RawFd) -> io::Result<()> {
-    // Entering a domain needs no_new_privs (or CAP_SYS_ADMIN); set it here too, for callers that
-    // spawn without `configure_command`.
-    // SAFETY: PR_SET_NO_NEW_PRIVS takes integers only.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    restrict_self(ruleset)?;
-    // SAFETY: prctl options taking integers only.
+    // SAFETY: prctl options taking integers only; signal() with SIG_DFL installs no handler code.
     unsafe {
         if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0 {
             return Err(io::Error::last_os_error());
         }
-        // The keeper must outlive a dying worker long enough to sweep: the closed pipe tells it.
+        // The keeper must outlive a dying worker long enough to sweep: the closed line tells it.
         libc::prctl(libc::PR_SET_PDEATHSIG, 0, 0, 0, 0);
         // A parent that reaps automatically (SIGCHLD ignored) must not pass that on: the keeper
         // waits for its children, and the command's shell for its own.
@@ -205,16 +198,38 @@ fn keeper_fork(ruleset: RawFd, kill: RawFd) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     if pid == 0 {
-        // The command: a domain nested in the keeper's, so it can never signal the keeper.
-        restrict_self(ruleset)?;
+        match (plan.ruleset, command_ruleset) {
+            // The command: a domain nested in the keeper's, so it can never signal the keeper.
+            (Some(_), Some(r)) | (Some(r), None) => {
+                if sys::landlock_restrict_self_raw(r) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            // Unscoped: the command leads a process group of its own, which the keeper kills.
+            (None, c) => {
+                // SAFETY: setsid takes no arguments.
+                if unsafe { libc::setsid() } < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                if let Some(r) = c {
+                    if sys::landlock_restrict_self_raw(r) < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                }
+            }
+        }
         return Ok(());
     }
-    keeper_main(pid as libc::pid_t, kill)
+    keeper_main(
+        pid as libc::pid_t,
+        plan.line.as_raw_fd(),
+        plan.ruleset.is_some(),
+    )
 }
 
 /// The keeper's whole life (see the module documentation).
-fn keeper_main(command: libc::pid_t, kill: RawFd) -> ! {
-    // Keep nothing but the kill pipe: not the command's output pipe (its reader waits for EOF),
+fn keeper_main(command: libc::pid_t, kill: RawFd, scoped: bool) -> ! {
+    // Keep nothing but the kill line: not the command's output pipe (its reader waits for EOF),
     // not std's exec-error pipe, not another command's kill pipe forked along with us.
     // SAFETY: close_range closes fds of our own table.
     unsafe {
@@ -222,6 +237,14 @@ fn keeper_main(command: libc::pid_t, kill: RawFd) -> ! {
             libc::syscall(libc::SYS_close_range, 0u32, (kill - 1) as u32, 0u32);
         }
         libc::syscall(libc::SYS_close_range, (kill + 1) as u32, u32::MAX, 0u32);
+    }
+    // Terminal signals forwarded to the command's process group (the one-shot sandbox does so)
+    // are for the command, not for the keeper, which must live to sweep.
+    // SAFETY: SIG_IGN installs no handler code.
+    unsafe {
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+            libc::signal(sig, libc::SIG_IGN);
+        }
     }
     // SAFETY: pidfd_open takes a pid and flags; failure (old kernel) leaves us polling on a timer.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, command, 0u32) } as RawFd;
@@ -250,9 +273,10 @@ fn keeper_main(command: libc::pid_t, kill: RawFd) -> ! {
             break;
         }
     }
-    sweep(command, &mut status);
+    sweep(command, &mut status, scoped);
     let status = status.unwrap_or(libc::SIGKILL);
-    // For a socket line (`attach_to`): the status, before exiting. On a pipe this fails (ENOTSOCK).
+    // For a socket line (`plan_with_line`): the status, before exiting. On a pipe this fails
+    // (ENOTSOCK).
     let mut msg = [0u8; 5];
     msg[0] = b'S';
     msg[1..].copy_from_slice(&status.to_ne_bytes());
@@ -283,11 +307,18 @@ fn reap(command: libc::pid_t, status: &mut Option<libc::c_int>) -> bool {
 /// namespace holds any other process, even when every one of them refused the signal. Every
 /// process of the command's domain descends from the keeper — a child subreaper, so orphans are
 /// re-parented to it, never out of its subtree — hence "no child left" is "nothing left".
-fn sweep(command: libc::pid_t, status: &mut Option<libc::c_int>) {
+fn sweep(command: libc::pid_t, status: &mut Option<libc::c_int>, scoped: bool) {
     for round in 0..MAX_SWEEPS {
         // SAFETY: kill(-1) signals every process we may signal: Landlock scopes that to the
         // command's domain and those nested in it (the caller itself is excluded by the kernel).
-        unsafe { libc::kill(-1, libc::SIGKILL) };
+        // Unscoped, only the command's own process group (it is its leader; never group 0 or 1).
+        unsafe {
+            if scoped {
+                libc::kill(-1, libc::SIGKILL);
+            } else if command > 1 {
+                libc::kill(-command, libc::SIGKILL);
+            }
+        };
         if reap(command, status) {
             return;
         }

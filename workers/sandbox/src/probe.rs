@@ -1,45 +1,100 @@
 //! Confinement probes: attempt one forbidden operation and report what the kernel answered.
 //!
-//! Operations that would change the calling process if they succeeded (entering a namespace,
-//! mounting) run in a short-lived forked child, so a probe can only ever fail more — a failed
-//! sandbox does not get wider because someone looked.
+//! Every attempt runs in a short-lived forked child, so a probe can only ever fail more — a
+//! failed sandbox does not get wider because someone looked — and a syscall outside a worker's
+//! seccomp allow-list (which stops the process with `SIGSYS`) stops the probe child, not the
+//! worker: the answer is then "refused by the allow-list". The child may be the fork of a
+//! multi-threaded worker, so it makes async-signal-safe calls only; paths and addresses are
+//! prepared before the fork.
 
 use crate::sys::{errno, errno_name};
 use hanzo_ipc::probe::{Probe, ProbeOutcome, SocketFamily, SocketKind};
+use nix::errno::Errno;
+use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrStorage};
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::Pid;
 use std::ffi::CString;
-use std::time::Duration;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// What a probe child reports through its exit code, beyond an errno (1..=133).
+mod code {
+    pub const OK: i32 = 0;
+    /// `process_vm_readv` got as far as the address (EFAULT): access was granted.
+    pub const ACCESS_GRANTED_EFAULT: i32 = 200;
+    /// The child could not run the probe at all.
+    pub const BROKEN: i32 = 201;
+    /// `OpenWrite` opened a file that existed already (and left it unchanged).
+    pub const OPENED_EXISTING: i32 = 202;
+}
 
 /// Attempt the forbidden operation `p` (pid 0 = `getppid()`) and report the kernel's answer.
 pub fn run_probe(p: &Probe) -> ProbeOutcome {
     match p {
-        Probe::OpenRead { path } => open_read(path),
-        Probe::OpenWrite { path } => open_write(path),
-        Probe::Socket { family, kind } => socket(*family, *kind),
+        Probe::OpenRead { path } => match cpath(path) {
+            Ok(c) => in_child(move || {
+                nix::fcntl::open(
+                    c.as_c_str(),
+                    nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+                    nix::sys::stat::Mode::empty(),
+                )
+                .map(drop)
+            })
+            .named("opened for reading"),
+            Err(o) => o,
+        },
+        Probe::OpenWrite { path } => match cpath(path) {
+            Ok(c) => open_write(c),
+            Err(o) => o,
+        },
+        Probe::Socket { family, kind } => {
+            let (family, kind) = (family_of(*family), kind_of(*kind));
+            in_child(move || {
+                nix::sys::socket::socket(family, kind, SockFlag::SOCK_CLOEXEC, None).map(drop)
+            })
+            .named("socket created")
+        }
         Probe::ConnectTcp { addr } => connect_tcp(addr),
-        Probe::PtraceAttach { pid } => ptrace_attach(target(*pid)),
+        Probe::PtraceAttach { pid } => {
+            let pid = Pid::from_raw(target(*pid));
+            // Attached from the probe child, which detaches by exiting.
+            in_child(move || nix::sys::ptrace::attach(pid)).named("attached (and detached again)")
+        }
         Probe::ProcessVmRead { pid } => process_vm_read(target(*pid)),
-        Probe::UnshareUser => in_child(|| {
-            // SAFETY: unshare takes an integer; this runs in the forked probe child only.
-            unsafe { libc::unshare(libc::CLONE_NEWUSER) }
-        }),
-        Probe::Mount => mount_tmpfs(),
-        Probe::IoUringSetup => io_uring_setup(),
-        Probe::Bpf => bpf_prog_load(),
+        Probe::UnshareUser => {
+            in_child(|| nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER))
+                .named("succeeded in a probe child")
+        }
+        Probe::Mount => in_child(|| {
+            nix::mount::mount(
+                Some(c"none"),
+                c"/tmp",
+                Some(c"tmpfs"),
+                nix::mount::MsFlags::empty(),
+                None::<&std::ffi::CStr>,
+            )
+        })
+        .named("succeeded in a probe child"),
+        Probe::IoUringSetup => in_child(io_uring_setup).named("io_uring instance created"),
+        Probe::Bpf => in_child(bpf_prog_load).named("program loaded"),
         Probe::X32Syscall => x32_getpid(),
-        Probe::CloneNewNamespace => clone_new_namespace(),
-        Probe::ReadEnviron { pid } => read_environ(target(*pid)),
+        Probe::CloneNewNamespace => {
+            in_child(clone_new_namespace).named("a child was created in a new mount namespace")
+        }
+        Probe::ReadEnviron { pid } => match cpath(&format!("/proc/{}/environ", target(*pid))) {
+            // The contents may be secrets: only whether they could be read.
+            Ok(c) => in_child(move || read_some(&c)).named("read (contents withheld)"),
+            Err(o) => o,
+        },
         Probe::Signal { pid } => {
-            // SAFETY: signal 0 delivers nothing; kill only checks existence and permission.
-            let r = unsafe { libc::kill(target(*pid), 0) };
-            from_ret(r as i64, "may signal")
+            let pid = Pid::from_raw(target(*pid));
+            in_child(move || nix::sys::signal::kill(pid, None)).named("may signal")
         }
     }
 }
 
 fn target(pid: u32) -> libc::pid_t {
     if pid == 0 {
-        // SAFETY: getppid takes no arguments and cannot fail.
-        unsafe { libc::getppid() }
+        nix::unistd::getppid().as_raw()
     } else {
         libc::pid_t::try_from(pid).unwrap_or(libc::pid_t::MAX)
     }
@@ -61,91 +116,150 @@ fn failed(e: i32) -> ProbeOutcome {
     }
 }
 
-/// A syscall's return value: negative means failed with the current errno.
-fn from_ret(r: i64, ok: &str) -> ProbeOutcome {
-    if r < 0 {
-        failed(errno())
-    } else {
-        succeeded(ok)
-    }
-}
-
 fn cpath(path: &str) -> Result<CString, ProbeOutcome> {
     CString::new(path).map_err(|_| failed(libc::EINVAL))
 }
 
-fn close(fd: libc::c_int) {
-    // SAFETY: closing a descriptor this module just obtained and owns.
-    unsafe { libc::close(fd) };
+fn family_of(f: SocketFamily) -> AddressFamily {
+    match f {
+        SocketFamily::Unix => AddressFamily::Unix,
+        SocketFamily::Inet => AddressFamily::Inet,
+        SocketFamily::Inet6 => AddressFamily::Inet6,
+        SocketFamily::Netlink => AddressFamily::Netlink,
+        SocketFamily::Packet => AddressFamily::Packet,
+    }
 }
 
-fn open_read(path: &str) -> ProbeOutcome {
-    let c = match cpath(path) {
-        Ok(c) => c,
-        Err(o) => return o,
-    };
-    // SAFETY: `c` is a valid NUL-terminated path; the fd returned is closed below.
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return failed(errno());
+fn kind_of(k: SocketKind) -> SockType {
+    match k {
+        SocketKind::Stream => SockType::Stream,
+        SocketKind::Datagram => SockType::Datagram,
+        SocketKind::Raw => SockType::Raw,
     }
-    close(fd);
-    succeeded("opened for reading")
 }
 
-fn open_write(path: &str) -> ProbeOutcome {
-    let c = match cpath(path) {
-        Ok(c) => c,
-        Err(o) => return o,
-    };
-    // Create exclusively first, so that we know whether the file is ours to remove again.
-    // SAFETY: `c` is a valid NUL-terminated path; the fd returned is closed below.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
-            0o600 as libc::c_uint,
-        )
-    };
-    if fd >= 0 {
-        close(fd);
-        // SAFETY: removing the file this probe just created, by the same valid path.
-        unsafe { libc::unlink(c.as_ptr()) };
-        return succeeded("created (and removed again)");
+/// The outcome of a probe child, still to be named on success.
+struct Child(ProbeOutcome);
+
+impl Child {
+    fn named(self, ok: &str) -> ProbeOutcome {
+        let mut o = self.0;
+        if o.succeeded && o.detail.is_empty() {
+            o.detail = ok.to_string();
+        }
+        o
     }
-    let e = errno();
-    if e != libc::EEXIST {
-        return failed(e);
-    }
-    // SAFETY: as above; no O_TRUNC, so an existing file is left unchanged.
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return failed(errno());
-    }
-    close(fd);
-    succeeded("opened for writing")
 }
 
-fn socket(family: SocketFamily, kind: SocketKind) -> ProbeOutcome {
-    let domain = match family {
-        SocketFamily::Unix => libc::AF_UNIX,
-        SocketFamily::Inet => libc::AF_INET,
-        SocketFamily::Inet6 => libc::AF_INET6,
-        SocketFamily::Netlink => libc::AF_NETLINK,
-        SocketFamily::Packet => libc::AF_PACKET,
+/// Runs `op` in a forked child and reports its result: the child exits 0 on success, with the
+/// errno, or with one of the [`code`]s; a stop by the seccomp allow-list is reported as such.
+/// `op` must be async-signal-safe: the parent may have other threads.
+fn in_child(op: impl FnOnce() -> nix::Result<()>) -> Child {
+    in_child_code(|| match op() {
+        Ok(()) => code::OK,
+        Err(e) => (e as i32).clamp(1, 133),
+    })
+}
+
+fn in_child_code(op: impl FnOnce() -> i32) -> Child {
+    // SAFETY: the child only runs `op` (async-signal-safe by contract) and `_exit`s.
+    let pid = match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Child) => {
+            crate::sigsys::quiet();
+            let code = op();
+            // SAFETY: _exit never returns and runs no atexit handlers inherited from the parent.
+            unsafe { libc::_exit(code) }
+        }
+        Ok(nix::unistd::ForkResult::Parent { child }) => child,
+        Err(e) => {
+            return Child(ProbeOutcome {
+                succeeded: false,
+                errno: Some(e as i32),
+                detail: format!("could not fork the probe child: {}", errno_name(e as i32)),
+            })
+        }
     };
-    let ty = match kind {
-        SocketKind::Stream => libc::SOCK_STREAM,
-        SocketKind::Datagram => libc::SOCK_DGRAM,
-        SocketKind::Raw => libc::SOCK_RAW,
+    Child(wait_child(pid))
+}
+
+fn wait_child(pid: Pid) -> ProbeOutcome {
+    let status = loop {
+        match waitpid(pid, None) {
+            Ok(s) => break s,
+            Err(Errno::EINTR) => continue,
+            Err(e) => {
+                return ProbeOutcome {
+                    succeeded: false,
+                    errno: Some(e as i32),
+                    detail: format!("waiting for the probe child: {}", errno_name(e as i32)),
+                }
+            }
+        }
     };
-    // SAFETY: socket() with integer arguments; the fd returned is closed at once.
-    let fd = unsafe { libc::socket(domain, ty | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return failed(errno());
+    match status {
+        WaitStatus::Exited(_, code::OK) => succeeded(""),
+        WaitStatus::Exited(_, code::ACCESS_GRANTED_EFAULT) => ProbeOutcome {
+            succeeded: true,
+            errno: Some(libc::EFAULT),
+            detail: "access granted (EFAULT: the guessed address is not mapped there)".to_string(),
+        },
+        WaitStatus::Exited(_, crate::sigsys::EXIT_SECCOMP) => ProbeOutcome {
+            succeeded: false,
+            errno: None,
+            detail: "refused by the seccomp allow-list (SIGSYS)".to_string(),
+        },
+        WaitStatus::Exited(_, code::OPENED_EXISTING) => succeeded("opened an existing file"),
+        WaitStatus::Exited(_, code::BROKEN) => ProbeOutcome {
+            succeeded: false,
+            errno: None,
+            detail: "the probe child could not run the probe".to_string(),
+        },
+        WaitStatus::Exited(_, e) => failed(e),
+        WaitStatus::Signaled(_, sig, _) => ProbeOutcome {
+            succeeded: false,
+            errno: None,
+            detail: format!("probe child ended by {}", sig.as_str()),
+        },
+        other => ProbeOutcome {
+            succeeded: false,
+            errno: None,
+            detail: format!("probe child: {other:?}"),
+        },
     }
-    close(fd);
-    succeeded("socket created")
+}
+
+fn open_write(c: CString) -> ProbeOutcome {
+    use nix::fcntl::OFlag;
+    use nix::sys::stat::Mode;
+    let mut o = in_child_code(move || {
+        // Create exclusively first, so that we know whether the file is ours to remove again.
+        match nix::fcntl::open(
+            c.as_c_str(),
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o600),
+        ) {
+            Ok(fd) => {
+                drop(fd);
+                let _ = nix::unistd::unlink(c.as_c_str());
+                code::OK
+            }
+            // No O_TRUNC: an existing file is left unchanged.
+            Err(Errno::EEXIST) => match nix::fcntl::open(
+                c.as_c_str(),
+                OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            ) {
+                Ok(_) => code::OPENED_EXISTING,
+                Err(e) => (e as i32).clamp(1, 133),
+            },
+            Err(e) => (e as i32).clamp(1, 133),
+        }
+    })
+    .named("created (and removed again)");
+    if o.detail == "opened an existing file" {
+        o.detail = "opened for writing".to_string();
+    }
+    o
 }
 
 fn connect_tcp(addr: &str) -> ProbeOutcome {
@@ -156,148 +270,88 @@ fn connect_tcp(addr: &str) -> ProbeOutcome {
             detail: format!("not an ip:port address: {addr:?}"),
         };
     };
-    match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
-        Ok(_) => succeeded("connected"),
-        Err(e) => match e.raw_os_error() {
-            Some(code) => failed(code),
-            None => ProbeOutcome {
-                succeeded: false,
-                errno: None,
-                detail: e.kind().to_string(),
-            },
-        },
-    }
-}
-
-fn ptrace_attach(pid: libc::pid_t) -> ProbeOutcome {
-    let null = std::ptr::null_mut::<libc::c_void>();
-    // SAFETY: PTRACE_ATTACH takes a pid and ignores the address and data pointers.
-    let r = unsafe { libc::ptrace(libc::PTRACE_ATTACH, pid, null, null) };
-    if r < 0 {
-        return failed(errno());
-    }
-    // The sandbox failed; let the tracee go again once it has stopped.
-    let mut status = 0;
-    // SAFETY: waitpid writes the status into our local; PTRACE_DETACH takes integers only.
-    unsafe {
-        libc::waitpid(pid, &mut status, libc::__WALL);
-        libc::ptrace(libc::PTRACE_DETACH, pid, null, null);
-    }
-    succeeded("attached (and detached again)")
+    let family = if addr.is_ipv4() {
+        AddressFamily::Inet
+    } else {
+        AddressFamily::Inet6
+    };
+    let sockaddr = SockaddrStorage::from(addr);
+    in_child(move || {
+        let sock = nix::sys::socket::socket(
+            family,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+            None,
+        )?;
+        match nix::sys::socket::connect(sock.as_raw_fd(), &sockaddr) {
+            Ok(()) => return Ok(()),
+            Err(Errno::EINPROGRESS) => {}
+            Err(e) => return Err(e),
+        }
+        // At most two seconds for an answer.
+        let mut pfd = [libc::pollfd {
+            fd: sock.as_raw_fd(),
+            events: libc::POLLOUT,
+            revents: 0,
+        }];
+        // SAFETY: poll reads and writes the one-entry array we own.
+        if unsafe { libc::poll(pfd.as_mut_ptr(), 1, 2000) } <= 0 {
+            return Err(Errno::ETIMEDOUT);
+        }
+        match nix::sys::socket::getsockopt(&sock, nix::sys::socket::sockopt::SocketError)? {
+            0 => Ok(()),
+            e => Err(Errno::from_raw(e)),
+        }
+    })
+    .named("connected")
 }
 
 fn process_vm_read(pid: libc::pid_t) -> ProbeOutcome {
-    let mut word = 0u64;
-    let local = libc::iovec {
-        iov_base: (&mut word as *mut u64).cast(),
-        iov_len: std::mem::size_of::<u64>(),
-    };
-    // We do not know the other process's layout; the address of our own word is as good a guess
-    // as any. The permission check comes before any address is used, so EFAULT still means the
-    // kernel let us in.
-    let remote = libc::iovec {
-        iov_base: (&mut word as *mut u64).cast(),
-        iov_len: std::mem::size_of::<u64>(),
-    };
-    // SAFETY: the local iovec points to `word`, valid for 8 bytes of writes; the remote iovec is
-    // only dereferenced in the other process by the kernel.
-    let r = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
-    if r >= 0 {
-        return succeeded(format!("read {r} bytes"));
-    }
-    let e = errno();
-    if e == libc::EFAULT {
-        return ProbeOutcome {
-            succeeded: true,
-            errno: Some(e),
-            detail: "access granted (EFAULT: the guessed address is not mapped there)".to_string(),
+    in_child_code(move || {
+        let mut word = [0u8; 8];
+        // We do not know the other process's layout; the address of our own word is as good a
+        // guess as any. The permission check comes before any address is used, so EFAULT still
+        // means the kernel let us in.
+        let remote = nix::sys::uio::RemoteIoVec {
+            base: word.as_ptr() as usize,
+            len: word.len(),
         };
-    }
-    failed(e)
-}
-
-/// Runs `op` in a forked child and reports its result: the child exits 0 on success or with the
-/// errno. `op` must be async-signal-safe: the parent may have other threads.
-fn in_child(op: impl FnOnce() -> libc::c_int) -> ProbeOutcome {
-    // SAFETY: the child only runs `op` (async-signal-safe by contract), reads errno and `_exit`s.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        let e = errno();
-        return ProbeOutcome {
-            succeeded: false,
-            errno: Some(e),
-            detail: format!("could not fork the probe child: {}", errno_name(e)),
-        };
-    }
-    if pid == 0 {
-        let r = op();
-        let code = if r < 0 { errno().clamp(1, 255) } else { 0 };
-        // SAFETY: _exit never returns and runs no atexit handlers inherited from the parent.
-        unsafe { libc::_exit(code) };
-    }
-    wait_child(pid)
-}
-
-fn wait_child(pid: libc::pid_t) -> ProbeOutcome {
-    let mut status = 0;
-    loop {
-        // SAFETY: waiting for our own child, writing its status into our local.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r >= 0 {
-            break;
-        }
-        if errno() != libc::EINTR {
-            let e = errno();
-            return ProbeOutcome {
-                succeeded: false,
-                errno: Some(e),
-                detail: format!("waiting for the probe child: {}", errno_name(e)),
-            };
-        }
-    }
-    if libc::WIFEXITED(status) {
-        match libc::WEXITSTATUS(status) {
-            0 => succeeded("succeeded in a probe child"),
-            e => failed(e),
-        }
-    } else {
-        ProbeOutcome {
-            succeeded: false,
-            errno: None,
-            detail: format!("probe child ended by signal {}", libc::WTERMSIG(status)),
-        }
-    }
-}
-
-fn mount_tmpfs() -> ProbeOutcome {
-    let (source, target, fstype) = (c"none", c"/tmp", c"tmpfs");
-    in_child(|| {
-        // SAFETY: static NUL-terminated strings and a null data pointer; runs in the probe child.
-        unsafe {
-            libc::mount(
-                source.as_ptr(),
-                target.as_ptr(),
-                fstype.as_ptr(),
-                0,
-                std::ptr::null(),
-            )
+        let mut local = [std::io::IoSliceMut::new(&mut word)];
+        match nix::sys::uio::process_vm_readv(Pid::from_raw(pid), &mut local, &[remote]) {
+            Ok(_) => code::OK,
+            Err(Errno::EFAULT) => code::ACCESS_GRANTED_EFAULT,
+            Err(e) => (e as i32).clamp(1, 133),
         }
     })
+    .named("read a word")
 }
 
-fn io_uring_setup() -> ProbeOutcome {
+fn read_some(path: &CString) -> nix::Result<()> {
+    let fd = nix::fcntl::open(
+        path.as_c_str(),
+        nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    let mut buf = [0u8; 64];
+    nix::unistd::read(&fd, &mut buf).map(drop)
+}
+
+/// Raw: no crate wraps `io_uring_setup`.
+fn io_uring_setup() -> nix::Result<()> {
     // struct io_uring_params is 120 bytes; zeroed asks for nothing special.
     let mut params = [0u8; 120];
     // SAFETY: the kernel reads and writes `params`, which is large enough for io_uring_params.
     let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, 1u32, params.as_mut_ptr()) };
     if fd < 0 {
-        return failed(errno());
+        return Err(Errno::last());
     }
-    close(fd as libc::c_int);
-    succeeded("io_uring instance created")
+    // SAFETY: the fd was just returned by the kernel and is ours.
+    drop(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) });
+    Ok(())
 }
 
-fn bpf_prog_load() -> ProbeOutcome {
+/// Raw: no crate wraps `bpf`.
+fn bpf_prog_load() -> nix::Result<()> {
     const BPF_PROG_LOAD: libc::c_int = 5;
     // A zeroed bpf_attr: an empty program, which the kernel refuses when bpf is reachable at all.
     let mut attr = [0u8; 128];
@@ -311,18 +365,27 @@ fn bpf_prog_load() -> ProbeOutcome {
         )
     };
     if fd < 0 {
-        return failed(errno());
+        return Err(Errno::last());
     }
-    close(fd as libc::c_int);
-    succeeded("program loaded")
+    // SAFETY: the fd was just returned by the kernel and is ours.
+    drop(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) });
+    Ok(())
 }
 
+/// Raw: an x32 number is not a syscall any wrapper makes.
 #[cfg(target_arch = "x86_64")]
 fn x32_getpid() -> ProbeOutcome {
-    let nr = libc::SYS_getpid | crate::seccomp::X32_SYSCALL_BIT as libc::c_long;
-    // SAFETY: getpid has no arguments and no effect, under either ABI.
-    let r = unsafe { libc::syscall(nr) };
-    from_ret(r, "x32 getpid answered")
+    in_child(|| {
+        let nr = libc::SYS_getpid | crate::seccomp::X32_SYSCALL_BIT as libc::c_long;
+        // SAFETY: getpid has no arguments and no effect, under either ABI.
+        let r = unsafe { libc::syscall(nr) };
+        if r < 0 {
+            Err(Errno::from_raw(errno()))
+        } else {
+            Ok(())
+        }
+    })
+    .named("x32 getpid answered")
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -334,48 +397,21 @@ fn x32_getpid() -> ProbeOutcome {
     }
 }
 
-fn clone_new_namespace() -> ProbeOutcome {
+/// Raw: `clone` with a namespace flag and no stack is no call a wrapper makes.
+fn clone_new_namespace() -> nix::Result<()> {
     let flags = (libc::CLONE_NEWNS | libc::SIGCHLD) as libc::c_ulong;
     // SAFETY: clone with a null stack behaves like fork (the child gets a copy-on-write copy of
-    // the stack); the child only calls _exit. Argument order is the x86_64/aarch64 one.
-    let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            flags,
-            std::ptr::null_mut::<libc::c_void>(),
-            std::ptr::null_mut::<libc::c_int>(),
-            std::ptr::null_mut::<libc::c_int>(),
-            0 as libc::c_ulong,
-        )
-    };
+    // the stack); the child only calls _exit.
+    let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
     if pid < 0 {
-        return failed(errno());
+        return Err(Errno::last());
     }
     if pid == 0 {
         // SAFETY: in the new child: leave at once.
         unsafe { libc::_exit(0) };
     }
-    let outcome = wait_child(pid as libc::pid_t);
-    if outcome.succeeded {
-        succeeded("a child was created in a new mount namespace")
-    } else {
-        outcome
-    }
-}
-
-fn read_environ(pid: libc::pid_t) -> ProbeOutcome {
-    match std::fs::read(format!("/proc/{pid}/environ")) {
-        // The length only: the contents may be secrets.
-        Ok(bytes) => succeeded(format!("read {} bytes", bytes.len())),
-        Err(e) => match e.raw_os_error() {
-            Some(code) => failed(code),
-            None => ProbeOutcome {
-                succeeded: false,
-                errno: None,
-                detail: e.kind().to_string(),
-            },
-        },
-    }
+    let _ = waitpid(Pid::from_raw(pid as libc::pid_t), None);
+    Ok(())
 }
 
 #[cfg(test)]
@@ -400,6 +436,7 @@ mod tests {
             path: path.display().to_string(),
         });
         assert!(o.succeeded, "{o:?}");
+        assert_eq!(o.detail, "created (and removed again)");
         assert!(!path.exists());
     }
 
@@ -419,5 +456,16 @@ mod tests {
         });
         assert!(!o.succeeded);
         assert_eq!(o.errno, None);
+    }
+
+    #[test]
+    fn a_refused_connection_reports_its_errno() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr");
+        drop(l);
+        let o = run_probe(&Probe::ConnectTcp {
+            addr: addr.to_string(),
+        });
+        assert_eq!(o.errno, Some(libc::ECONNREFUSED), "{o:?}");
     }
 }

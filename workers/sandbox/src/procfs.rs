@@ -18,6 +18,8 @@ pub struct ProcStatus {
     pub cap_amb: u64,
     pub cap_bnd: u64,
     pub threads: u32,
+    /// `Seccomp_filters:` how many filters are stacked (0 where the kernel does not say).
+    pub seccomp_filters: u32,
 }
 
 fn invalid(what: String) -> io::Error {
@@ -30,6 +32,7 @@ fn invalid(what: String) -> io::Error {
 pub fn parse_status(text: &str) -> io::Result<ProcStatus> {
     let mut no_new_privs = false;
     let mut seccomp_mode = 0u8;
+    let mut seccomp_filters = 0u32;
     let (mut eff, mut prm, mut inh, mut amb, mut bnd, mut threads) =
         (None, None, None, None, None, None);
     for line in text.lines() {
@@ -48,6 +51,7 @@ pub fn parse_status(text: &str) -> io::Result<ProcStatus> {
                     .parse()
                     .map_err(|_| invalid(format!("bad Seccomp value {value:?}")))?
             }
+            "Seccomp_filters" => seccomp_filters = value.parse().unwrap_or(0),
             "CapEff" => eff = Some(hex()?),
             "CapPrm" => prm = Some(hex()?),
             "CapInh" => inh = Some(hex()?),
@@ -74,6 +78,7 @@ pub fn parse_status(text: &str) -> io::Result<ProcStatus> {
         cap_amb: amb.unwrap_or(0),
         cap_bnd: need(bnd, "CapBnd")?,
         threads: threads.ok_or_else(|| invalid("no Threads line".to_string()))?,
+        seccomp_filters,
     })
 }
 
@@ -143,6 +148,7 @@ mod tests {
                 cap_amb: 0,
                 cap_bnd: 0,
                 threads: 1,
+                seccomp_filters: 4,
             }
         );
     }

@@ -1,19 +1,30 @@
 //! The seccomp filters a profile asks for, compiled to BPF.
 //!
-//! Every filter allows by default and refuses a listed set, so whatever tokio and std need later
-//! keeps working. Each refusal gets its own errno, and seccompiler gives one match action per
-//! filter, so the profile becomes up to four small programs (all are evaluated by the kernel on
-//! every syscall; the strictest answer wins):
+//! seccompiler gives one match action per filter, so a profile becomes a few small programs (the
+//! kernel evaluates all of them on every syscall; the strictest answer wins — `KILL` over `TRAP`
+//! over `ERRNO` over `ALLOW`):
 //!
-//! 1. the profile's denied syscalls, and `clone` with any `CLONE_NEW*` flag → `EPERM`;
-//! 2. `socket` with a family other than `AF_UNIX` → `EAFNOSUPPORT` (unix-only roles);
-//! 3. `clone3` → `ENOSYS`, so libc falls back to `clone`, whose flags a filter can see;
-//! 4. (x86_64) any syscall number with the x32 bit set → `EPERM`. seccompiler's programs check the
+//! 1. **allow-list** (workers): the listed syscalls → allow, any other → `SIGSYS` (`TRAP`). The
+//!    process's `SIGSYS` handler ([`crate::sigsys`]) names the syscall on stderr and exits, so a
+//!    syscall missing from a list is diagnosable, and a compromised worker that tries one stops.
+//!    Syscalls that another program of the set decides (`clone3`, `socket` when sockets are
+//!    allowed at all) are admitted here so that program's answer stands.
+//! 2. **refusals → `EPERM`**: the deny list (commands), `clone` with any `CLONE_NEW*` flag, and for
+//!    commands the argument rules: `ioctl` requests in `DENIED_IOCTLS` (`TIOCSTI`, `TIOCLINUX`,
+//!    inode flags) and set-id bits in the mode of `chmod`, `open`, `mknod` and their relatives;
+//! 3. **sockets**: `socket` refused for the families the profile's `SocketPolicy` excludes
+//!    (`EAFNOSUPPORT` for unix-only, `EACCES` otherwise);
+//! 4. **`ENOSYS`**: `clone3` (its flags sit behind a pointer a filter cannot read; glibc then falls
+//!    back to `clone`) and, for commands, `openat2` (its mode likewise);
+//! 5. (x86_64) any syscall number with the x32 bit set → `EPERM`. seccompiler's programs check the
 //!    architecture but x32 calls report `AUDIT_ARCH_X86_64`, so they would pass every number
 //!    comparison; this hand-built program closes that hole.
 
+use crate::syscalls;
 use hanzo_ipc::attest::SocketPolicy;
-use hanzo_policy::profile::SandboxProfile;
+use hanzo_policy::profile::{
+    AllowList, SandboxProfile, Syscalls, COMMAND_ENOSYS_SYSCALLS, DENIED_IOCTLS, SETID_MODE_ARGS,
+};
 use seccompiler::{
     sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
     SeccompFilter, SeccompRule, TargetArch,
@@ -35,10 +46,14 @@ pub const CLONE_NEW_FLAGS: &[u64] = &[
 /// The bit that marks an x32 syscall number on x86_64 (`__X32_SYSCALL_BIT`).
 pub const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
+/// The errno for a refused `socket` when no family is allowed, or not this one (inet only):
+/// "permission to create a socket … is denied".
+pub const SOCKET_ERRNO: i32 = libc::EACCES;
+
 #[derive(Debug, thiserror::Error)]
 pub enum FilterError {
     #[error(
-        "the profile denies syscall {0:?}, which this build does not know on this architecture"
+        "the profile names syscall {0:?}, which this build does not know on this architecture"
     )]
     UnknownSyscall(String),
     #[error("compiling the seccomp filter: {0}")]
@@ -54,6 +69,9 @@ pub struct FilterSet {
     pub sockets: SocketPolicy,
     pub namespace_creation_denied: bool,
     pub x32_denied: bool,
+    /// The allow-list the first program enforces, if any.
+    pub allow_list: Option<&'static AllowList>,
+    pub command_rules: bool,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -63,26 +81,66 @@ const ARCH: TargetArch = TargetArch::aarch64;
 #[cfg(target_arch = "riscv64")]
 const ARCH: TargetArch = TargetArch::riscv64;
 
-fn errno_action(errno: i32) -> SeccompAction {
-    SeccompAction::Errno(errno as u32)
+fn compile(
+    rules: BTreeMap<i64, Vec<SeccompRule>>,
+    mismatch: SeccompAction,
+    matched: SeccompAction,
+) -> Result<BpfProgram, FilterError> {
+    let filter = SeccompFilter::new(rules, mismatch, matched, ARCH)?;
+    Ok(BpfProgram::try_from(filter)?)
 }
 
-fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> Result<BpfProgram, FilterError> {
-    let filter = SeccompFilter::new(rules, SeccompAction::Allow, errno_action(errno), ARCH)?;
-    Ok(BpfProgram::try_from(filter)?)
+fn errno(e: i32) -> SeccompAction {
+    SeccompAction::Errno(e as u32)
+}
+
+/// `(arg & bit) == bit` on the low 32 bits of argument `index`.
+fn bit_set(index: u8, bit: u64) -> Result<SeccompRule, FilterError> {
+    Ok(SeccompRule::new(vec![SeccompCondition::new(
+        index,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::MaskedEq(bit),
+        bit,
+    )?])?)
 }
 
 /// Builds the filters `profile` asks for.
 pub fn build(profile: &SandboxProfile) -> Result<FilterSet, FilterError> {
     let mut programs = Vec::new();
+    let allow_list = match profile.syscalls {
+        Syscalls::AllowList(list) => Some(list),
+        Syscalls::DenyList { .. } => None,
+    };
+    let command_rules = profile.command_rules();
 
-    // 1. Denied syscalls and namespace-creating clone → EPERM.
+    // 1. The allow-list.
+    if let Some(list) = allow_list {
+        let mut allowed: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+        for name in &list.syscalls {
+            // A name of another architecture (`open` on aarch64) is simply absent here.
+            if let Some(nr) = syscalls::number(name) {
+                allowed.insert(nr, Vec::new());
+            }
+        }
+        // Decided by the programs below, not by the list.
+        if profile.deny_namespace_creation {
+            allowed.insert(libc::SYS_clone3, Vec::new());
+        }
+        if profile.sockets != SocketPolicy::None {
+            allowed.insert(libc::SYS_socket, Vec::new());
+        }
+        programs.push(compile(allowed, SeccompAction::Trap, SeccompAction::Allow)?);
+    }
+
+    // 2. Refusals with EPERM.
     let mut deny: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    for name in profile.denied_syscalls {
-        let nr =
-            syscall_number(name).ok_or_else(|| FilterError::UnknownSyscall(name.to_string()))?;
-        // An empty rule chain matches the syscall unconditionally.
-        deny.insert(nr, Vec::new());
+    if allow_list.is_none() {
+        for name in profile.denied_syscalls() {
+            let nr = syscalls::number(name)
+                .ok_or_else(|| FilterError::UnknownSyscall(name.to_string()))?;
+            // An empty rule chain matches the syscall unconditionally.
+            deny.insert(nr, Vec::new());
+        }
     }
     if profile.deny_namespace_creation {
         if let std::collections::btree_map::Entry::Vacant(slot) = deny.entry(libc::SYS_clone) {
@@ -90,46 +148,95 @@ pub fn build(profile: &SandboxProfile) -> Result<FilterSet, FilterError> {
             // The flags all live in the low 32 bits of the first argument.
             let rules = CLONE_NEW_FLAGS
                 .iter()
-                .map(|&flag| {
-                    SeccompRule::new(vec![SeccompCondition::new(
-                        0,
-                        SeccompCmpArgLen::Dword,
-                        SeccompCmpOp::MaskedEq(flag),
-                        flag,
-                    )?])
-                })
+                .map(|&flag| bit_set(0, flag))
                 .collect::<Result<Vec<_>, _>>()?;
             slot.insert(rules);
         }
     }
+    if command_rules {
+        let ioctls = DENIED_IOCTLS
+            .iter()
+            .map(|&(_, request)| {
+                Ok(SeccompRule::new(vec![SeccompCondition::new(
+                    1,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::Eq,
+                    request,
+                )?])?)
+            })
+            .collect::<Result<Vec<_>, FilterError>>()?;
+        deny.entry(libc::SYS_ioctl).or_default().extend(ioctls);
+        for &(name, index) in SETID_MODE_ARGS {
+            let Some(nr) = syscalls::number(name) else {
+                continue;
+            };
+            let rules = deny.entry(nr).or_default();
+            if rules.is_empty() && profile.denied_syscalls().contains(&name) {
+                continue; // refused outright already
+            }
+            rules.push(bit_set(index, libc::S_ISUID as u64)?);
+            rules.push(bit_set(index, libc::S_ISGID as u64)?);
+        }
+    }
     if !deny.is_empty() {
-        programs.push(compile(deny, libc::EPERM)?);
+        programs.push(compile(deny, SeccompAction::Allow, errno(libc::EPERM))?);
     }
 
-    // 2. Unix sockets only → EAFNOSUPPORT, the answer a kernel without that family gives.
-    if profile.sockets == SocketPolicy::UnixOnly {
-        let rule = SeccompRule::new(vec![SeccompCondition::new(
-            0,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::Ne,
-            libc::AF_UNIX as u64,
-        )?])?;
-        programs.push(compile(
-            BTreeMap::from([(libc::SYS_socket, vec![rule])]),
+    // 3. Sockets.
+    let socket_rules: Option<(Vec<SeccompRule>, i32)> = match profile.sockets {
+        SocketPolicy::Any => None,
+        // Under an allow-list without `socket`, the call already stops the process.
+        SocketPolicy::None if allow_list.is_some() => None,
+        SocketPolicy::None => Some((Vec::new(), SOCKET_ERRNO)),
+        SocketPolicy::UnixOnly => Some((
+            vec![SeccompRule::new(vec![SeccompCondition::new(
+                0,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Ne,
+                libc::AF_UNIX as u64,
+            )?])?],
+            // The answer a kernel without that family gives.
             libc::EAFNOSUPPORT,
-        )?);
-    }
-
-    // 3. clone3 hides its flags behind a pointer a filter cannot read → ENOSYS, so glibc falls
-    // back to clone.
-    if profile.deny_namespace_creation {
+        )),
+        SocketPolicy::InetOnly => {
+            let not = |family: i32| {
+                SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, family as u64)
+            };
+            // The conditions of one rule must all hold: neither inet family.
+            Some((
+                vec![SeccompRule::new(vec![
+                    not(libc::AF_INET)?,
+                    not(libc::AF_INET6)?,
+                ])?],
+                SOCKET_ERRNO,
+            ))
+        }
+    };
+    if let Some((rules, e)) = socket_rules {
         programs.push(compile(
-            BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
-            libc::ENOSYS,
+            BTreeMap::from([(libc::SYS_socket, rules)]),
+            SeccompAction::Allow,
+            errno(e),
         )?);
     }
 
-    // 4. x32 syscall numbers.
+    // 4. ENOSYS: what a filter cannot inspect, so that libc falls back to what it can.
+    let mut enosys: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    if profile.deny_namespace_creation {
+        enosys.insert(libc::SYS_clone3, Vec::new());
+    }
+    if command_rules {
+        for name in COMMAND_ENOSYS_SYSCALLS {
+            if let Some(nr) = syscalls::number(name) {
+                enosys.insert(nr, Vec::new());
+            }
+        }
+    }
+    if !enosys.is_empty() {
+        programs.push(compile(enosys, SeccompAction::Allow, errno(libc::ENOSYS))?);
+    }
+
+    // 5. x32 syscall numbers.
     let x32_denied = cfg!(target_arch = "x86_64");
     if x32_denied {
         programs.push(x32_filter());
@@ -138,14 +245,42 @@ pub fn build(profile: &SandboxProfile) -> Result<FilterSet, FilterError> {
     Ok(FilterSet {
         programs,
         denied_syscalls: profile
-            .denied_syscalls
+            .denied_syscalls()
             .iter()
             .map(|s| s.to_string())
             .collect(),
         sockets: profile.sockets,
         namespace_creation_denied: profile.deny_namespace_creation,
         x32_denied,
+        allow_list,
+        command_rules,
     })
+}
+
+/// Only the socket filter of `child` where it is stricter than `parent`'s, for a command whose
+/// profile nests inside its launcher's (which already carries every other program).
+pub fn nested_programs(
+    child: &SandboxProfile,
+    parent: &SandboxProfile,
+) -> Result<Vec<BpfProgram>, FilterError> {
+    if child.sockets == parent.sockets {
+        return Ok(Vec::new());
+    }
+    let only_sockets = SandboxProfile {
+        syscalls: Syscalls::DenyList {
+            denied: &[],
+            command_rules: false,
+        },
+        deny_namespace_creation: false,
+        ..child.clone()
+    };
+    let set = build(&only_sockets)?;
+    // Drop the x32 program: the parent has it.
+    Ok(set
+        .programs
+        .into_iter()
+        .filter(|p| *p != x32_filter())
+        .collect())
 }
 
 // Classic BPF opcodes and seccomp constants, from <linux/filter.h> and <linux/seccomp.h>.
@@ -180,110 +315,93 @@ pub fn x32_filter() -> BpfProgram {
     ]
 }
 
-/// The number of the syscall called `name` on this architecture, for the names profiles use
-/// (see `hanzo_policy::profile::BASE_DENIED_SYSCALLS`) and a few more a profile may add.
+/// The number of the syscall called `name` on this architecture.
 pub fn syscall_number(name: &str) -> Option<i64> {
-    Some(match name {
-        "ptrace" => libc::SYS_ptrace,
-        "process_vm_readv" => libc::SYS_process_vm_readv,
-        "process_vm_writev" => libc::SYS_process_vm_writev,
-        "process_madvise" => libc::SYS_process_madvise,
-        "pidfd_getfd" => libc::SYS_pidfd_getfd,
-        "kcmp" => libc::SYS_kcmp,
-        "bpf" => libc::SYS_bpf,
-        "mount" => libc::SYS_mount,
-        "umount2" => libc::SYS_umount2,
-        "pivot_root" => libc::SYS_pivot_root,
-        "chroot" => libc::SYS_chroot,
-        "unshare" => libc::SYS_unshare,
-        "setns" => libc::SYS_setns,
-        "io_uring_setup" => libc::SYS_io_uring_setup,
-        "io_uring_enter" => libc::SYS_io_uring_enter,
-        "io_uring_register" => libc::SYS_io_uring_register,
-        "userfaultfd" => libc::SYS_userfaultfd,
-        "perf_event_open" => libc::SYS_perf_event_open,
-        "kexec_load" => libc::SYS_kexec_load,
-        "kexec_file_load" => libc::SYS_kexec_file_load,
-        "init_module" => libc::SYS_init_module,
-        "finit_module" => libc::SYS_finit_module,
-        "delete_module" => libc::SYS_delete_module,
-        "keyctl" => libc::SYS_keyctl,
-        "add_key" => libc::SYS_add_key,
-        "request_key" => libc::SYS_request_key,
-        "open_by_handle_at" => libc::SYS_open_by_handle_at,
-        "name_to_handle_at" => libc::SYS_name_to_handle_at,
-        "move_mount" => libc::SYS_move_mount,
-        "open_tree" => libc::SYS_open_tree,
-        "fsopen" => libc::SYS_fsopen,
-        "fsconfig" => libc::SYS_fsconfig,
-        "fsmount" => libc::SYS_fsmount,
-        "fspick" => libc::SYS_fspick,
-        "mount_setattr" => libc::SYS_mount_setattr,
-        "swapon" => libc::SYS_swapon,
-        "swapoff" => libc::SYS_swapoff,
-        "reboot" => libc::SYS_reboot,
-        "acct" => libc::SYS_acct,
-        "quotactl" => libc::SYS_quotactl,
-        "personality" => libc::SYS_personality,
-        "syslog" => libc::SYS_syslog,
-        "settimeofday" => libc::SYS_settimeofday,
-        "clock_settime" => libc::SYS_clock_settime,
-        "clock_adjtime" => libc::SYS_clock_adjtime,
-        "adjtimex" => libc::SYS_adjtimex,
-        "sethostname" => libc::SYS_sethostname,
-        "setdomainname" => libc::SYS_setdomainname,
-        "vhangup" => libc::SYS_vhangup,
-        "lookup_dcookie" => libc::SYS_lookup_dcookie,
-        "fanotify_init" => libc::SYS_fanotify_init,
-        "landlock_create_ruleset" => libc::SYS_landlock_create_ruleset,
-        "clone" => libc::SYS_clone,
-        "clone3" => libc::SYS_clone3,
-        "socket" => libc::SYS_socket,
-        "seccomp" => libc::SYS_seccomp,
-        _ => return None,
-    })
+    syscalls::number(name)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use hanzo_ipc::Role;
-    use hanzo_policy::profile::{profile_for, ProfileContext, BASE_DENIED_SYSCALLS};
+    use hanzo_policy::isolation::Tier;
+    use hanzo_policy::profile::{
+        allow_lists, command_profile, launcher_profile, profile_for, CommandProfile,
+        ProfileContext, BASE_DENIED_SYSCALLS, COMMAND_DENIED_SYSCALLS,
+    };
 
     #[test]
-    fn every_base_denied_syscall_has_a_number() {
-        for name in BASE_DENIED_SYSCALLS {
+    fn every_denied_syscall_has_a_number() {
+        for name in BASE_DENIED_SYSCALLS.iter().chain(COMMAND_DENIED_SYSCALLS) {
             assert!(syscall_number(name).is_some(), "{name}");
         }
     }
 
     #[test]
-    fn model_profile_compiles_to_four_programs() {
+    fn every_allow_listed_name_is_a_syscall_of_x86_64_or_this_architecture() {
+        for list in allow_lists() {
+            for name in &list.syscalls {
+                assert!(
+                    syscall_number(name).is_some() || cfg!(not(target_arch = "x86_64")),
+                    "{}: {name} is not a syscall",
+                    list.file()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn model_profile_compiles_to_an_allow_list_and_refusals() {
         let set = build(&profile_for(Role::Model, &ProfileContext::default())).expect("builds");
+        // allow-list, clone flags (EPERM), clone3 (ENOSYS), x32.
         assert_eq!(
             set.programs.len(),
             if cfg!(target_arch = "x86_64") { 4 } else { 3 }
         );
-        assert_eq!(set.sockets, SocketPolicy::UnixOnly);
+        assert_eq!(set.sockets, SocketPolicy::None);
+        assert_eq!(set.allow_list.map(|l| l.name), Some("model"));
         assert!(set.namespace_creation_denied);
         assert!(set.denied_syscalls.iter().any(|s| s == "ptrace"));
+        assert!(!set.command_rules);
     }
 
     #[test]
-    fn broker_profile_has_no_socket_filter() {
+    fn broker_profile_admits_sockets_through_its_list() {
         let set = build(&profile_for(Role::Broker, &ProfileContext::default())).expect("builds");
         assert_eq!(set.sockets, SocketPolicy::Any);
         assert_eq!(
             set.programs.len(),
-            if cfg!(target_arch = "x86_64") { 3 } else { 2 }
+            if cfg!(target_arch = "x86_64") { 4 } else { 3 }
         );
     }
 
     #[test]
-    fn unknown_syscall_name_fails_closed() {
-        let mut p = profile_for(Role::Model, &ProfileContext::default());
-        p.denied_syscalls = &["no_such_syscall"];
-        assert!(matches!(build(&p), Err(FilterError::UnknownSyscall(n)) if n == "no_such_syscall"));
+    fn commands_get_the_deny_list_the_rules_and_their_socket_filter() {
+        let ctx = ProfileContext {
+            workspace: Some("/w".into()),
+            run_dir: Some("/r".into()),
+            ..ProfileContext::default()
+        };
+        let p = command_profile(Role::Tools, &CommandProfile::bash(Tier::A), &ctx, Tier::A)
+            .expect("profile");
+        let set = build(&p).expect("builds");
+        assert!(set.allow_list.is_none() && set.command_rules);
+        assert_eq!(set.sockets, SocketPolicy::None);
+        // EPERM, sockets, ENOSYS, x32.
+        assert_eq!(
+            set.programs.len(),
+            if cfg!(target_arch = "x86_64") { 4 } else { 3 }
+        );
+        // Nested in a tier-B launcher, a hook adds only its socket filter.
+        let launcher = launcher_profile(Role::Tools, &ctx, Tier::B);
+        let hook =
+            command_profile(Role::Tools, &CommandProfile::hook(), &ctx, Tier::B).expect("hook");
+        assert_eq!(nested_programs(&hook, &launcher).expect("nested").len(), 1);
+        let bash = command_profile(Role::Tools, &CommandProfile::bash(Tier::B), &ctx, Tier::B)
+            .expect("bash");
+        assert!(nested_programs(&bash, &launcher)
+            .expect("nested")
+            .is_empty());
     }
 
     #[test]

@@ -1,6 +1,8 @@
-//! Small wrappers over raw system calls shared by the modules.
+//! The raw system calls that neither `std`, `nix`, `caps` nor `landlock` wrap, each with the
+//! reason it is raw; everything else in the crate goes through those crates.
 
 use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
 
 /// The calling thread's `errno` after a failed call.
 pub(crate) fn errno() -> i32 {
@@ -8,7 +10,7 @@ pub(crate) fn errno() -> i32 {
 }
 
 /// A short symbolic name for the errno values our probes and checks meet.
-pub(crate) fn errno_name(e: i32) -> String {
+pub fn errno_name(e: i32) -> String {
     let name = match e {
         libc::EPERM => "EPERM",
         libc::ENOENT => "ENOENT",
@@ -27,6 +29,7 @@ pub(crate) fn errno_name(e: i32) -> String {
         libc::EISDIR => "EISDIR",
         libc::EINVAL => "EINVAL",
         libc::EMFILE => "EMFILE",
+        libc::ENOTTY => "ENOTTY",
         libc::ENOSPC => "ENOSPC",
         libc::EROFS => "EROFS",
         libc::ENOSYS => "ENOSYS",
@@ -46,7 +49,8 @@ pub(crate) fn errno_name(e: i32) -> String {
 const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
 
 /// The Landlock ABI version of the running kernel, or the errno explaining why there is none
-/// (`EOPNOTSUPP`: built in but not enabled at boot; `ENOSYS`: not built in).
+/// (`EOPNOTSUPP`: built in but not enabled at boot; `ENOSYS`: not built in). Raw: the `landlock`
+/// crate keeps its version query private, and `doctor` needs the errno to say why.
 pub(crate) fn landlock_abi() -> Result<u32, i32> {
     // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the kernel reads no
     // memory and only returns the ABI version (or fails with errno).
@@ -65,13 +69,90 @@ pub(crate) fn landlock_abi() -> Result<u32, i32> {
     }
 }
 
-/// `prctl(option)` for the read-only getters that take no further arguments.
-pub(crate) fn prctl_get(option: libc::c_int) -> io::Result<libc::c_int> {
-    // SAFETY: the PR_GET_* options used here take no pointer arguments and only return a value.
-    let r = unsafe { libc::prctl(option, 0, 0, 0, 0) };
+/// Enter the Landlock domain of a ruleset built with the `landlock` crate. Raw, because it runs
+/// between fork and exec (the keeper, a command), where only async-signal-safe calls may be made
+/// and the crate's `restrict_self` (which consumes its ruleset) cannot be called twice.
+pub(crate) fn landlock_restrict_self_raw(ruleset: libc::c_int) -> libc::c_long {
+    // SAFETY: landlock_restrict_self takes an fd and flags, no pointers.
+    unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) }
+}
+
+/// `prctl(PR_GET_SECCOMP)`: Err when the kernel has no seccomp. Raw: nix has no wrapper.
+pub(crate) fn seccomp_mode() -> io::Result<libc::c_int> {
+    // SAFETY: PR_GET_SECCOMP takes no pointer arguments and only returns a value.
+    let r = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
         Ok(r)
     }
+}
+
+/// `prctl(PR_SET_SECUREBITS)`. Raw: neither nix nor caps wraps it.
+pub(crate) fn set_securebits(bits: libc::c_ulong) -> io::Result<()> {
+    // SAFETY: PR_SET_SECUREBITS takes an integer only.
+    if unsafe { libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether `clone3(NULL, 0)` is refused with `ENOSYS` (our filter) rather than `EINVAL` (the
+/// kernel). Raw: no crate wraps clone3, and it must be called with exactly these arguments.
+pub(crate) fn clone3_probe_refused_with_enosys() -> bool {
+    // SAFETY: clone3 with a null argument pointer and size 0 is rejected before any memory is
+    // read or any process created (EINVAL from the kernel, ENOSYS from our filter).
+    let r = unsafe { libc::syscall(libc::SYS_clone3, std::ptr::null::<libc::c_void>(), 0usize) };
+    r < 0 && errno() == libc::ENOSYS
+}
+
+/// Whether an x32 `getpid` is refused (the filter's `EPERM`; a kernel without x32 says
+/// `ENOSYS`). Raw: an x32 number is not a syscall any wrapper makes.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn x32_getpid_refused() -> bool {
+    let nr = libc::SYS_getpid | crate::seccomp::X32_SYSCALL_BIT as libc::c_long;
+    // SAFETY: getpid takes no arguments and has no effect, under any ABI.
+    let r = unsafe { libc::syscall(nr) };
+    r < 0 && errno() == libc::EPERM
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) fn x32_getpid_refused() -> bool {
+    false
+}
+
+/// `syslog(SYSLOG_ACTION_SIZE_BUFFER)`: harmless (it reads the kernel log's size), on every deny
+/// list, and so outside every allow-list. Returns the errno (0 when it answered). Raw: no crate
+/// wraps it, and it is called to see the filter's answer.
+pub(crate) fn syslog_size_probe() -> i32 {
+    const SYSLOG_ACTION_SIZE_BUFFER: libc::c_int = 10;
+    // SAFETY: the SIZE_BUFFER action reads no buffer (null, length 0).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_syslog,
+            SYSLOG_ACTION_SIZE_BUFFER,
+            std::ptr::null_mut::<libc::c_char>(),
+            0,
+        )
+    };
+    if r < 0 {
+        errno()
+    } else {
+        0
+    }
+}
+
+/// Whether `ioctl(TIOCSTI)` on a pipe is refused with `EPERM` (our filter) rather than `ENOTTY`
+/// (the kernel: a pipe is no terminal, so nothing can be injected either way). Raw: the point is
+/// the filter's answer to this exact request.
+pub(crate) fn tiocsti_refused_with_eperm() -> bool {
+    let Ok((read, _write)) = std::io::pipe() else {
+        return false;
+    };
+    let byte: libc::c_char = 0;
+    let fd: BorrowedFd<'_> = std::os::fd::AsFd::as_fd(&read);
+    // SAFETY: TIOCSTI reads one byte from the pointer we pass; on a pipe the kernel refuses
+    // before reading it.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSTI, &byte) };
+    r < 0 && errno() == libc::EPERM
 }

@@ -2,66 +2,160 @@
 //! worker only when [`missing`] is empty.
 
 use hanzo_ipc::attest::{Attestation, LandlockStatus, SocketPolicy};
-use hanzo_policy::profile::SandboxProfile;
+use hanzo_policy::profile::{
+    FsAccess, SandboxProfile, Syscalls, COMMAND_DENIED_SYSCALLS, COMMAND_DEVICES, COMMAND_ETC,
+    SYSTEM_READ_PATHS,
+};
+use std::path::Path;
 
 /// What `att` lacks relative to `profile.requires`, in words (empty = acceptable). Landlock is
 /// required fully enforced only when `kernel_landlock_abi > 0`.
 ///
 /// The capability bounding set is not required empty: only a holder of `CAP_SETPCAP` can empty
 /// it, and with `no_new_privs` an exec cannot use it (see `Requirement::caps_cleared`).
+///
+/// The socket policy read back must allow no more than the profile's (a tools worker that can
+/// create a socket is refused); an allow-list profile needs the same list (name and digest) in
+/// force; a worker with a launcher needs the launcher's own attestation among its helpers, and
+/// that one must be a confined command launcher (see [`missing_in_launcher`]).
 pub fn missing(
     profile: &SandboxProfile,
     att: &Attestation,
     kernel_landlock_abi: u32,
 ) -> Vec<String> {
+    let mut out = missing_common(
+        profile.role,
+        att,
+        kernel_landlock_abi,
+        profile.requires.seccomp,
+    );
     let req = profile.requires;
-    let mut out = Vec::new();
-    if att.role != profile.role {
-        out.push(format!(
-            "the attestation is for role {}, not {}",
-            att.role, profile.role
-        ));
+    if !req.no_new_privs {
+        out.retain(|m| !m.contains("no_new_privs"));
     }
-    if req.no_new_privs && !att.no_new_privs {
-        out.push("no_new_privs is not set".to_string());
+    if !req.non_dumpable {
+        out.retain(|m| !m.contains("dumpable"));
     }
-    if req.non_dumpable && !att.non_dumpable {
-        out.push("the process is still dumpable".to_string());
+    if !req.caps_cleared {
+        out.retain(|m| !m.contains("capability set"));
     }
-    if req.caps_cleared {
-        let sets = [
-            ("effective", att.caps.effective_empty),
-            ("permitted", att.caps.permitted_empty),
-            ("inheritable", att.caps.inheritable_empty),
-            ("ambient", att.caps.ambient_empty),
-        ];
-        for (name, empty) in sets {
-            if !empty {
-                out.push(format!("the {name} capability set is not empty"));
-            }
-        }
+    if !req.landlock_when_supported {
+        out.retain(|m| !m.starts_with("Landlock"));
     }
     if req.seccomp {
         let s = &att.seccomp;
-        if !s.installed {
-            out.push("no seccomp filter is installed".to_string());
+        if !s.sockets.within(profile.sockets) {
+            out.push(format!(
+                "sockets are {:?} where the role allows {:?}",
+                s.sockets, profile.sockets
+            ));
         }
-        if profile.sockets == SocketPolicy::UnixOnly && s.sockets != SocketPolicy::UnixOnly {
-            out.push("non-unix sockets are not refused".to_string());
-        }
-        for name in profile.denied_syscalls {
+        for name in profile.denied_syscalls() {
             if !s.denied_syscalls.iter().any(|d| d == name) {
                 out.push(format!("syscall {name} is not denied"));
             }
         }
-        if !s.x32_denied && cfg!(target_arch = "x86_64") {
-            out.push("x32 syscall numbers are not denied".to_string());
-        }
         if profile.deny_namespace_creation && !s.namespace_creation_denied {
             out.push("namespace creation (clone flags, clone3) is not denied".to_string());
         }
+        match (profile.syscalls, &s.allow_list) {
+            (Syscalls::AllowList(list), Some(a)) => {
+                if a.name != list.name || a.digest != list.digest() {
+                    out.push(format!(
+                        "the seccomp allow-list in force is {} ({}), not {}",
+                        a.name,
+                        &a.digest[..a.digest.len().min(12)],
+                        list.file()
+                    ));
+                }
+            }
+            (Syscalls::AllowList(list), None) => out.push(format!(
+                "no seccomp allow-list is in force (the role runs under {})",
+                list.file()
+            )),
+            (Syscalls::DenyList { .. }, _) => {}
+        }
+        if profile.command_rules() && !s.command_rules {
+            out.push("the command rules (TIOCSTI, set-id modes, xattrs) are not in force".into());
+        }
     }
-    if req.landlock_when_supported && kernel_landlock_abi > 0 {
+    // Whatever the requirements, a grant the profile does not contain is a wider sandbox.
+    for grant in &att.landlock.grants {
+        let declared = profile
+            .fs
+            .iter()
+            .any(|g| &format!("{} {}", g.access.short(), g.path.display()) == grant);
+        if !declared {
+            out.push(format!(
+                "Landlock grants {grant}, which the profile does not"
+            ));
+        }
+    }
+    if profile.launcher {
+        match att.helpers.as_slice() {
+            [launcher] => out.extend(
+                missing_in_launcher(
+                    profile,
+                    launcher,
+                    kernel_landlock_abi,
+                    !att.namespaces.is_empty(),
+                )
+                .into_iter()
+                .map(|m| format!("its command launcher: {m}")),
+            ),
+            [] => out.push("it has no command launcher".to_string()),
+            more => out.push(format!("it reports {} command launchers", more.len())),
+        }
+    } else if !att.helpers.is_empty() {
+        out.push(format!(
+            "it reports {} helper processes its role has none of",
+            att.helpers.len()
+        ));
+    }
+    out
+}
+
+/// What every attested process must have: the role it claims, `no_new_privs`, non-dumpable, no
+/// capabilities, a filter (with x32 refused), Landlock when the kernel has it.
+fn missing_common(
+    role: hanzo_ipc::Role,
+    att: &Attestation,
+    kernel_landlock_abi: u32,
+    seccomp: bool,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if att.role != role {
+        out.push(format!(
+            "the attestation is for role {}, not {}",
+            att.role, role
+        ));
+    }
+    if !att.no_new_privs {
+        out.push("no_new_privs is not set".to_string());
+    }
+    if !att.non_dumpable {
+        out.push("the process is still dumpable".to_string());
+    }
+    let sets = [
+        ("effective", att.caps.effective_empty),
+        ("permitted", att.caps.permitted_empty),
+        ("inheritable", att.caps.inheritable_empty),
+        ("ambient", att.caps.ambient_empty),
+    ];
+    for (name, empty) in sets {
+        if !empty {
+            out.push(format!("the {name} capability set is not empty"));
+        }
+    }
+    if seccomp {
+        if !att.seccomp.installed {
+            out.push("no seccomp filter is installed".to_string());
+        }
+        if !att.seccomp.x32_denied && cfg!(target_arch = "x86_64") {
+            out.push("x32 syscall numbers are not denied".to_string());
+        }
+    }
+    if kernel_landlock_abi > 0 {
         let l = &att.landlock;
         if l.status != LandlockStatus::FullyEnforced {
             out.push(format!(
@@ -78,15 +172,70 @@ pub fn missing(
             );
         }
     }
-    // Whatever the requirements, a grant the profile does not contain is a wider sandbox.
-    for grant in &att.landlock.grants {
-        let declared = profile
+    out
+}
+
+/// What a worker's command launcher lacks: everything every process needs; the command deny
+/// list and rules; no sockets (tier A) or inet only (in tier B's private network namespace);
+/// and no grant wider than what commands get — writable only beneath the worker's own writable
+/// grants, the device nodes and tier B's private `/tmp`, readable only beneath those, the system
+/// directories and the listed `/etc` entries.
+pub fn missing_in_launcher(
+    worker: &SandboxProfile,
+    att: &Attestation,
+    kernel_landlock_abi: u32,
+    tier_b: bool,
+) -> Vec<String> {
+    let mut out = missing_common(worker.role, att, kernel_landlock_abi, true);
+    let s = &att.seccomp;
+    let allowed = if tier_b {
+        SocketPolicy::InetOnly
+    } else {
+        SocketPolicy::None
+    };
+    if !s.sockets.within(allowed) {
+        out.push(format!(
+            "sockets are {:?} where at most {allowed:?} is allowed",
+            s.sockets
+        ));
+    }
+    for name in COMMAND_DENIED_SYSCALLS {
+        if !s.denied_syscalls.iter().any(|d| d == name) {
+            out.push(format!("syscall {name} is not denied"));
+        }
+    }
+    if !s.command_rules {
+        out.push("the command rules (TIOCSTI, set-id modes, xattrs) are not in force".into());
+    }
+    if !s.namespace_creation_denied {
+        out.push("namespace creation (clone flags, clone3) is not denied".to_string());
+    }
+    let writable_ok = |p: &Path| {
+        worker
             .fs
             .iter()
-            .any(|g| &format!("{} {}", g.access.short(), g.path.display()) == grant);
-        if !declared {
+            .any(|g| g.access == FsAccess::ReadWrite && p.starts_with(&g.path))
+            || p == Path::new("/dev/null")
+            || COMMAND_DEVICES.iter().any(|d| p == Path::new(d))
+            || (tier_b && p == Path::new("/tmp"))
+    };
+    let readable_ok = |p: &Path| {
+        writable_ok(p)
+            || worker.fs.iter().any(|g| p.starts_with(&g.path))
+            || SYSTEM_READ_PATHS.iter().any(|s| p.starts_with(s))
+            || COMMAND_ETC
+                .iter()
+                .any(|e| p.starts_with(Path::new("/etc").join(e)))
+    };
+    for grant in &att.landlock.grants {
+        let ok = match grant.split_once(' ') {
+            Some(("rw", p)) => writable_ok(Path::new(p)),
+            Some(("ro", p)) => readable_ok(Path::new(p)),
+            _ => false,
+        };
+        if !ok {
             out.push(format!(
-                "Landlock grants {grant}, which the profile does not"
+                "Landlock grants {grant}, wider than any command may have"
             ));
         }
     }
@@ -96,9 +245,21 @@ pub fn missing(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hanzo_ipc::attest::{CapsAttestation, LandlockAttestation, SeccompAttestation};
+    use hanzo_ipc::attest::{
+        AllowListAttestation, CapsAttestation, LandlockAttestation, SeccompAttestation,
+    };
     use hanzo_ipc::Role;
-    use hanzo_policy::profile::{profile_for, ProfileContext};
+    use hanzo_policy::isolation::Tier;
+    use hanzo_policy::profile::{launcher_profile, profile_for, ProfileContext};
+
+    fn ctx() -> ProfileContext {
+        ProfileContext {
+            workspace: Some("/w".into()),
+            config_dir: Some("/c".into()),
+            run_dir: Some("/r".into()),
+            ..ProfileContext::default()
+        }
+    }
 
     fn model() -> SandboxProfile {
         profile_for(Role::Model, &ProfileContext::default())
@@ -131,29 +292,37 @@ mod tests {
                 installed: true,
                 sockets: profile.sockets,
                 denied_syscalls: profile
-                    .denied_syscalls
+                    .denied_syscalls()
                     .iter()
                     .map(|s| s.to_string())
                     .collect(),
                 x32_denied: true,
                 namespace_creation_denied: true,
+                allow_list: match profile.syscalls {
+                    Syscalls::AllowList(l) => Some(AllowListAttestation {
+                        name: l.name.to_string(),
+                        syscalls: l.syscalls.len() as u32,
+                        digest: l.digest(),
+                    }),
+                    Syscalls::DenyList { .. } => None,
+                },
+                command_rules: profile.command_rules(),
+                filters: 4,
             },
             namespaces: Vec::new(),
             notes: Vec::new(),
+            helpers: if profile.launcher {
+                vec![good(&launcher_profile(profile.role, &ctx(), Tier::A))]
+            } else {
+                Vec::new()
+            },
         }
     }
 
     #[test]
     fn a_full_attestation_is_acceptable() {
         for role in Role::ALL {
-            let p = profile_for(
-                role,
-                &ProfileContext {
-                    workspace: Some("/w".into()),
-                    config_dir: Some("/c".into()),
-                    run_dir: Some("/r".into()),
-                },
-            );
+            let p = profile_for(role, &ctx());
             assert_eq!(missing(&p, &good(&p), 7), Vec::<String>::new(), "{role}");
         }
     }
@@ -178,6 +347,7 @@ mod tests {
         a.seccomp.denied_syscalls.retain(|s| s != "ptrace");
         a.seccomp.x32_denied = false;
         a.seccomp.namespace_creation_denied = false;
+        a.seccomp.allow_list = None;
         a.landlock.status = LandlockStatus::PartiallyEnforced;
         let m = missing(&p, &a, 7);
         let expected_x32 = cfg!(target_arch = "x86_64");
@@ -186,9 +356,10 @@ mod tests {
             "dumpable",
             "permitted capability",
             "no seccomp filter",
-            "non-unix sockets",
+            "sockets are Any",
             "syscall ptrace",
             "namespace creation",
+            "no seccomp allow-list",
             "Landlock is PartiallyEnforced",
         ] {
             assert!(
@@ -197,7 +368,77 @@ mod tests {
             );
         }
         assert_eq!(m.iter().any(|s| s.contains("x32")), expected_x32);
-        assert_eq!(m.len(), 8 + usize::from(expected_x32));
+        assert_eq!(m.len(), 9 + usize::from(expected_x32));
+    }
+
+    /// The attack of issue 10's socket item: a tools worker whose filter lets it create a socket
+    /// (any family) is refused, whatever else it attests.
+    #[test]
+    fn a_tools_worker_that_can_create_a_socket_is_refused() {
+        let p = profile_for(Role::Tools, &ctx());
+        assert_eq!(p.sockets, SocketPolicy::None);
+        for weaker in [
+            SocketPolicy::UnixOnly,
+            SocketPolicy::InetOnly,
+            SocketPolicy::Any,
+        ] {
+            let mut a = good(&p);
+            a.seccomp.sockets = weaker;
+            let m = missing(&p, &a, 7);
+            assert!(
+                m.iter().any(|s| s.contains("sockets are")),
+                "{weaker:?}: {m:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn another_allow_list_or_a_changed_one_is_refused() {
+        let p = profile_for(Role::Tools, &ctx());
+        let mut a = good(&p);
+        a.seccomp.allow_list = Some(AllowListAttestation {
+            name: "broker".into(),
+            syscalls: 300,
+            digest: hanzo_policy::profile::allow_list("broker").digest(),
+        });
+        assert!(missing(&p, &a, 7)
+            .iter()
+            .any(|m| m.contains("allow-list in force is broker")));
+        let mut a = good(&p);
+        if let Some(l) = a.seccomp.allow_list.as_mut() {
+            l.digest = "0".repeat(64);
+        }
+        assert!(!missing(&p, &a, 7).is_empty());
+    }
+
+    #[test]
+    fn a_tools_worker_needs_a_confined_launcher() {
+        let p = profile_for(Role::Tools, &ctx());
+        let mut a = good(&p);
+        a.helpers.clear();
+        assert!(missing(&p, &a, 7)
+            .iter()
+            .any(|m| m.contains("no command launcher")));
+        // A launcher without the command rules, with unix sockets, or reading all of /home.
+        let mut a = good(&p);
+        a.helpers[0].seccomp.command_rules = false;
+        a.helpers[0].seccomp.sockets = SocketPolicy::UnixOnly;
+        a.helpers[0].landlock.grants.push("ro /home".into());
+        let m = missing(&p, &a, 7);
+        for needle in ["command rules", "sockets are UnixOnly", "grants ro /home"] {
+            assert!(
+                m.iter()
+                    .any(|s| s.contains(needle) && s.starts_with("its command launcher")),
+                "{needle}: {m:?}"
+            );
+        }
+        // Inet is for tier B's launcher only.
+        let mut a = good(&p);
+        a.helpers[0].seccomp.sockets = SocketPolicy::InetOnly;
+        assert!(!missing(&p, &a, 7).is_empty());
+        a.namespaces = vec!["net".into()];
+        a.helpers[0].landlock.grants.push("rw /tmp".into());
+        assert_eq!(missing(&p, &a, 7), Vec::<String>::new());
     }
 
     #[test]

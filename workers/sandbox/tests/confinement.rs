@@ -69,6 +69,14 @@ fn main() {
             adopt_inherited_fd_sets_cloexec_and_wants_a_socket,
         ),
         ("doctor_reports_this_kernel", doctor_reports_this_kernel),
+        (
+            "a_syscall_outside_the_allow_list_stops_the_worker_and_names_it",
+            a_syscall_outside_the_allow_list_stops_the_worker_and_names_it,
+        ),
+        (
+            "the_reaper_can_wait_and_nothing_else",
+            the_reaper_can_wait_and_nothing_else,
+        ),
     ];
     // nextest lists with `--list --format terse` (and `--ignored` for ignored tests: none here).
     if args.iter().any(|a| a == "--list") {
@@ -137,6 +145,7 @@ fn worker_setup(profile: &SandboxProfile, fds: Vec<(RawFd, RawFd)>) -> ChildSetu
         rlimits: profile.rlimits,
         parent_pid: std::process::id() as i32,
         new_session: true,
+        join_cgroups: Vec::new(),
     }
 }
 
@@ -256,6 +265,29 @@ fn assert_denied(o: &ProbeOutcome, errno: i32, what: &str) {
     assert_eq!(o.errno, Some(errno), "{what}: {o:?}");
 }
 
+/// Refused by the worker's seccomp allow-list: the probe child was stopped with `SIGSYS`.
+fn assert_trapped(o: &ProbeOutcome, what: &str) {
+    assert!(!o.succeeded, "{what} succeeded: {o:?}");
+    assert!(
+        o.errno.is_none() && o.detail.contains("allow-list"),
+        "{what} was not stopped by the allow-list: {o:?}"
+    );
+}
+
+/// The attestation names the role's allow-list, as the policy declares it.
+fn assert_allow_list(att: &Attestation, role: Role) {
+    let list = hanzo_policy::profile::allow_list(role.as_str());
+    let a = att
+        .seccomp
+        .allow_list
+        .as_ref()
+        .expect("an allow-list is attested");
+    assert_eq!(
+        (a.name.as_str(), a.digest.clone()),
+        (role.as_str(), list.digest())
+    );
+}
+
 fn model_worker_is_confined() {
     let mut w = Worker::start(Role::Model, None, parent_env());
     let profile = profile_for(Role::Model, &ctx(None));
@@ -266,8 +298,10 @@ fn model_worker_is_confined() {
     assert_eq!(w.att.landlock.kernel_abi, abi);
     assert!(w.att.landlock.grants.is_empty());
     assert_eq!(w.att.landlock.scoped, abi >= 6);
-    assert_eq!(w.att.seccomp.sockets, SocketPolicy::UnixOnly);
+    assert_eq!(w.att.seccomp.sockets, SocketPolicy::None);
     assert!(w.att.seccomp.x32_denied && w.att.seccomp.namespace_creation_denied);
+    assert_allow_list(&w.att, Role::Model);
+    assert!(!w.att.seccomp.command_rules);
     assert!(
         w.att.caps.all_empty() || !held_setpcap(),
         "{:?}",
@@ -275,67 +309,53 @@ fn model_worker_is_confined() {
     );
     assert_confined_from_outside(w.pid());
 
-    use libc::{EACCES, EAFNOSUPPORT, EPERM};
+    use libc::EPERM;
+    // No file at all: `openat` is not even on the model worker's list (Landlock would refuse too).
     let open = |p: &str| Probe::OpenRead { path: p.into() };
-    assert_denied(&w.probe(open("/etc/passwd")), EACCES, "read /etc/passwd");
-    assert_denied(&w.probe(open("/proc/self/status")), EACCES, "read /proc");
-    assert_denied(
+    assert_trapped(&w.probe(open("/etc/passwd")), "read /etc/passwd");
+    assert_trapped(&w.probe(open("/proc/self/status")), "read /proc");
+    assert_trapped(
         &w.probe(Probe::OpenWrite {
             path: "/tmp/hanzo-model-probe".into(),
         }),
-        EACCES,
         "write /tmp",
     );
+    // No socket of any family: the model worker's channels were inherited.
     for (family, kind) in [
+        (SocketFamily::Unix, SocketKind::Stream),
         (SocketFamily::Inet, SocketKind::Stream),
         (SocketFamily::Inet6, SocketKind::Datagram),
         (SocketFamily::Netlink, SocketKind::Raw),
         (SocketFamily::Packet, SocketKind::Raw),
     ] {
         let o = w.probe(Probe::Socket { family, kind });
-        assert_denied(&o, EAFNOSUPPORT, &format!("socket {family:?}"));
+        assert_trapped(&o, &format!("socket {family:?}"));
     }
-    let unix = w.probe(Probe::Socket {
-        family: SocketFamily::Unix,
-        kind: SocketKind::Stream,
-    });
-    assert!(unix.succeeded, "unix sockets must keep working: {unix:?}");
-    assert_denied(
+    assert_trapped(
         &w.probe(Probe::ConnectTcp {
             addr: "127.0.0.1:9".into(),
         }),
-        EAFNOSUPPORT,
         "tcp connect",
     );
-    assert_denied(
-        &w.probe(Probe::PtraceAttach { pid: 0 }),
-        EPERM,
-        "ptrace parent",
-    );
-    assert_denied(
+    // Outside the allow-list (and on the base deny list): the attempt stops the process.
+    assert_trapped(&w.probe(Probe::PtraceAttach { pid: 0 }), "ptrace parent");
+    assert_trapped(
         &w.probe(Probe::ProcessVmRead { pid: 0 }),
-        EPERM,
         "process_vm_readv",
     );
-    assert_denied(&w.probe(Probe::UnshareUser), EPERM, "unshare");
-    assert_denied(&w.probe(Probe::Mount), EPERM, "mount");
-    assert_denied(&w.probe(Probe::IoUringSetup), EPERM, "io_uring_setup");
-    assert_denied(&w.probe(Probe::Bpf), EPERM, "bpf");
-    assert_denied(&w.probe(Probe::X32Syscall), EPERM, "x32 getpid");
+    assert_trapped(&w.probe(Probe::UnshareUser), "unshare");
+    assert_trapped(&w.probe(Probe::Mount), "mount");
+    assert_trapped(&w.probe(Probe::IoUringSetup), "io_uring_setup");
+    assert_trapped(&w.probe(Probe::Bpf), "bpf");
+    assert_trapped(&w.probe(Probe::X32Syscall), "x32 getpid");
     assert_denied(
         &w.probe(Probe::CloneNewNamespace),
         EPERM,
         "clone(CLONE_NEWNS)",
     );
-    assert_denied(
-        &w.probe(Probe::ReadEnviron { pid: 0 }),
-        EACCES,
-        "parent environ",
-    );
-    if abi >= 6 {
-        // Landlock signal scoping: the supervisor is outside the worker's domain.
-        assert_denied(&w.probe(Probe::Signal { pid: 0 }), EPERM, "signal parent");
-    }
+    assert_trapped(&w.probe(Probe::ReadEnviron { pid: 0 }), "parent environ");
+    // The model worker sends no signal at all (kill is not on its list).
+    assert_trapped(&w.probe(Probe::Signal { pid: 0 }), "signal parent");
     // clone3 is refused (ENOSYS, attested above) and clone without namespace flags is not: a
     // plain fork still works.
     let fork = w.request("fork".to_string());
@@ -365,7 +385,12 @@ fn tools_worker_writes_only_its_workspace() {
     std::fs::create_dir(&ws).expect("mkdir ws");
     std::fs::write(outer.path().join("outside.txt"), "x").expect("write outside");
     let mut w = Worker::start(Role::Tools, Some(&ws), parent_env());
-    let profile = profile_for(Role::Tools, &ctx(Some(&ws)));
+    // The launcher is the tools worker's own (`hanzo_tools::worker_main`, proven in that crate's
+    // tests); this child confines only itself.
+    let profile = SandboxProfile {
+        launcher: false,
+        ..profile_for(Role::Tools, &ctx(Some(&ws)))
+    };
     assert_eq!(
         verify::missing(&profile, &w.att, kernel_abi()),
         Vec::<String>::new()
@@ -375,6 +400,8 @@ fn tools_worker_writes_only_its_workspace() {
         .landlock
         .grants
         .contains(&format!("rw {}", ws.display())));
+    assert_eq!(w.att.seccomp.sockets, SocketPolicy::None);
+    assert_allow_list(&w.att, Role::Tools);
     assert_confined_from_outside(w.pid());
 
     let path = |p: &Path| p.display().to_string();
@@ -410,28 +437,30 @@ fn tools_worker_writes_only_its_workspace() {
         libc::EACCES,
         "write /usr",
     );
-    for readable in ["/usr/bin", "/etc/passwd"] {
-        let o = w.probe(Probe::OpenRead {
-            path: readable.into(),
-        });
-        assert!(o.succeeded, "read {readable}: {o:?}");
+    // The worker itself reads neither the system nor /etc: its launcher runs the commands.
+    for unreadable in ["/usr/bin", "/etc/passwd"] {
+        assert_denied(
+            &w.probe(Probe::OpenRead {
+                path: unreadable.into(),
+            }),
+            libc::EACCES,
+            &format!("read {unreadable}"),
+        );
     }
-    assert!(
-        w.probe(Probe::OpenWrite {
-            path: "/dev/null".into()
-        })
-        .succeeded
+    for family in [SocketFamily::Unix, SocketFamily::Inet] {
+        assert_trapped(
+            &w.probe(Probe::Socket {
+                family,
+                kind: SocketKind::Stream,
+            }),
+            &format!("{family:?} socket"),
+        );
+    }
+    // Nor does it execute anything: a child that tries is stopped by the allow-list.
+    assert_eq!(
+        w.exec("/bin/true"),
+        format!("exit {}", hanzo_sandbox::sigsys::EXIT_SECCOMP)
     );
-    assert_denied(
-        &w.probe(Probe::Socket {
-            family: SocketFamily::Inet,
-            kind: SocketKind::Stream,
-        }),
-        libc::EAFNOSUPPORT,
-        "inet socket",
-    );
-    // Commands run: exec from the read-only system, libc's clone3 → clone fallback.
-    assert_eq!(w.exec("/bin/true"), "ok");
     assert!(
         !ws.join("new.txt").exists(),
         "the write probe removes what it created"
@@ -447,6 +476,7 @@ fn broker_worker_may_open_inet_sockets_but_not_ptrace() {
         Vec::<String>::new()
     );
     assert_eq!(w.att.seccomp.sockets, SocketPolicy::Any);
+    assert_allow_list(&w.att, Role::Broker);
     assert_confined_from_outside(w.pid());
     let inet = w.probe(Probe::Socket {
         family: SocketFamily::Inet,
@@ -466,13 +496,59 @@ fn broker_worker_may_open_inet_sockets_but_not_ptrace() {
         libc::EACCES,
         "read /usr/bin",
     );
-    assert_denied(
-        &w.probe(Probe::PtraceAttach { pid: 0 }),
-        libc::EPERM,
-        "ptrace",
-    );
-    assert_denied(&w.probe(Probe::UnshareUser), libc::EPERM, "unshare");
+    assert_trapped(&w.probe(Probe::PtraceAttach { pid: 0 }), "ptrace");
+    assert_trapped(&w.probe(Probe::UnshareUser), "unshare");
     w.finish();
+}
+
+/// A syscall outside a worker's allow-list stops it with a report on stderr naming the syscall
+/// and the list: diagnosable, and no quiet probing.
+fn a_syscall_outside_the_allow_list_stops_the_worker_and_names_it() {
+    let profile = profile_for(Role::Model, &ctx(None));
+    let mut cmd = Command::new(this_exe());
+    cmd.args([CHILD_FLAG, "confine", "model"])
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    configure_command(&mut cmd, worker_setup(&profile, Vec::new()));
+    let mut child = cmd.spawn().expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    writeln!(stdin, "forbidden").expect("write");
+    drop(stdin);
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(hanzo_sandbox::sigsys::EXIT_SECCOMP),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("syscall acct (") && stderr.contains("policy/seccomp/model.txt"),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("survived"));
+}
+
+/// Tier B's waiting processes carry the reaper's allow-list: they can wait and nothing else.
+fn the_reaper_can_wait_and_nothing_else() {
+    let out = Command::new(this_exe())
+        .args([CHILD_FLAG, "reaper"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run reaper child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("reaped 7"), "{stdout} {stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(hanzo_sandbox::sigsys::EXIT_SECCOMP),
+        "opening a file must stop it: {stdout} {stderr}"
+    );
+    assert!(
+        stderr.contains("openat") && stderr.contains("reaper.txt"),
+        "{stderr}"
+    );
 }
 
 fn canary_secret_reaches_the_broker_environ_only() {
@@ -676,6 +752,7 @@ mod child {
         match args.first().map(String::as_str) {
             Some("confine") => confine(&args[1..]),
             Some("threads") => threads(),
+            Some("reaper") => reaper(),
             // For timing the cost of `confine` against a process that does nothing.
             Some("noop") => 0,
             Some("inspect") => inspect(&args[1..]),
@@ -714,11 +791,36 @@ mod child {
                 let p: Probe = serde_json::from_str(json).expect("probe json");
                 serde_json::to_string(&probe::run_probe(&p)).expect("json")
             } else if let Some(path) = line.strip_prefix("exec ") {
-                match Command::new(path).status() {
-                    Ok(s) if s.success() => "ok".to_string(),
-                    Ok(s) => format!("exit {s:?}"),
-                    Err(e) => format!("error {e}"),
+                // In a forked child (an exec outside the allow-list stops that one, not us).
+                let path = std::ffi::CString::new(path).expect("path");
+                // SAFETY: the child only execs or _exits.
+                match unsafe { libc::fork() } {
+                    0 => {
+                        let argv = [path.as_ptr(), std::ptr::null()];
+                        // SAFETY: a NUL-terminated path and argv, valid until the call.
+                        unsafe { libc::execv(path.as_ptr(), argv.as_ptr()) };
+                        // SAFETY: leave the child.
+                        unsafe { libc::_exit(126) }
+                    }
+                    pid if pid > 0 => {
+                        let mut status = 0;
+                        // SAFETY: reaping our own child.
+                        unsafe { libc::waitpid(pid, &mut status, 0) };
+                        if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+                            "ok".to_string()
+                        } else if libc::WIFEXITED(status) {
+                            format!("exit {}", libc::WEXITSTATUS(status))
+                        } else {
+                            format!("signal {}", libc::WTERMSIG(status))
+                        }
+                    }
+                    _ => format!("error {}", std::io::Error::last_os_error()),
                 }
+            } else if line == "forbidden" {
+                // acct(NULL): on every deny list, so outside every allow-list.
+                // SAFETY: acct with a null path only asks to turn accounting off.
+                unsafe { libc::syscall(libc::SYS_acct, std::ptr::null::<libc::c_char>()) };
+                "survived".to_string()
             } else if line == "thread" {
                 match std::thread::Builder::new().spawn(|| 7).map(|t| t.join()) {
                     Ok(Ok(7)) => "ok".to_string(),
@@ -778,6 +880,33 @@ mod child {
     #[cfg(not(target_arch = "x86_64"))]
     fn int80() -> String {
         "not x86_64".to_string()
+    }
+
+    /// Confine as tier B's reaper, reap a child, then try to open a file (which must stop us).
+    fn reaper() -> i32 {
+        // SAFETY: the child only _exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: leave the child with a status to reap.
+            unsafe { libc::_exit(7) }
+        }
+        if let Err(e) = hanzo_sandbox::confine::confine_reaper(Role::Tools) {
+            println!("ERR {e}");
+            return 3;
+        }
+        let mut status = 0;
+        // SAFETY: reaping our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        let line: &[u8] = if libc::WEXITSTATUS(status) == 7 {
+            b"reaped 7\n"
+        } else {
+            b"reaped something else\n"
+        };
+        // SAFETY: write of a static buffer to stdout (println! would lock and allocate).
+        unsafe { libc::write(1, line.as_ptr().cast(), line.len()) };
+        // SAFETY: a NUL-terminated literal; the call must not return.
+        unsafe { libc::open(c"/etc/hostname".as_ptr(), libc::O_RDONLY) };
+        0
     }
 
     fn threads() -> i32 {

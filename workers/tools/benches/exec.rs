@@ -55,6 +55,8 @@ fn main() {
                 allow_read: Vec::new(),
                 extra_env: Vec::new(),
                 limits: Limits::default(),
+                hidden: Vec::new(),
+                allow_dangerous_workspace: false,
                 command: args[4..].iter().map(Into::into).collect(),
             };
             let code = oneshot::run(&spec).unwrap_or_else(|e| {
@@ -176,6 +178,7 @@ async fn start_worker(
             workspace: Some(ws.to_path_buf()),
             config_dir: None,
             run_dir: Some(run.canonicalize().expect("canon")),
+            ..ProfileContext::default()
         },
         isolation: Default::default(),
         fault: None,
@@ -195,6 +198,7 @@ async fn start_worker(
             rlimits: hanzo_policy::profile::profile_for(Role::Tools, &opts.ctx).rlimits,
             parent_pid: std::process::id() as i32,
             new_session: true,
+            join_cgroups: Vec::new(),
         },
     );
     let mut cmd = tokio::process::Command::from(cmd);

@@ -13,6 +13,7 @@ pub const GLOB: &str = "glob";
 pub const GREP: &str = "grep";
 pub const BASH: &str = "bash";
 pub const APPLY_PATCH: &str = "apply_patch";
+pub const GIT: &str = "git";
 
 /// Every built-in tool's name, description and schema (as a JSON value).
 pub fn definitions_json() -> Vec<(&'static str, &'static str, Value)> {
@@ -136,6 +137,36 @@ pub fn definitions_json() -> Vec<(&'static str, &'static str, Value)> {
                     "patch": {"type": "string"}
                 },
                 "required": ["patch"],
+                "additionalProperties": false
+            }),
+        ),
+        (
+            GIT,
+            "Run git in the workspace's repository without a shell: one of `status`, `diff`, \
+             `log`, `show`, `add`, `commit`, `branch`, `switch`. Hooks, the repository's \
+             configured programs (fsmonitor, pagers, filters, diff drivers, signing) and remote \
+             operations are disabled. `diff`: unstaged changes, or `staged: true` for the index, \
+             or against `revision` (`HEAD~1`, `main..feature`). `log`: `max_count` commits \
+             (default 20). `show`: one commit (default HEAD). `add`: `paths`, or `all: true`. \
+             `commit`: `message` (required), optionally `all: true` or `paths`. `branch`: list, \
+             or create `name` at `start_point`. `switch`: to `name`; `create: true` makes it \
+             first (like `checkout -b`). Paths are literal and relative to the workspace.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "subcommand": {"type": "string", "enum": ["status", "diff", "log", "show", "add", "commit", "branch", "switch"]},
+                    "paths": {"type": "array", "items": {"type": "string"}, "description": "Literal paths in the workspace (status, diff, log, show, add, commit)."},
+                    "staged": {"type": "boolean", "default": false, "description": "diff: the staged changes (index against HEAD)."},
+                    "revision": {"type": "string", "description": "diff, log, show: a branch, tag, HEAD or commit id, optionally with ~N/^N, or a range A..B / A...B."},
+                    "stat": {"type": "boolean", "default": false, "description": "diff, log, show: list changed files instead of the patch."},
+                    "max_count": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "log: how many commits (default 20)."},
+                    "message": {"type": "string", "description": "commit: the commit message."},
+                    "all": {"type": "boolean", "default": false, "description": "add: stage every change; commit: include every tracked change."},
+                    "name": {"type": "string", "description": "branch, switch: the branch name."},
+                    "create": {"type": "boolean", "default": false, "description": "switch: create the branch first."},
+                    "start_point": {"type": "string", "description": "branch, switch with create: where the new branch starts."}
+                },
+                "required": ["subcommand"],
                 "additionalProperties": false
             }),
         ),

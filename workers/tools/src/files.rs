@@ -1,10 +1,67 @@
 //! `read_file`, `write_file`, `edit_file` and `list_dir`.
+//!
+//! Every file is opened through [`Roots::open_file`]: regular files only (a FIFO, socket or
+//! device is refused with an error naming its type), non-blocking, never through a symlink. Each
+//! call also carries a [`Deadline`]; loops check it, and the worker abandons a call that passes
+//! it (see `Tools::blocking`).
 
-use crate::paths::{Intent, Roots};
+use crate::paths::{Intent, OpenFor, Roots};
 use serde::Deserialize;
 use std::fmt::Write as _;
 use std::fs;
-use std::io::Read;
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+/// How long one file tool call may take before it is abandoned with an error.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
+/// Most bytes `read_file` scans for lines (the shown text is capped at [`MAX_READ_BYTES`]).
+pub const MAX_SCAN_BYTES: u64 = 64 * 1024 * 1024;
+/// Largest file `edit_file` and `apply_patch` load.
+pub const MAX_EDIT_BYTES: u64 = 16 * 1024 * 1024;
+
+/// When a file tool call must give up.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    at: Instant,
+    limit: Duration,
+}
+
+impl Deadline {
+    pub fn after(limit: Duration) -> Deadline {
+        Deadline {
+            at: Instant::now() + limit,
+            limit,
+        }
+    }
+
+    pub fn limit(&self) -> Duration {
+        self.limit
+    }
+
+    /// The error a tool returns when it ran out of time.
+    pub fn message(limit: Duration) -> String {
+        format!(
+            "the tool did not finish within its deadline of {} ms and was abandoned; narrow the \
+             path or pattern, or read a smaller part",
+            limit.as_millis()
+        )
+    }
+
+    /// `Err` once the deadline has passed.
+    pub fn check(&self) -> Result<(), String> {
+        if Instant::now() >= self.at {
+            Err(Deadline::message(self.limit))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Default for Deadline {
+    fn default() -> Self {
+        Deadline::after(DEFAULT_DEADLINE)
+    }
+}
 
 /// Largest amount of file text `read_file` returns in one call.
 pub const MAX_READ_BYTES: usize = 256 * 1024;
@@ -25,29 +82,58 @@ pub struct ReadInput {
     pub limit: Option<usize>,
 }
 
+/// [`read_file_within`] with the default deadline ([`crate::files::DEFAULT_DEADLINE`]).
 pub fn read_file(roots: &Roots, input: ReadInput) -> Outcome {
+    read_file_within(roots, input, &Deadline::default())
+}
+
+/// The `read_file` tool; gives up with an error once `deadline` has passed.
+pub fn read_file_within(roots: &Roots, input: ReadInput, deadline: &Deadline) -> Outcome {
     let path = roots
         .resolve(&input.path, Intent::Read)
         .map_err(|e| e.to_string())?;
     let shown = roots.display(&path);
-    let meta = fs::metadata(&path).map_err(|e| format!("{shown}: {e}"))?;
+    let meta = fs::symlink_metadata(&path).map_err(|e| format!("{shown}: {e}"))?;
     if meta.is_dir() {
         return Err(format!("{shown} is a directory; use list_dir"));
     }
+    refuse_special(&meta, &shown)?;
+    let file = roots.open_file(&path, OpenFor::Read, &shown)?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut bytes = Vec::new();
-    fs::File::open(&path)
-        .and_then(|f| f.take(64 * 1024 * 1024).read_to_end(&mut bytes))
-        .map_err(|e| format!("{shown}: {e}"))?;
+    let mut reader = file.take(MAX_SCAN_BYTES);
+    let mut chunk = vec![0u8; 1 << 20];
+    loop {
+        deadline.check()?;
+        let n = reader
+            .read(&mut chunk)
+            .map_err(|e| format!("{shown}: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+        // Binary is decided on the first bytes: no need to read a huge binary file on.
+        if bytes.len() >= BINARY_SNIFF && is_binary(&bytes) {
+            break;
+        }
+    }
     if is_binary(&bytes) {
         return Ok(format!(
-            "{shown} is a binary file ({} bytes); not shown",
-            meta.len()
+            "{shown} is a binary file ({size} bytes); not shown"
         ));
     }
+    let scanned_all = (bytes.len() as u64) >= size;
     let text = String::from_utf8_lossy(&bytes);
     let first = input.offset.unwrap_or(1).max(1);
     let limit = input.limit.unwrap_or(usize::MAX);
     let total_lines = text.lines().count();
+    let of_total = if scanned_all {
+        format!("{total_lines}")
+    } else {
+        format!(
+            "at least {total_lines} (only the first {MAX_SCAN_BYTES} bytes of {size} were read)"
+        )
+    };
     let mut out = String::new();
     let mut last_shown = first.saturating_sub(1);
     for (i, line) in text.lines().enumerate().skip(first - 1).take(limit) {
@@ -62,7 +148,7 @@ pub fn read_file(roots: &Roots, input: ReadInput) -> Outcome {
             let _ = write!(
                 out,
                 "[… truncated at {MAX_READ_BYTES} bytes: showed lines {first}-{last_shown} of \
-                 {total_lines}; read on with offset={}]",
+                 {of_total}; read on with offset={}]",
                 last_shown + 1
             );
             return Ok(out);
@@ -75,10 +161,68 @@ pub fn read_file(roots: &Roots, input: ReadInput) -> Outcome {
             return Ok(format!("{shown} is empty"));
         }
         return Err(format!(
-            "{shown} has {total_lines} lines; offset {first} is past the end"
+            "{shown} has {of_total} lines; offset {first} is past the end"
         ));
     }
     Ok(out)
+}
+
+/// A FIFO, socket or device is refused before it is even opened (opening some devices does
+/// something); [`Roots::open_file`] checks again on the open descriptor.
+pub(crate) fn refuse_special(meta: &fs::Metadata, shown: &str) -> Result<(), String> {
+    if meta.is_file() || meta.is_dir() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{shown} is {}; the file tools read and write regular files only",
+            crate::paths::describe_type(meta)
+        ))
+    }
+}
+
+/// The whole of a (regular) file as text, for tools that rewrite it; refused above `max` bytes.
+pub(crate) fn read_text(
+    roots: &Roots,
+    path: &std::path::Path,
+    shown: &str,
+    max: u64,
+) -> Result<String, String> {
+    if let Ok(meta) = fs::symlink_metadata(path) {
+        if meta.is_dir() {
+            return Err(format!("{shown} is a directory"));
+        }
+        refuse_special(&meta, shown)?;
+    }
+    let file = roots.open_file(path, OpenFor::Read, shown)?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if size > max {
+        return Err(format!(
+            "{shown} is {size} bytes; files above {max} bytes are not edited in place (write a new file instead)"
+        ));
+    }
+    let mut text = String::new();
+    file.take(max + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("{shown}: {e}"))?;
+    Ok(text)
+}
+
+/// Replaces the content of a (regular) file, created if missing, never through a symlink.
+pub(crate) fn write_text(
+    roots: &Roots,
+    path: &std::path::Path,
+    shown: &str,
+    text: &[u8],
+) -> Result<(), String> {
+    if let Ok(meta) = fs::symlink_metadata(path) {
+        if meta.is_dir() {
+            return Err(format!("{shown} is a directory"));
+        }
+        refuse_special(&meta, shown)?;
+    }
+    let mut file = roots.open_file(path, OpenFor::Write, shown)?;
+    file.set_len(0).map_err(|e| format!("{shown}: {e}"))?;
+    file.write_all(text).map_err(|e| format!("{shown}: {e}"))
 }
 
 /// NUL bytes near the start mean binary, as git and grep decide.
@@ -93,7 +237,13 @@ pub struct WriteInput {
     pub content: String,
 }
 
+/// [`write_file_within`] with the default deadline ([`crate::files::DEFAULT_DEADLINE`]).
 pub fn write_file(roots: &Roots, input: WriteInput) -> Outcome {
+    write_file_within(roots, input, &Deadline::default())
+}
+
+/// The `write_file` tool; gives up with an error once `deadline` has passed.
+pub fn write_file_within(roots: &Roots, input: WriteInput, deadline: &Deadline) -> Outcome {
     let path = roots
         .resolve(&input.path, Intent::Write)
         .map_err(|e| e.to_string())?;
@@ -101,7 +251,8 @@ pub fn write_file(roots: &Roots, input: WriteInput) -> Outcome {
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent).map_err(|e| format!("{shown}: creating parents: {e}"))?;
     }
-    fs::write(&path, input.content.as_bytes()).map_err(|e| format!("{shown}: {e}"))?;
+    deadline.check()?;
+    write_text(roots, &path, &shown, input.content.as_bytes())?;
     Ok(format!("wrote {} bytes to {shown}", input.content.len()))
 }
 
@@ -115,7 +266,13 @@ pub struct EditInput {
     pub replace_all: bool,
 }
 
+/// [`edit_file_within`] with the default deadline ([`crate::files::DEFAULT_DEADLINE`]).
 pub fn edit_file(roots: &Roots, input: EditInput) -> Outcome {
+    edit_file_within(roots, input, &Deadline::default())
+}
+
+/// The `edit_file` tool; gives up with an error once `deadline` has passed.
+pub fn edit_file_within(roots: &Roots, input: EditInput, deadline: &Deadline) -> Outcome {
     let path = roots
         .resolve(&input.path, Intent::Write)
         .map_err(|e| e.to_string())?;
@@ -126,7 +283,8 @@ pub fn edit_file(roots: &Roots, input: EditInput) -> Outcome {
     if input.old_string == input.new_string {
         return Err("old_string and new_string are the same; nothing to change".to_string());
     }
-    let text = fs::read_to_string(&path).map_err(|e| format!("{shown}: {e}"))?;
+    let text = read_text(roots, &path, &shown, MAX_EDIT_BYTES)?;
+    deadline.check()?;
     let count = text.matches(&input.old_string).count();
     if count == 0 {
         return Err(format!("old_string not found in {shown}"));
@@ -142,7 +300,8 @@ pub fn edit_file(roots: &Roots, input: EditInput) -> Outcome {
     } else {
         text.replacen(&input.old_string, &input.new_string, 1)
     };
-    fs::write(&path, new).map_err(|e| format!("{shown}: {e}"))?;
+    deadline.check()?;
+    write_text(roots, &path, &shown, new.as_bytes())?;
     Ok(format!(
         "replaced {count} occurrence{} in {shown}",
         if count == 1 { "" } else { "s" }
@@ -156,14 +315,36 @@ pub struct ListInput {
     pub path: Option<String>,
 }
 
+/// [`list_dir_within`] with the default deadline ([`crate::files::DEFAULT_DEADLINE`]).
 pub fn list_dir(roots: &Roots, input: ListInput) -> Outcome {
+    list_dir_within(roots, input, &Deadline::default())
+}
+
+/// The `list_dir` tool; gives up with an error once `deadline` has passed.
+pub fn list_dir_within(roots: &Roots, input: ListInput, deadline: &Deadline) -> Outcome {
     let path = roots
         .resolve(input.path.as_deref().unwrap_or("."), Intent::Read)
         .map_err(|e| e.to_string())?;
     let shown = roots.display(&path);
-    let mut entries: Vec<String> = fs::read_dir(&path)
-        .map_err(|e| format!("{shown}: {e}"))?
-        .filter_map(Result::ok)
+    let meta = fs::metadata(&path).map_err(|e| format!("{shown}: {e}"))?;
+    if !meta.is_dir() {
+        return Err(format!(
+            "{shown} is {}, not a directory; use read_file for files",
+            if meta.is_file() {
+                "a file"
+            } else {
+                crate::paths::describe_type(&meta)
+            }
+        ));
+    }
+    let mut entries = Vec::new();
+    for e in fs::read_dir(&path).map_err(|e| format!("{shown}: {e}"))? {
+        deadline.check()?;
+        let Ok(e) = e else { continue };
+        entries.push(e);
+    }
+    let mut entries: Vec<String> = entries
+        .into_iter()
         .map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             match e.file_type() {

@@ -1,26 +1,27 @@
 //! Hook execution (HIP-0301 §9). The contract — which hooks match, their environment and stdin,
 //! what each ending means — is `hanzo_policy::hooks`; this module only runs processes.
 //!
-//! A hook is `sh -c <command>` in a new process group, with the full JSON on stdin and stdout and
-//! stderr drained concurrently (a hook blocked on a full pipe would otherwise look like a
-//! timeout). On timeout the whole group is killed with SIGKILL, so a hook that ignores SIGTERM or
-//! left a background child behind cannot outlive its time; after a normal exit the group is
-//! killed too, so nothing a hook started keeps running unaccounted for.
+//! A hook is `sh -c <command>` started through the runner ([`crate::runner`]: a new session, fds
+//! closed, a keeper, its own confinement — the workspace read-write and no network in either
+//! tier), with the full JSON on stdin and stdout and stderr drained concurrently (a hook blocked
+//! on a full pipe would otherwise look like a timeout). At the timeout its keeper kills
+//! everything it started, so a hook that ignores SIGTERM or left a background child behind —
+//! also one that left its group — cannot outlive its time; after a normal exit the keeper sweeps
+//! too, so nothing a hook started keeps running unaccounted for.
 
+use crate::runner::{Pipes, Runner, Spawn};
+use hanzo_ipc::Role;
 use hanzo_policy::hooks::{
     hook_env, hook_stdin, post_hook_log, pre_hook_verdict, HookConfig, HookEvent, HookExit,
     HookOutcome, HookSet, PreHookVerdict, MAX_CAPTURE_BYTES,
 };
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
+use hanzo_policy::profile::{CommandProfile, ProfileContext};
 use serde_json::Value;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::Command;
 
 /// How long output pipes may stay open after the hook's group is gone. Only a process that
 /// escaped the group (`setsid`) can hold them; we stop reading rather than wait for it.
@@ -40,18 +41,34 @@ pub struct HookRunner {
     cwd: PathBuf,
     shell: PathBuf,
     base_env: Option<Vec<(String, String)>>,
+    runner: Arc<Runner>,
 }
 
 impl HookRunner {
     /// Hooks run in `cwd` (the workspace) and inherit this worker's environment, which the
     /// supervisor already built from an allow-list, plus the `HANZO_*` hook variables.
     pub fn new(hooks: HookSet, cwd: impl Into<PathBuf>) -> Self {
+        let cwd = cwd.into();
+        let runner = Runner::shared(
+            Role::Tools,
+            ProfileContext {
+                workspace: Some(cwd.clone()),
+                ..ProfileContext::default()
+            },
+        );
         HookRunner {
             hooks,
-            cwd: cwd.into(),
+            cwd,
             shell: PathBuf::from("/bin/sh"),
             base_env: None,
+            runner,
         }
+    }
+
+    /// Start hooks through `runner` (the tools worker's).
+    pub fn with_runner(mut self, runner: Arc<Runner>) -> Self {
+        self.runner = runner;
+        self
     }
 
     /// Replaces the inherited environment with exactly `base` (plus the hook variables).
@@ -129,93 +146,60 @@ impl HookRunner {
         stdin_bytes: &[u8],
         env: &[(String, String)],
     ) -> HookOutcome {
-        let mut cmd = Command::new(&self.shell);
-        cmd.arg("-c")
-            .arg(&hook.command)
-            .current_dir(&self.cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        if let Some(base) = &self.base_env {
-            cmd.env_clear();
-            cmd.envs(base.iter().map(|(k, v)| (k, v)));
+        let spawn_failed = |why: String| HookOutcome {
+            exit: HookExit::SpawnFailed(why),
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            stderr_truncated: false,
+        };
+        let mut full_env: Vec<(String, String)> = match &self.base_env {
+            Some(base) => base.clone(),
+            None => std::env::vars().collect(),
+        };
+        for (k, v) in env {
+            full_env.retain(|(name, _)| name != k);
+            full_env.push((k.clone(), v.clone()));
         }
-        cmd.envs(env.iter().map(|(k, v)| (k, v)));
-        // Under a keeper (see `crate::exec`), a hook that leaves its group (`setsid`) is still
-        // killed with everything else at the timeout and when it exits; the spawned process is
-        // then the keeper, which must not be killed from here before its sweep.
-        let mut switch = match crate::exec::keeper() {
-            Ok(k) => match k.attach(cmd.as_std_mut()) {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    return HookOutcome {
-                        exit: HookExit::SpawnFailed(format!("cannot set up its keeper: {e}")),
-                        stdout: Vec::new(),
-                        stderr: Vec::new(),
-                        stderr_truncated: false,
-                    }
-                }
-            },
-            Err(_) => None,
+        let spawn = Spawn::shell(
+            &self.shell,
+            &hook.command,
+            full_env,
+            &self.cwd,
+            crate::limits::Limits::default().command_rlimits(),
+            CommandProfile::hook(),
+        );
+        // Under a keeper (see `crate::runner`), a hook that leaves its group (`setsid`) is still
+        // killed with everything else at the timeout and when it exits.
+        let mut running = match self.runner.start(spawn, Pipes::ALL) {
+            Ok(r) => r,
+            Err(e) => return spawn_failed(e.to_string()),
         };
-        cmd.kill_on_drop(switch.is_none());
-        let spawned = cmd.spawn();
-        // The command holds the keeper's end of the kill pipe: close ours now.
-        drop(cmd);
-        let mut child = match spawned {
-            Ok(c) => c,
-            Err(e) => {
-                return HookOutcome {
-                    exit: HookExit::SpawnFailed(format!("{}: {e}", self.shell.display())),
-                    stdout: Vec::new(),
-                    stderr: Vec::new(),
-                    stderr_truncated: false,
-                }
-            }
-        };
-        // With process_group(0) the child's pid is its process group id.
-        let pgid = child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .map(Pid::from_raw);
-
-        let writer = child.stdin.take().map(|mut pipe| {
+        let writer = running.stdin.take().map(|mut pipe| {
             let bytes = stdin_bytes.to_vec();
             // A hook that exits without reading makes this fail with EPIPE; that is its choice.
             tokio::spawn(async move {
                 let _ = pipe.write_all(&bytes).await;
-                let _ = pipe.shutdown().await;
+                drop(pipe);
             })
         });
-        let stdout = Capture::start(child.stdout.take());
-        let stderr = Capture::start(child.stderr.take());
+        let stdout = Capture::start(running.stdout.take());
+        let stderr = Capture::start(running.stderr.take());
 
         let limit = Duration::from_millis(hook.timeout_ms);
-        let exit = match tokio::time::timeout(limit, child.wait()).await {
+        let exit = match tokio::time::timeout(limit, running.wait()).await {
             Ok(Ok(status)) => match (status.code(), status.signal()) {
                 (Some(code), _) => HookExit::Exited(code),
                 (None, Some(sig)) => HookExit::Signaled(sig),
                 (None, None) => HookExit::SpawnFailed("ended with an unknown status".into()),
             },
-            Ok(Err(e)) => HookExit::SpawnFailed(format!("waiting for it failed: {e}")),
+            Ok(Err(e)) => HookExit::SpawnFailed(e.to_string()),
             Err(_) => {
-                // Kill the group while the leader is still unreaped, so its pgid cannot have
-                // been reused by an unrelated process; the keeper (if any) sweeps the rest and
-                // exits once nothing is left.
-                match switch.as_mut() {
-                    Some(s) => s.fire(),
-                    None => kill_group(pgid),
-                }
-                let _ = child.wait().await;
+                // The keeper sweeps everything the hook started and then reports.
+                running.kill();
+                let _ = running.wait().await;
                 HookExit::TimedOut
             }
         };
-        // Without a keeper, whatever is left in the group goes now (the keeper, when there is
-        // one, has already swept before exiting: killing its old pgid could only hit a reuse).
-        if switch.is_none() {
-            kill_group(pgid);
-        }
         if let Some(w) = writer {
             w.abort();
         }
@@ -227,13 +211,6 @@ impl HookRunner {
             stderr,
             stderr_truncated,
         }
-    }
-}
-
-fn kill_group(pgid: Option<Pid>) {
-    if let Some(pgid) = pgid {
-        // ESRCH (group already empty) is the normal case after a clean exit.
-        let _ = killpg(pgid, Signal::SIGKILL);
     }
 }
 

@@ -1,90 +1,74 @@
-//! Tier B's command launcher: how commands get loopback networking while the tools worker itself
-//! keeps refusing every socket.
+//! The command launcher: the process that starts every command for a worker, so that the worker
+//! itself can run under a seccomp allow-list with neither `execve` nor the wide syscall set that
+//! commands need, and (in tier B) without any socket while its commands get the namespace's
+//! loopback.
 //!
 //! Seccomp filters and Landlock domains are inherited and can never be loosened, so a command
-//! forked by the worker could never create an inet socket the worker may not. The launcher is
-//! the worker's sibling: forked by tier B's pid 1 just before it forks the worker (so inside the
-//! namespaces — the private network namespace whose only interface is `lo` — but never under the
-//! worker's filters), connected to the worker by a socket pair made before the namespaces. It
-//! confines itself with [`hanzo_policy::profile::tools_tier_b_commands`] (the tools filesystem
-//! grants; any socket family at the profile level) plus a filter refusing every family but
-//! `AF_INET`/`AF_INET6`, and from then on only starts commands for the worker.
+//! forked by the worker could never do what the worker may not. The launcher is forked *before*
+//! the worker confines itself — by the worker in tier A, by tier B's pid 1 (as the worker's
+//! sibling, inside the namespaces) in tier B — connected to the worker by a `SOCK_SEQPACKET`
+//! pair made first. It confines itself with the role's launcher profile
+//! (`hanzo_policy::profile::launcher_profile`: what any of its commands may have, the command
+//! deny list and rules, no sockets in tier A, inet only in tier B), attests that to the worker
+//! (which puts it among its own attestation's helpers, so the supervisor checks it too), and
+//! from then on only starts commands.
 //!
-//! Per command the worker makes a `SOCK_SEQPACKET` pair and sends the launcher one message: the
-//! command as JSON, with the output pipe's write end and one end of the pair attached. The
-//! launcher spawns the command under a keeper (`hanzo_sandbox::keeper`) whose line is that end:
-//! the worker shuts its end down (timeout), or drops it (cancellation, or the worker died) to have
-//! the keeper kill every process of the command; the keeper answers with the command's wait status
-//! once they are all gone. A launcher that cannot spawn answers `E` and the reason instead.
+//! Per command the worker sends one message ([`crate::runner::Runner::start`]): the spawn as
+//! JSON, with the keeper's line and the pipes attached. The launcher compiles the command's own
+//! confinement from its [`CommandProfile`](hanzo_policy::profile::CommandProfile) (once per
+//! distinct profile), nested in its own, and spawns it under a keeper whose line is the one
+//! received: the worker shuts its end down (timeout) or drops it (cancellation, or the worker
+//! died) to have the keeper kill every process of the command; the keeper answers with the
+//! command's wait status once they are all gone. A launcher that cannot start a command answers
+//! `E` and the reason instead.
 //!
 //! The launcher never reads the worker's memory or channel (it closed every fd but its own
-//! socket), and what it can do is what a command can do.
+//! socket), and what it can do is what a command can do. When it dies, the worker cannot start
+//! commands any more and exits, so the supervisor restarts both.
 
-use hanzo_policy::profile::{ProfileContext, Rlimits};
+use crate::runner::{command, ChildStdio, Request, Runner, Stderr, MAX_REQUEST, RUNNER};
+use hanzo_ipc::attest::Attestation;
+use hanzo_ipc::Role;
+use hanzo_policy::isolation::Tier;
+use hanzo_policy::profile::{
+    command_profile, launcher_profile, CommandProfile, ProfileContext, SandboxProfile,
+};
 use hanzo_sandbox::fdpass;
 use hanzo_sandbox::keeper::Keeper;
-use hanzo_sandbox::spawn::{configure_command, ChildSetup};
-use serde::{Deserialize, Serialize};
+use hanzo_sandbox::spawn::CommandConfinement;
+use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
-use std::process::{Command, ExitStatus, Stdio};
-use std::sync::OnceLock;
-
-/// Largest request (command text and environment) one message may carry.
-const MAX_REQUEST: usize = 1 << 20;
-
-/// One command for the launcher.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Request {
-    shell: PathBuf,
-    command: String,
-    env: Vec<(String, String)>,
-    cwd: PathBuf,
-    core: u64,
-    nofile: u64,
-    fsize: Option<u64>,
-}
-
-/// The worker's handle on its launcher.
-#[derive(Debug)]
-pub struct Launcher {
-    control: OwnedFd,
-    /// Cleared when a send fails (the launcher died): commands then run from the worker itself,
-    /// without network, rather than not at all.
-    alive: std::sync::atomic::AtomicBool,
-}
-
-static LAUNCHER: OnceLock<Launcher> = OnceLock::new();
-
-/// The running launcher, when the worker started one (tier B).
-pub fn get() -> Option<&'static Launcher> {
-    LAUNCHER.get()
-}
+use std::sync::Arc as StdArc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LauncherError {
-    #[error("tier B has no loopback (lo is down)")]
-    NoLoopback,
-    #[error("no keeper: {0}")]
-    NoKeeper(String),
     #[error("launcher socket: {0}")]
     Socket(#[source] std::io::Error),
     #[error("forking the launcher: {0}")]
     Fork(#[source] std::io::Error),
+    #[error("the launcher did not attest its confinement: {0}")]
+    Attestation(String),
 }
 
-/// The worker's end of the launcher's socket, made before entering tier B.
+/// The worker's end of the launcher's socket, made before the launcher is forked.
 pub struct Pending {
     ours: OwnedFd,
     theirs: Option<OwnedFd>,
 }
 
-/// Whether pid 1 started the launcher (set in pid 1 before it forks the worker, so the worker
-/// inherits it), or why not.
-static STARTED: OnceLock<Result<(), String>> = OnceLock::new();
+/// Why there is no runner in this worker (for messages).
+static WHY_NONE: Mutex<Option<String>> = Mutex::new(None);
 
-/// Make the launcher's socket pair (before `namespaces::enter_with`).
+pub(crate) fn why_none() -> String {
+    WHY_NONE
+        .lock()
+        .ok()
+        .and_then(|w| w.clone())
+        .unwrap_or_else(|| "it was not started".to_string())
+}
+
+/// Make the launcher's socket pair (before `namespaces::enter_with`, or before forking in tier A).
 pub fn prepare() -> Result<Pending, LauncherError> {
     let (ours, theirs) = fdpass::seqpacket_pair(false).map_err(LauncherError::Socket)?;
     // Above the numbers `hanzo_worker::run_with` adopts as channels (3, and 4 when present).
@@ -96,73 +80,89 @@ pub fn prepare() -> Result<Pending, LauncherError> {
     })
 }
 
+/// Whether the fork of the launcher worked, set in the process that forked it (tier B's pid 1:
+/// the worker, its child, inherits the value).
+static FORKED: OnceLock<Result<(), String>> = OnceLock::new();
+
 impl Pending {
-    /// In pid 1 (the `enter_with` hook; `lo_up`: whether the namespace has its loopback): fork
-    /// the launcher as the worker's sibling. Single-threaded and unconfined here; the launcher
-    /// confines itself at once.
-    pub fn fork_in_pid1(&mut self, ctx: &ProfileContext, lo_up: bool) {
+    /// Fork the launcher for `role` in `tier`. From a single-threaded, unconfined process: the
+    /// worker itself in tier A, tier B's pid 1 (the `enter_with` hook) in tier B.
+    pub fn fork(&mut self, role: Role, ctx: &ProfileContext, tier: Tier) {
         let result = (|| {
-            if !lo_up {
-                return Err(LauncherError::NoLoopback);
-            }
-            // Without a keeper (Landlock ABI < 6) nothing could kill what a command started.
-            Keeper::new().map_err(|e| LauncherError::NoKeeper(e.to_string()))?;
             let theirs = self.theirs.take().ok_or_else(|| {
                 LauncherError::Fork(std::io::Error::other("the launcher was started already"))
             })?;
-            let profile = hanzo_policy::profile::tools_tier_b_commands(ctx);
+            let ctx = ctx.clone();
             let keep = theirs.as_raw_fd();
             // The parent's copy of `theirs` closes when the closure is dropped there.
-            fdpass::fork_helper(keep, true, move || serve(theirs, &profile))
+            fdpass::fork_helper(keep, true, move || serve(theirs, role, &ctx, tier))
                 .map_err(LauncherError::Fork)?;
             Ok(())
         })();
-        let _ = STARTED.set(result.map_err(|e| e.to_string()));
+        let _ = FORKED.set(result.map_err(|e: LauncherError| e.to_string()));
     }
 
-    /// In the worker: keep the handle for [`get`] when pid 1 started the launcher.
-    pub fn finish(self) -> Result<(), String> {
-        drop(self.theirs);
-        match STARTED.get() {
-            Some(Ok(())) => {
-                let _ = LAUNCHER.set(Launcher {
-                    control: self.ours,
-                    alive: std::sync::atomic::AtomicBool::new(true),
-                });
-                Ok(())
+    /// In the worker, before it confines itself: wait for the launcher's attestation and keep
+    /// the runner for [`crate::runner::runner`]. Returns the attestation (for the worker's own).
+    pub fn finish(mut self) -> Result<Attestation, String> {
+        drop(self.theirs.take());
+        let result = (|| {
+            match FORKED.get() {
+                Some(Ok(())) => {}
+                Some(Err(e)) => return Err(e.clone()),
+                None => return Err("the launcher was not forked".to_string()),
             }
-            Some(Err(e)) => Err(e.clone()),
-            None => Err("tier B was not entered".to_string()),
+            let mut buf = vec![0u8; 64 * 1024];
+            let (n, _) = fdpass::recv(self.ours.as_fd(), &mut buf)
+                .map_err(|e| format!("reading the launcher's attestation: {e}"))?;
+            match buf.first() {
+                Some(b'A') => serde_json::from_slice::<Attestation>(&buf[1..n])
+                    .map_err(|e| format!("the launcher's attestation: {e}")),
+                Some(b'E') => Err(String::from_utf8_lossy(&buf[1..n]).into_owned()),
+                _ => Err("the launcher ended before attesting".to_string()),
+            }
+        })();
+        match result {
+            Ok(att) => {
+                let _ = RUNNER.set(StdArc::new(Runner::launcher(self.ours)));
+                Ok(att)
+            }
+            Err(e) => {
+                if let Ok(mut w) = WHY_NONE.lock() {
+                    *w = Some(e.clone());
+                }
+                Err(e)
+            }
         }
     }
 }
 
-/// The launcher's life: confine, then start commands until the worker hangs up.
-fn serve(control: OwnedFd, profile: &hanzo_policy::profile::SandboxProfile) -> i32 {
+/// The launcher's life: confine, attest, then start commands until the worker hangs up.
+fn serve(control: OwnedFd, role: Role, ctx: &ProfileContext, tier: Tier) -> i32 {
     let fail = |what: &str, e: &dyn std::fmt::Display| {
-        eprintln!("hanzo-dev tools launcher: {what}: {e}");
+        let msg = format!("the {role} command launcher: {what}: {e}");
+        let _ = fdpass::send(control.as_fd(), format!("E{msg}").as_bytes(), &[]);
+        eprintln!("hanzo-dev {msg}");
         hanzo_worker::exit::CONFINE_FAILED
     };
-    // As strict as the one-shot sandbox: no command runs without Landlock and seccomp. (The
-    // worker then finds the launcher gone and runs commands itself, without network.)
-    match hanzo_sandbox::confine::confine_current_process(profile) {
-        Ok(a)
-            if a.seccomp.installed
-                && !matches!(
-                    a.landlock.status,
-                    hanzo_ipc::attest::LandlockStatus::NotEnforced
-                        | hanzo_ipc::attest::LandlockStatus::Unsupported
-                ) => {}
-        Ok(a) => return fail("not confined", &a.notes.join("; ")),
+    let profile = launcher_profile(role, ctx, tier);
+    // As strict as a worker: no command runs without Landlock and seccomp.
+    let att = match hanzo_sandbox::confine::confine_current_process(&profile) {
+        Ok(a) => a,
         Err(e) => return fail("cannot confine", &e),
-    }
-    if let Err(e) = crate::nosocket::deny_non_inet_sockets() {
-        return fail("socket filter", &e);
-    }
-    let keeper = match Keeper::new() {
-        Ok(k) => k,
-        Err(e) => return fail("no keeper", &e),
     };
+    let attested = match serde_json::to_vec(&att) {
+        Ok(mut v) => {
+            v.insert(0, b'A');
+            v
+        }
+        Err(e) => return fail("attestation", &e),
+    };
+    if let Err(e) = fdpass::send(control.as_fd(), &attested, &[]) {
+        return fail("sending its attestation", &e);
+    }
+    let (keeper, _unscoped) = Keeper::best();
+    let mut compiled: HashMap<CommandProfile, Arc<CommandConfinement>> = HashMap::new();
     let mut buf = vec![0u8; MAX_REQUEST];
     loop {
         let (n, mut fds) = match fdpass::recv(control.as_fd(), &mut buf) {
@@ -171,12 +171,21 @@ fn serve(control: OwnedFd, profile: &hanzo_policy::profile::SandboxProfile) -> i
             Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => continue,
             Err(e) => return fail("receiving", &e),
         };
-        if fds.len() != 2 {
+        if fds.is_empty() {
             continue;
         }
-        let line = fds.pop().expect("two fds");
-        let output = fds.pop().expect("two fds");
-        if let Err(e) = spawn(&buf[..n], output, &line, &keeper) {
+        let line = fds.remove(0);
+        if let Err(e) = spawn(
+            &buf[..n],
+            fds,
+            &line,
+            &keeper,
+            &mut compiled,
+            role,
+            ctx,
+            tier,
+            &profile,
+        ) {
             let mut msg = b"E".to_vec();
             msg.extend_from_slice(e.as_bytes());
             let _ = fdpass::send(line.as_fd(), &msg, &[]);
@@ -185,117 +194,61 @@ fn serve(control: OwnedFd, profile: &hanzo_policy::profile::SandboxProfile) -> i
 }
 
 /// Start one command; the keeper owns `line` from here on (a copy of it, that is: ours closes).
-fn spawn(request: &[u8], output: OwnedFd, line: &OwnedFd, keeper: &Keeper) -> Result<(), String> {
+#[allow(clippy::too_many_arguments)]
+fn spawn(
+    request: &[u8],
+    fds: Vec<OwnedFd>,
+    line: &OwnedFd,
+    keeper: &Keeper,
+    compiled: &mut HashMap<CommandProfile, Arc<CommandConfinement>>,
+    role: Role,
+    ctx: &ProfileContext,
+    tier: Tier,
+    launcher: &SandboxProfile,
+) -> Result<(), String> {
     let req: Request = serde_json::from_slice(request).map_err(|e| e.to_string())?;
-    let err_out = output.try_clone().map_err(|e| e.to_string())?;
-    let mut cmd = Command::new(&req.shell);
-    cmd.arg("-c")
-        .arg(&req.command)
-        .env_clear()
-        .envs(req.env)
-        .current_dir(&req.cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(output))
-        .stderr(Stdio::from(err_out));
-    configure_command(
-        &mut cmd,
-        ChildSetup {
-            fds: Vec::new(),
-            rlimits: Rlimits {
-                core: req.core,
-                nofile: req.nofile,
-                fsize: req.fsize,
-            },
-            parent_pid: std::process::id() as i32,
-            new_session: true,
+    let want = usize::from(req.pipes.stdin)
+        + usize::from(req.pipes.stdout)
+        + usize::from(req.pipes.stderr == Stderr::Pipe);
+    if fds.len() != want {
+        return Err(format!("{} descriptors for {want} pipes", fds.len()));
+    }
+    let confinement = match compiled.get(&req.spawn.profile) {
+        Some(c) => c.clone(),
+        None => {
+            let p =
+                command_profile(role, &req.spawn.profile, ctx, tier).map_err(|e| e.to_string())?;
+            let c = Arc::new(CommandConfinement::nested(&p, launcher).map_err(|e| e.to_string())?);
+            compiled.insert(req.spawn.profile.clone(), c.clone());
+            c
+        }
+    };
+    let mut fds = fds.into_iter();
+    let stdin = if req.pipes.stdin { fds.next() } else { None };
+    let stdout = if req.pipes.stdout { fds.next() } else { None };
+    let stderr = match req.pipes.stderr {
+        Stderr::Pipe => fds.next(),
+        Stderr::Stdout => stdout
+            .as_ref()
+            .map(|o| o.try_clone())
+            .transpose()
+            .map_err(|e| e.to_string())?,
+        Stderr::Null => None,
+    };
+    let plan = keeper.plan_with_line(line.try_clone().map_err(|e| e.to_string())?);
+    let mut cmd = command(
+        &req.spawn,
+        ChildStdio {
+            stdin,
+            stdout,
+            stderr,
+            inherit: false,
         },
+        confinement,
+        Some(plan),
+        Vec::new(),
+        std::process::id() as i32,
     );
-    keeper.attach_to(&mut cmd, line.try_clone().map_err(|e| e.to_string())?);
     // The child is the keeper; SIGCHLD is ignored here, so the kernel reaps it.
     cmd.spawn().map(drop).map_err(|e| e.to_string())
-}
-
-/// A command started through the launcher, seen from the worker.
-#[derive(Debug)]
-pub struct Remote {
-    /// The worker's end of the keeper's line: a `SOCK_SEQPACKET` socket, driven through tokio's
-    /// datagram type (plain `recv`/`shutdown` on the fd; one message per `recv`).
-    line: tokio::net::UnixDatagram,
-}
-
-impl Launcher {
-    /// Whether the launcher still takes commands.
-    pub fn alive(&self) -> bool {
-        self.alive.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Start `command` (`shell -c command`) with `env` in `cwd`, output to `output`.
-    pub fn start(
-        &self,
-        shell: &std::path::Path,
-        command: &str,
-        env: Vec<(String, String)>,
-        cwd: PathBuf,
-        rlimits: Rlimits,
-        output: OwnedFd,
-    ) -> std::io::Result<Remote> {
-        let req = Request {
-            shell: shell.to_path_buf(),
-            command: command.to_string(),
-            env,
-            cwd,
-            core: rlimits.core,
-            nofile: rlimits.nofile,
-            fsize: rlimits.fsize,
-        };
-        let bytes = serde_json::to_vec(&req).map_err(std::io::Error::other)?;
-        if bytes.len() > MAX_REQUEST {
-            return Err(std::io::Error::other("the command is too long"));
-        }
-        let (ours, theirs) = fdpass::seqpacket_pair(true)?;
-        // A short blocking send: the launcher only ever waits for the next message.
-        if let Err(e) = fdpass::send(
-            self.control.as_fd(),
-            &bytes,
-            &[output.as_fd(), theirs.as_fd()],
-        ) {
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::EPIPE | libc::ECONNRESET | libc::ECONNREFUSED)
-            ) {
-                tracing::warn!("the tools command launcher is gone; commands lose loopback");
-                self.alive
-                    .store(false, std::sync::atomic::Ordering::Relaxed);
-            }
-            return Err(e);
-        }
-        let line = std::os::unix::net::UnixDatagram::from(ours);
-        Ok(Remote {
-            line: tokio::net::UnixDatagram::from_std(line)?,
-        })
-    }
-}
-
-impl Remote {
-    /// Have the keeper kill every process of the command (it then reports the status).
-    pub fn kill(&self) {
-        let _ = self.line.shutdown(std::net::Shutdown::Write);
-    }
-
-    /// The command's status, once the command and everything it started are gone.
-    /// Cancel-safe: nothing is consumed until the keeper's one message is there.
-    pub async fn wait(&self) -> std::io::Result<ExitStatus> {
-        let mut buf = [0u8; 4096];
-        let n = self.line.recv(&mut buf).await?;
-        match &buf[..n] {
-            [b'S', a, b, c, d] => Ok(ExitStatus::from_raw(i32::from_ne_bytes([*a, *b, *c, *d]))),
-            [] => Err(std::io::Error::other(
-                "the command's keeper ended without a status",
-            )),
-            [_, msg @ ..] => Err(std::io::Error::other(format!(
-                "cannot start: {}",
-                String::from_utf8_lossy(msg)
-            ))),
-        }
-    }
 }

@@ -5,10 +5,13 @@
 //! (hard and soft, before confinement), so every command inherits them and none can raise them.
 //!
 //! `RLIMIT_NPROC` counts every process of the user, and the kernel does not apply it to uid 0 in
-//! the initial user namespace; where a fork bomb must be bounded for root, tier B's pid namespace
-//! and the timeout's group kill are what stop it.
+//! the initial user namespace; a fork bomb is bounded by the tree's pids cgroup
+//! (`hanzo_sandbox::cgroup`, from the profile's `CgroupLimits`), and its memory by the memory
+//! cgroup beside it.
 
-use hanzo_policy::profile::Rlimits;
+use hanzo_policy::profile::{
+    CgroupLimits, Rlimits, PRIVATE_TMP_SIZE, TOOLS_MAX_MEMORY, TOOLS_MAX_PIDS,
+};
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +23,11 @@ pub struct Limits {
     pub processes: Option<u64>,
     /// Virtual memory per process, bytes (`RLIMIT_AS`).
     pub address_space: Option<u64>,
+    /// The tree's cgroup bounds (the one-shot sandbox makes its own group; a worker's comes
+    /// from its profile).
+    pub cgroup: CgroupLimits,
+    /// Size of tier B's private `/tmp` (and `/var/tmp`, `/dev/shm`), bytes.
+    pub tmp_size: u64,
 }
 
 impl Default for Limits {
@@ -29,6 +37,11 @@ impl Default for Limits {
             file_size: Some(4 << 30),
             processes: Some(4096),
             address_space: Some(8 << 30),
+            cgroup: CgroupLimits {
+                max_pids: Some(TOOLS_MAX_PIDS),
+                max_memory: Some(TOOLS_MAX_MEMORY),
+            },
+            tmp_size: PRIVATE_TMP_SIZE,
         }
     }
 }

@@ -1,29 +1,41 @@
 //! One command under the tools confinement, without a supervisor or a worker: what
-//! `hanzo-dev sandbox -- CMD ARGS…` runs, with the same environment allow-list and limits as the
-//! `bash` tool. Nothing is re-executed, and the calling process itself stays unconfined, so that
-//! it can remove the command's private directory afterwards (Landlock would refuse that: the
-//! directory sits in the host's `/tmp`):
+//! `hanzo-dev sandbox -- CMD ARGS…` runs, through the same runner ([`crate::runner::command`]) as
+//! the `bash` tool — a new session, every fd above 2 closed, the allow-listed environment, the
+//! limits, a cgroup (processes and memory), and the command's own confinement. The calling
+//! process itself stays unconfined (it removes the command's cgroup and private directory
+//! afterwards) and forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the command, which has no
+//! controlling terminal:
 //!
-//! - tier A: the command's process confines itself between `fork` and `exec` (Landlock, seccomp;
-//!   the caller is single-threaded, so the child may allocate), and the caller waits for it;
-//! - tier B: the caller enters the namespaces (`namespaces::enter` forks pid 1, which forks pid
-//!   2); pid 2 confines itself and *becomes* the command (`exec`, no further fork), and the
-//!   original process waits for pid 1, then removes the private directory.
+//! - **tier B**: the caller enters the namespaces (`namespaces::enter_with` clones pid 1, which
+//!   joins the command's cgroup and forks pid 2); pid 2 confines itself and *becomes* the
+//!   command (`exec`, no further fork). When pid 1 ends, the pid namespace ends, and every
+//!   process left in it with it. `/tmp` is a private, size-limited tmpfs and the host
+//!   filesystem is read-only;
+//! - **tier A**: the command runs under a keeper (its processes' own Landlock domain, which the
+//!   keeper sweeps with `kill(-1)` when the command exits, so a double-forked daemon does not
+//!   outlive it), in the cgroup; `TMPDIR` is in a private directory the caller removes.
 //!
-//! Confining costs a Landlock ruleset and a few seccomp programs.
+//! With `auto`, a failure to set up tier B (no user namespaces, a refused mount) falls back to
+//! tier A with the reason on stderr; with `strict` it is an error.
 
 use crate::exec::ExecConfig;
 use crate::limits::Limits;
-use hanzo_ipc::attest::LandlockStatus;
+use crate::runner::{command, ChildStdio, Spawn};
 use hanzo_ipc::Role;
 use hanzo_policy::isolation::{IsolationMode, Tier};
-use hanzo_policy::profile::{profile_for, FsAccess, PathGrant, ProfileContext, SandboxProfile};
-use hanzo_sandbox::namespaces::{self, NamespaceError, Side, TierB};
+use hanzo_policy::profile::{
+    command_profile, CommandProfile, FsScope, NetAccess, ProfileContext, COMMAND_ETC,
+};
+use hanzo_sandbox::cgroup::Cgroup;
+use hanzo_sandbox::keeper::Keeper;
+use hanzo_sandbox::namespaces::{self, Side, TierB, WaitAs};
+use hanzo_sandbox::spawn::CommandConfinement;
 use std::ffi::OsString;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::sync::Arc;
 
 pub use hanzo_policy::profile::COMMAND_DEVICES;
 
@@ -47,17 +59,20 @@ pub enum OneShotError {
     RunDir(#[source] std::io::Error),
     #[error("cannot set resource limits: {0}")]
     Limits(#[from] nix::Error),
-    #[error("cannot confine: {0}")]
-    Confine(#[from] hanzo_sandbox::confine::ConfineError),
     #[error(
-        "the sandbox could not be fully applied ({0}); refusing to run the command \
-         unconfined. `hanzo-dev doctor` says what the kernel lacks"
+        "the workspace {workspace} contains {hidden}, which tier A cannot keep out of the \
+         command's reach (a Landlock grant cannot have a hole); use tier B (--isolation auto or \
+         strict, where user namespaces work), choose another workspace, or pass \
+         --allow-dangerous-workspace to run anyway"
+    )]
+    DangerousWorkspace { workspace: PathBuf, hidden: String },
+    #[error(
+        "the sandbox could not be applied ({0}); refusing to run the command unconfined. \
+         `hanzo-dev doctor` says what the kernel lacks"
     )]
     NotConfined(String),
     #[error("cannot enter tier B: {0}")]
     Namespaces(#[source] hanzo_sandbox::namespaces::NamespaceError),
-    #[error(transparent)]
-    NoSocket(#[from] crate::nosocket::NoSocketError),
     #[error("cannot run {program}: {source}")]
     Spawn {
         program: String,
@@ -81,44 +96,16 @@ pub struct OneShot {
     pub extra_env: Vec<(String, String)>,
     pub limits: Limits,
     pub isolation: IsolationMode,
+    /// hanzo's configuration and data directories: never reachable (see
+    /// `ProfileContext::hidden`).
+    pub hidden: Vec<PathBuf>,
+    /// Run in tier A even when the workspace contains a hidden path.
+    pub allow_dangerous_workspace: bool,
     pub command: Vec<OsString>,
 }
 
-/// The tools role's profile for `ctx`, with the device nodes commands need and extra roots.
-pub fn tools_profile(
-    ctx: &ProfileContext,
-    allow_write: &[PathBuf],
-    allow_read: &[PathBuf],
-) -> SandboxProfile {
-    let mut p = profile_for(Role::Tools, ctx);
-    for dev in COMMAND_DEVICES {
-        if Path::new(dev).exists() && !p.fs.iter().any(|g| g.path == Path::new(dev)) {
-            p.fs.push(PathGrant {
-                path: PathBuf::from(dev),
-                access: FsAccess::ReadWrite,
-                why: "device nodes commands use",
-            });
-        }
-    }
-    for path in allow_write {
-        p.fs.push(PathGrant {
-            path: path.clone(),
-            access: FsAccess::ReadWrite,
-            why: "allowed with --allow-write",
-        });
-    }
-    for path in allow_read {
-        p.fs.push(PathGrant {
-            path: path.clone(),
-            access: FsAccess::ReadExec,
-            why: "allowed with --allow-read",
-        });
-    }
-    p
-}
-
-/// A private directory for one command (and its parent, opened), removed when dropped.
-struct RunDir(PathBuf, Option<std::fs::File>);
+/// A private directory for one command in tier A (`HOME`, `TMPDIR`), removed when dropped.
+struct RunDir(PathBuf);
 
 impl RunDir {
     fn create() -> std::io::Result<RunDir> {
@@ -134,7 +121,7 @@ impl RunDir {
                 nanos.wrapping_add(attempt)
             ));
             match std::fs::DirBuilder::new().mode(0o700).create(&p) {
-                Ok(()) => return Ok(RunDir(p, std::fs::File::open(&base).ok())),
+                Ok(()) => return Ok(RunDir(p)),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(e),
             }
@@ -145,17 +132,9 @@ impl RunDir {
     }
 }
 
-use std::os::unix::fs::DirBuilderExt;
-
 impl Drop for RunDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-        // In tier B the original process shares the new mount namespace, where the directory is
-        // a mount point (bound back over the hidden `/tmp`): `rmdir` by path says EBUSY. The
-        // directory opened before the namespaces reaches the host's entry, which is not.
-        if let (Some(base), Some(name)) = (&self.1, self.0.file_name()) {
-            let _ = nix::unistd::unlinkat(base, name, nix::unistd::UnlinkatFlags::RemoveDir);
-        }
     }
 }
 
@@ -166,12 +145,30 @@ fn canon(p: &Path) -> Result<PathBuf, OneShotError> {
     })
 }
 
+/// The command's profile in `tier`: the workspace read-write, the extra trees, the device nodes,
+/// and in tier B the namespace's loopback.
+fn one_shot_profile(allow_write: &[PathBuf], allow_read: &[PathBuf], tier: Tier) -> CommandProfile {
+    CommandProfile {
+        fs: FsScope::WorkspaceRw,
+        extra_read: allow_read.to_vec(),
+        extra_write: allow_write.to_vec(),
+        network: if tier == Tier::B {
+            NetAccess::Loopback
+        } else {
+            NetAccess::None
+        },
+        devices: true,
+    }
+}
+
 /// Run `spec.command` confined; returns its exit code (128 + signal number when killed).
 ///
-/// Confines the *calling process* first, irreversibly: call it from a process that has nothing
-/// else to do (the `sandbox` subcommand, a test's child). It must still be single-threaded.
+/// Call it from a process that has nothing else to do (the `sandbox` subcommand, a test's
+/// child): it must be single-threaded, and in tier B it forks into the namespaces.
 pub fn run(spec: &OneShot) -> Result<i32, OneShotError> {
-    let (program, args) = spec.command.split_first().ok_or(OneShotError::NoCommand)?;
+    let (program, _) = spec.command.split_first().ok_or(OneShotError::NoCommand)?;
+    // A ^C typed from now on is held and passed to the command once it runs.
+    hanzo_sandbox::signals::hold();
     let workspace = spec
         .workspace
         .canonicalize()
@@ -189,123 +186,216 @@ pub fn run(spec: &OneShot) -> Result<i32, OneShotError> {
         .iter()
         .map(|p| canon(p))
         .collect::<Result<Vec<_>, _>>()?;
+    let hidden: Vec<PathBuf> = spec
+        .hidden
+        .iter()
+        .map(|h| h.canonicalize().unwrap_or_else(|_| h.clone()))
+        .collect();
+    let dangerous = ProfileContext {
+        workspace: Some(workspace.clone()),
+        hidden: hidden.clone(),
+        ..ProfileContext::default()
+    }
+    .hidden_in_workspace();
+    let refuse_tier_a = || -> Result<(), OneShotError> {
+        if dangerous.is_empty() || spec.allow_dangerous_workspace {
+            return Ok(());
+        }
+        Err(OneShotError::DangerousWorkspace {
+            workspace: workspace.clone(),
+            hidden: dangerous
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+    };
+    // The tree's bounds: processes and memory. Absent where the host offers no cgroup (said
+    // once, on stderr; the command still runs under its rlimits).
+    let name = format!("hanzo-sandbox-{}-1", std::process::id());
+    let cgroup = match Cgroup::create(&name, spec.limits.cgroup) {
+        Ok(cg) => {
+            for why in cg.absent() {
+                eprintln!("hanzo-dev sandbox: {why}");
+            }
+            Some(cg)
+        }
+        Err(e) => {
+            eprintln!("hanzo-dev sandbox: no process or memory bound for the command: {e}");
+            None
+        }
+    };
+    let cgroup_files = match &cgroup {
+        Some(cg) => cg.procs_files().map_err(OneShotError::RunDir)?,
+        None => Vec::new(),
+    };
+    let join: Vec<i32> = cgroup_files.iter().map(|f| f.as_raw_fd()).collect();
+    spec.limits.apply_process_wide()?;
+
+    if spec.isolation != IsolationMode::TierA {
+        let mut keep_rw = vec![workspace.clone()];
+        keep_rw.extend(allow_write.iter().cloned());
+        let mut cfg = TierB::new(
+            keep_rw,
+            allow_read.clone(),
+            hidden.clone(),
+            crate::paths::protected_paths(&workspace),
+            COMMAND_ETC,
+            spec.limits.tmp_size,
+        );
+        cfg.join_cgroups = join.clone();
+        cfg.forward_signals = true;
+        match namespaces::enter_with(&cfg, |_| {}) {
+            Ok(Side::Parent(parent)) => {
+                drop(cgroup_files);
+                let code = parent.wait(WaitAs {
+                    confine: false,
+                    forward_signals: true,
+                });
+                drop(cgroup);
+                return Ok(code);
+            }
+            Ok(Side::Child) => {
+                // Pid 2: become the command; only an error comes back.
+                let e = exec_in_tier_b(spec, &workspace, &allow_write, &allow_read, program);
+                return Err(e);
+            }
+            Err(e) if spec.isolation == IsolationMode::Auto && e.can_fall_back() => {
+                eprintln!("hanzo-dev sandbox: tier B is unavailable ({e}); running in tier A");
+            }
+            Err(e) => return Err(OneShotError::Namespaces(e)),
+        }
+    }
+
+    // Tier A.
+    refuse_tier_a()?;
     let run_dir = RunDir::create().map_err(OneShotError::RunDir)?;
     let ctx = ProfileContext {
         workspace: Some(workspace.clone()),
-        config_dir: None,
         run_dir: Some(run_dir.0.clone()),
+        ..ProfileContext::default()
     };
-    let profile = tools_profile(&ctx, &allow_write, &allow_read);
-    spec.limits.apply_all_process_wide()?;
-    let tier_b = match spec.isolation {
-        IsolationMode::TierA => false,
-        IsolationMode::Strict | IsolationMode::Auto => {
-            let kept: Vec<PathBuf> = allow_write.iter().chain(&allow_read).cloned().collect();
-            let mut cfg = TierB::for_workspace(&workspace, Some(&run_dir.0), &kept);
-            // The waiting original process removes the private directory through this fd.
-            cfg.parent_keeps = run_dir.1.as_ref().map(|f| f.as_raw_fd());
-            match namespaces::enter(&cfg) {
-                // The original process: the command ran in the child; clean up, pass its status.
-                Ok(Side::Parent { status }) => return Ok(status),
-                Ok(Side::Child) => true,
-                // `unshare` failing changes nothing: auto goes on with tier A.
-                Err(NamespaceError::Unshare(_)) if spec.isolation == IsolationMode::Auto => false,
-                Err(e) => return Err(OneShotError::Namespaces(e)),
-            }
-        }
-    };
-    // In tier B this process and the command are inside the private network namespace (only
-    // `lo`, brought up by `enter`): inet sockets are allowed there, every other family refused.
-    let profile = if tier_b {
-        SandboxProfile {
-            sockets: hanzo_ipc::attest::SocketPolicy::Any,
-            ..profile
-        }
-    } else {
-        profile
-    };
-
     let mut exec = ExecConfig::new(
         workspace.clone(),
         run_dir.0.clone(),
         spec.limits.command_rlimits(),
     );
-    exec.extra_env = spec.extra_env.clone();
-    exec.extra_env.push((
-        TIER_ENV.to_string(),
-        if tier_b { Tier::B } else { Tier::A }.to_string(),
-    ));
-    exec.prepare_dirs().map_err(OneShotError::RunDir)?;
-    // The caller's directory when it is inside the workspace, else the workspace.
-    let cwd = std::env::current_dir()
-        .ok()
-        .filter(|d| d.starts_with(&workspace))
-        .unwrap_or(workspace);
-    let mut cmd = Command::new(program);
-    cmd.args(args).env_clear().envs(exec.env()).current_dir(cwd);
-    // The limits are this process's own (set above) and `no_new_privs`, Landlock and seccomp are
-    // applied to the command's own process; it stays in the terminal's foreground group so ^C
-    // and job control work as usual. (There is no parent-death signal: like `env CMD`, the
-    // command outlives a killed `hanzo-dev sandbox`; in tier B the pid namespace ends it.)
+    exec.tier = Tier::A;
+    let cmd_profile = one_shot_profile(&allow_write, &allow_read, Tier::A);
+    let spawn = one_shot_spawn(spec, &mut exec, &workspace, cmd_profile.clone())?;
+    let profile = command_profile(Role::Tools, &cmd_profile, &ctx, Tier::A)
+        .map_err(|e| OneShotError::NotConfined(e.to_string()))?;
+    let confinement = Arc::new(
+        CommandConfinement::full(&profile).map_err(|e| OneShotError::NotConfined(e.to_string()))?,
+    );
+    let (keeper, _unscoped) = Keeper::best();
+    let (plan, switch) = keeper
+        .plan()
+        .map_err(|e| OneShotError::NotConfined(e.to_string()))?;
+    let mut cmd = command(
+        &spawn,
+        ChildStdio {
+            inherit: true,
+            ..ChildStdio::default()
+        },
+        confinement,
+        Some(plan),
+        join,
+        std::process::id() as i32,
+    );
     let spawn_error = |source| OneShotError::Spawn {
         program: program.to_string_lossy().into_owned(),
         source,
     };
-    if tier_b {
-        // Pid 2 of the namespace: confine, then become the command. Pid 1 and the original
-        // process wait; the original removes the private directory.
-        confine(&profile, true)?;
-        let e = cmd.exec();
-        return Err(spawn_error(e));
-    }
-    // Tier A: the child confines itself. Why it failed, if it did, comes back through a pipe.
-    let (mut why_read, why_write) = std::io::pipe().map_err(OneShotError::RunDir)?;
-    let mut why_write = Some(why_write);
-    hanzo_sandbox::spawn::in_child_of_single_threaded(&mut cmd, move || {
-        confine(&profile, false).map_err(|e| {
-            if let Some(w) = why_write.as_mut() {
-                let _ = std::io::Write::write_all(w, e.to_string().as_bytes());
-            }
-            std::io::Error::from_raw_os_error(libc::EPERM)
-        })
-    })
-    .map_err(spawn_error)?;
-    let spawned = cmd.spawn();
-    // Our copy of the pipe's write end lives in the hook: dropping the command closes it.
+    let mut child = cmd.spawn().map_err(spawn_error)?;
     drop(cmd);
-    let status = match spawned {
-        Ok(mut child) => child.wait().map_err(spawn_error)?,
-        Err(e) => {
-            let mut why = String::new();
-            let _ = std::io::Read::read_to_string(&mut why_read, &mut why);
-            return Err(if why.is_empty() {
-                spawn_error(e)
-            } else {
-                OneShotError::NotConfined(why)
-            });
-        }
-    };
+    drop(cgroup_files);
+    // The keeper leads the command's process group; it ignores these, the command gets them.
+    hanzo_sandbox::signals::forward(-(child.id() as i32));
+    let status = child.wait().map_err(spawn_error)?;
+    drop(switch);
+    drop(cgroup);
+    drop(run_dir);
     Ok(status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }
 
-/// Confine the calling process for its command: the tools profile (Landlock, seccomp, no
-/// capabilities), refusing to go on when Landlock or seccomp did not take, and the socket
-/// filter of its tier.
-fn confine(profile: &SandboxProfile, tier_b: bool) -> Result<(), OneShotError> {
-    let attestation = hanzo_sandbox::confine::confine_current_process(profile)?;
-    // Tier A is Landlock plus seccomp: without Landlock the command would reach every file.
-    if attestation.landlock.status == LandlockStatus::NotEnforced
-        || attestation.landlock.status == LandlockStatus::Unsupported
-        || !attestation.seccomp.installed
-    {
-        return Err(OneShotError::NotConfined(attestation.notes.join("; ")));
-    }
-    if tier_b {
-        crate::nosocket::deny_non_inet_sockets()?;
-    } else {
-        crate::nosocket::deny_socket_creation()?;
-    }
-    Ok(())
+/// The command's spawn: its environment (the allow-list, the tier, the caller's extras), and
+/// the caller's directory when it is inside the workspace, else the workspace.
+fn one_shot_spawn(
+    spec: &OneShot,
+    exec: &mut ExecConfig,
+    workspace: &Path,
+    profile: CommandProfile,
+) -> Result<Spawn, OneShotError> {
+    let (program, args) = spec.command.split_first().ok_or(OneShotError::NoCommand)?;
+    exec.extra_env = spec.extra_env.clone();
+    exec.extra_env
+        .push((TIER_ENV.to_string(), exec.tier.to_string()));
+    exec.prepare_dirs().map_err(OneShotError::RunDir)?;
+    let cwd = std::env::current_dir()
+        .ok()
+        .filter(|d| d.starts_with(workspace))
+        .unwrap_or_else(|| workspace.to_path_buf());
+    Ok(Spawn {
+        program: PathBuf::from(program),
+        args: args.to_vec(),
+        env: exec.env(),
+        cwd,
+        rlimits: exec.rlimits,
+        profile,
+    })
+}
+
+/// Pid 2 of tier B: confine and become the command (no keeper: the pid namespace ends with it).
+fn exec_in_tier_b(
+    spec: &OneShot,
+    workspace: &Path,
+    allow_write: &[PathBuf],
+    allow_read: &[PathBuf],
+    program: &OsString,
+) -> OneShotError {
+    let spawn_error = |source| OneShotError::Spawn {
+        program: program.to_string_lossy().into_owned(),
+        source,
+    };
+    // The private /tmp holds the run directory; nothing on the host to clean up.
+    let run_dir = PathBuf::from("/tmp/.hanzo-run");
+    let ctx = ProfileContext {
+        workspace: Some(workspace.to_path_buf()),
+        run_dir: Some(run_dir.clone()),
+        ..ProfileContext::default()
+    };
+    let mut exec = ExecConfig::new(
+        workspace.to_path_buf(),
+        run_dir,
+        spec.limits.command_rlimits(),
+    );
+    exec.tier = Tier::B;
+    let cmd_profile = one_shot_profile(allow_write, allow_read, Tier::B);
+    let spawn = match one_shot_spawn(spec, &mut exec, workspace, cmd_profile.clone()) {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    let profile = match command_profile(Role::Tools, &cmd_profile, &ctx, Tier::B) {
+        Ok(p) => p,
+        Err(e) => return OneShotError::NotConfined(e.to_string()),
+    };
+    let confinement = match CommandConfinement::full(&profile) {
+        Ok(c) => Arc::new(c),
+        Err(e) => return OneShotError::NotConfined(e.to_string()),
+    };
+    let mut cmd = command(
+        &spawn,
+        ChildStdio {
+            inherit: true,
+            ..ChildStdio::default()
+        },
+        confinement,
+        None,
+        Vec::new(),
+        nix::unistd::getppid().as_raw(),
+    );
+    spawn_error(cmd.exec())
 }

@@ -11,12 +11,16 @@
 //! - `\ No newline at end of file` after a line marks that line as the file's last, unterminated.
 //! - Context and removed lines must match exactly. A hunk is looked for at its stated line first,
 //!   then ever further above and below it (after the previous hunk), so line numbers may be off.
-//! - Renames and binary patches are not supported.
+//! - Renames and binary patches are not supported: a patch whose `---` and `+++` name different
+//!   files is refused (it would move content into or out of a file without either being checked
+//!   as the other).
+//! - Both paths are checked like every file tool's write (inside the workspace, not protected:
+//!   no hunk may touch the git directory, hooks, or `.hanzo/`).
 //!
 //! Every file is checked and computed first; only when all hunks of all files apply is anything
 //! written, so a patch that does not apply changes nothing.
 
-use crate::files::Outcome;
+use crate::files::{read_text, write_text, Deadline, Outcome, MAX_EDIT_BYTES};
 use crate::paths::{Intent, Roots};
 use serde::Deserialize;
 use std::fs;
@@ -198,19 +202,45 @@ enum Change {
     Delete(PathBuf),
 }
 
+/// [`apply_patch_within`] with the default deadline ([`crate::files::DEFAULT_DEADLINE`]).
 pub fn apply_patch(roots: &Roots, input: PatchInput) -> Outcome {
+    apply_patch_within(roots, input, &Deadline::default())
+}
+
+/// The `apply_patch` tool; gives up with an error once `deadline` has passed.
+pub fn apply_patch_within(roots: &Roots, input: PatchInput, deadline: &Deadline) -> Outcome {
     let files = parse(&input.patch)?;
     let mut changes = Vec::new();
     let mut summary = Vec::new();
     for fp in &files {
+        deadline.check()?;
         let name = fp
             .new_path
             .as_deref()
             .or(fp.old_path.as_deref())
             .expect("parse refuses a patch with both sides /dev/null");
-        let path = roots
-            .resolve(name, Intent::Write)
-            .map_err(|e| e.to_string())?;
+        // Both sides are checked as writes: the old side is the file that changes.
+        let mut resolved = Vec::new();
+        for side in [&fp.old_path, &fp.new_path].into_iter().flatten() {
+            resolved.push(
+                roots
+                    .resolve(side, Intent::Write)
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        if let [old, new] = resolved.as_slice() {
+            if old != new {
+                return Err(format!(
+                    "{name}: the patch renames {} to {}; renames are not supported (patch the \
+                     file in place, or create the new file and delete the old one)",
+                    fp.old_path.as_deref().unwrap_or_default(),
+                    fp.new_path.as_deref().unwrap_or_default(),
+                ));
+            }
+        }
+        let path = resolved
+            .pop()
+            .expect("a file patch names at least one side");
         let (mut lines, had_eol) = match &fp.old_path {
             None => {
                 if path.exists() {
@@ -221,7 +251,7 @@ pub fn apply_patch(roots: &Roots, input: PatchInput) -> Outcome {
                 (Vec::new(), true)
             }
             Some(_) => {
-                let text = fs::read_to_string(&path).map_err(|e| format!("{name}: {e}"))?;
+                let text = read_text(roots, &path, name, MAX_EDIT_BYTES)?;
                 let eol = text.is_empty() || text.ends_with('\n');
                 (text.lines().map(String::from).collect::<Vec<_>>(), eol)
             }
@@ -271,14 +301,15 @@ pub fn apply_patch(roots: &Roots, input: PatchInput) -> Outcome {
         ));
         changes.push(Change::Write(path, text));
     }
+    deadline.check()?;
     for change in changes {
         match change {
             Change::Write(path, text) => {
+                let shown = roots.display(&path);
                 if let Some(parent) = path.parent() {
-                    fs::create_dir_all(parent)
-                        .map_err(|e| format!("{}: {e}", roots.display(&path)))?;
+                    fs::create_dir_all(parent).map_err(|e| format!("{shown}: {e}"))?;
                 }
-                fs::write(&path, text).map_err(|e| format!("{}: {e}", roots.display(&path)))?;
+                write_text(roots, &path, &shown, text.as_bytes())?;
             }
             Change::Delete(path) => {
                 fs::remove_file(&path).map_err(|e| format!("{}: {e}", roots.display(&path)))?

@@ -4,7 +4,16 @@
 //! tool may use. The kernel (Landlock) enforces the same boundary underneath; this check gives the
 //! model a clear answer instead of a bare `EACCES`, and covers hard links, which Landlock cannot
 //! tell apart from the file they share.
+//!
+//! Writes are refused, too, anywhere under [`protected_paths`] — what a later `git` or
+//! `hanzo-dev` outside the sandbox would run or obey: the git directory as a whole (wherever a
+//! `gitdir:` file or `commondir` points), the effective hooks directories, included git
+//! configuration files, programs the configuration names inside the workspace, hook managers'
+//! configuration, `.hanzo/` and `.husky/` — and under any path component named `.git`, and where
+//! a write would complete a bare repository (`HEAD`, `objects/`, `refs/`), which a shell prompt's
+//! `git status` would then obey.
 
+use hanzo_policy::git::{self as gitpolicy, ConfigReference};
 use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
@@ -36,10 +45,15 @@ pub enum PathError {
     )]
     HardLink { path: String, links: u64 },
     #[error(
-        "path {path:?} refused: {protected} runs or configures things later, outside the sandbox \
-         (rule: no writing to .git/hooks, .git/config or .hanzo/)"
+        "path {path:?} refused: it is {protected} ({why}), which runs or configures programs \
+         later, outside the sandbox (rule: no writing to the git directory, git hooks and \
+         configuration, or .hanzo/)"
     )]
-    Protected { path: String, protected: String },
+    Protected {
+        path: String,
+        protected: String,
+        why: String,
+    },
     #[error("path {path:?}: {message}")]
     Io { path: String, message: String },
 }
@@ -114,19 +128,14 @@ impl Roots {
             });
         }
         if intent == Intent::Write {
-            // What a later `git` or `hanzo-dev` outside the sandbox would run or obey. Tier B
-            // also binds these read-only for commands (when they exist when the worker starts);
-            // the file tools refuse them in every tier, existing or not.
-            if let Ok(rel) = canonical.strip_prefix(&self.workspace) {
-                if let Some(p) = hanzo_sandbox::namespaces::PROTECTED_IN_WORKSPACE
-                    .iter()
-                    .find(|p| rel.starts_with(p))
-                {
-                    return Err(PathError::Protected {
-                        path,
-                        protected: p.to_string(),
-                    });
-                }
+            // What a later `git` or `hanzo-dev` outside the sandbox would run or obey. Computed
+            // afresh for every write: in tier A a command can change the git configuration.
+            if let Some((protected, why)) = self.protection(&lexical, &canonical) {
+                return Err(PathError::Protected {
+                    path,
+                    protected,
+                    why,
+                });
             }
             if let Ok(meta) = fs::metadata(&canonical) {
                 if meta.is_file() && meta.nlink() > 1 {
@@ -148,6 +157,445 @@ impl Roots {
             Err(_) => p.display().to_string(),
         }
     }
+}
+
+impl Roots {
+    /// The root `p` (canonical) is under.
+    pub fn root_of(&self, p: &Path) -> Option<&Path> {
+        std::iter::once(&self.workspace)
+            .chain(&self.extra)
+            .filter(|r| p.starts_with(r))
+            .max_by_key(|r| r.as_os_str().len())
+            .map(PathBuf::as_path)
+    }
+
+    /// Why writing `canonical` (reached as `lexical`) would plant something that runs later:
+    /// what is protected, shown to the model, and the rule's reason.
+    fn protection(&self, lexical: &Path, canonical: &Path) -> Option<(String, String)> {
+        for p in [lexical, canonical] {
+            let root = self.root_of(p).unwrap_or(&self.workspace);
+            if let Ok(rel) = p.strip_prefix(root) {
+                if let Some(c) = rel
+                    .components()
+                    .find(|c| gitpolicy::is_git_dir_name(&c.as_os_str().to_string_lossy()))
+                {
+                    return Some((
+                        format!("inside `{}`", c.as_os_str().to_string_lossy()),
+                        "a git directory".to_string(),
+                    ));
+                }
+            }
+        }
+        for entry in protected_detail(&self.workspace) {
+            if canonical.starts_with(&entry.path) || lexical.starts_with(&entry.path) {
+                return Some((format!("under {}", self.display(&entry.path)), entry.why));
+            }
+        }
+        if let Some(dir) = completes_bare_repository(self.root_of(canonical)?, canonical) {
+            return Some((
+                format!("in {}", self.display(&dir)),
+                "it would make that directory a git repository (HEAD, objects/, refs/)".to_string(),
+            ));
+        }
+        None
+    }
+}
+
+/// How a file tool opens a file it resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenFor {
+    Read,
+    /// Write, creating the file if it does not exist (then with mode 0666 less the umask).
+    Write,
+}
+
+impl Roots {
+    /// Opens `canonical` (a path [`Roots::resolve`] returned) without following any symlink
+    /// (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` from its root, so a symlink
+    /// swapped in after the check is refused by the kernel; `O_NOFOLLOW` where `openat2` is
+    /// missing), non-blocking (a FIFO does not hang the open), and refuses anything but a regular
+    /// file: reading a FIFO, a socket or a device would hang or never end. `shown` names the
+    /// file in errors.
+    pub fn open_file(
+        &self,
+        canonical: &Path,
+        how: OpenFor,
+        shown: &str,
+    ) -> Result<fs::File, String> {
+        use nix::fcntl::OFlag;
+        use nix::sys::stat::Mode;
+        let mut flags = OFlag::O_NONBLOCK | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NOCTTY;
+        flags |= match how {
+            OpenFor::Read => OFlag::O_RDONLY,
+            OpenFor::Write => OFlag::O_WRONLY | OFlag::O_CREAT,
+        };
+        // `openat2` refuses a mode without `O_CREAT`.
+        let mode = match how {
+            OpenFor::Read => Mode::empty(),
+            OpenFor::Write => Mode::from_bits_truncate(0o666),
+        };
+        let fd = self
+            .open_beneath(canonical, flags, mode)
+            .map_err(|e| match e {
+                nix::errno::Errno::ELOOP => format!(
+                    "{shown}: refused: a symlink appeared on its path after it was checked \
+                     (rule: symlinks may not lead outside the workspace)"
+                ),
+                nix::errno::Errno::EISDIR => format!("{shown} is a directory"),
+                nix::errno::Errno::ENXIO => format!(
+                    "{shown} is a FIFO or socket with no reader; the file tools use regular \
+                     files only"
+                ),
+                e => format!("{shown}: {}", std::io::Error::from(e)),
+            })?;
+        let file = fs::File::from(fd);
+        let meta = file.metadata().map_err(|e| format!("{shown}: {e}"))?;
+        if !meta.is_file() {
+            return Err(format!(
+                "{shown} is {}; the file tools read and write regular files only",
+                describe_type(&meta)
+            ));
+        }
+        Ok(file)
+    }
+
+    fn open_beneath(
+        &self,
+        canonical: &Path,
+        flags: nix::fcntl::OFlag,
+        mode: nix::sys::stat::Mode,
+    ) -> Result<std::os::fd::OwnedFd, nix::errno::Errno> {
+        use nix::errno::Errno;
+        use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+        let beneath = self.root_of(canonical).and_then(|root| {
+            let rel = canonical.strip_prefix(root).ok()?;
+            (!rel.as_os_str().is_empty()).then_some((root, rel))
+        });
+        if let Some((root, rel)) = beneath {
+            let dir = nix::fcntl::open(
+                root,
+                OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            )?;
+            let how = OpenHow::new().flags(flags).mode(mode).resolve(
+                ResolveFlag::RESOLVE_BENEATH
+                    | ResolveFlag::RESOLVE_NO_SYMLINKS
+                    | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+            );
+            match openat2(&dir, rel, how) {
+                // No `openat2` (Linux < 5.6, or a filter that refuses it): the last component
+                // at least is not followed.
+                Err(Errno::ENOSYS | Errno::EPERM) => {}
+                other => return other,
+            }
+        }
+        nix::fcntl::open(canonical, flags, mode)
+    }
+}
+
+/// "a FIFO", "a directory", … for error messages.
+pub fn describe_type(meta: &fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_symlink() {
+        "a symlink"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// The ancestor of `target` (below `root`) that holds, or would hold once `target` is written,
+/// all of `HEAD`, `objects` and `refs`: a directory git treats as a repository.
+fn completes_bare_repository(root: &Path, target: &Path) -> Option<PathBuf> {
+    let rel = target.strip_prefix(root).ok()?;
+    let mut dir = root.to_path_buf();
+    for comp in rel.components() {
+        let name = comp.as_os_str();
+        let present = gitpolicy::GIT_DIR_MARKERS
+            .iter()
+            .filter(|m| name == **m || fs::symlink_metadata(dir.join(m)).is_ok())
+            .count();
+        if present == gitpolicy::GIT_DIR_MARKERS.len() {
+            return Some(dir);
+        }
+        dir.push(name);
+    }
+    None
+}
+
+/// A path no tool or command may write, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtectedPath {
+    pub path: PathBuf,
+    pub why: String,
+}
+
+/// The absolute paths no tool or command may write in `workspace`, existing or not (see the
+/// module documentation). Reads the repository's files (`.git`, `commondir`, the configuration
+/// and what it includes, installed hooks) but never runs git. Symlinked entries are listed both
+/// as named and as resolved.
+pub fn protected_paths(workspace: &Path) -> Vec<PathBuf> {
+    protected_detail(workspace)
+        .into_iter()
+        .map(|p| p.path)
+        .collect()
+}
+
+/// Largest git metadata file read (`.git` file, `commondir`, a config, a hook).
+const MAX_GIT_FILE: u64 = 256 * 1024;
+/// How deep `include.path` chains are followed (git stops at 10).
+const MAX_INCLUDE_DEPTH: usize = 10;
+
+fn read_small(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let f = fs::File::open(path).ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    f.take(MAX_GIT_FILE).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+/// `protected_paths` with the reason of each entry.
+pub fn protected_detail(workspace: &Path) -> Vec<ProtectedPath> {
+    let env = GitEnv::from_process();
+    protected_detail_with(workspace, &env)
+}
+
+/// Where git looks for configuration besides the repository, when it is readable.
+#[derive(Debug, Clone, Default)]
+pub struct GitEnv {
+    pub home: Option<PathBuf>,
+    /// Global and system configuration files to read (`~/.gitconfig`, XDG, `/etc/gitconfig`).
+    pub extra_configs: Vec<PathBuf>,
+}
+
+impl GitEnv {
+    /// From this process's environment (`HOME`, `XDG_CONFIG_HOME`); the tools worker has
+    /// neither, so there only the repository's own files count — the same files git reads in
+    /// the sandbox.
+    pub fn from_process() -> GitEnv {
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|h| h.is_absolute());
+        let xdg = std::env::var_os("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| home.as_ref().map(|h| h.join(".config")));
+        let mut extra_configs = vec![PathBuf::from("/etc/gitconfig")];
+        extra_configs.extend(xdg.map(|x| x.join("git/config")));
+        extra_configs.extend(home.as_ref().map(|h| h.join(".gitconfig")));
+        GitEnv {
+            home,
+            extra_configs,
+        }
+    }
+}
+
+struct Collect<'a> {
+    workspace: &'a Path,
+    env: &'a GitEnv,
+    out: Vec<ProtectedPath>,
+    hooks_dirs: Vec<PathBuf>,
+    seen_configs: Vec<PathBuf>,
+    /// Entries of the repository's own configuration (and what it includes).
+    entries: Vec<gitpolicy::ConfigEntry>,
+    /// Whether `config_file` is reading the repository's configuration (not global files).
+    in_repository: bool,
+}
+
+impl Collect<'_> {
+    fn add(&mut self, path: PathBuf, why: impl Into<String>) {
+        let why = why.into();
+        let path = normalize(&path);
+        let resolved = canonicalize_allow_missing(&path).ok();
+        for p in std::iter::once(path).chain(resolved) {
+            if !self.out.iter().any(|e| e.path == p) {
+                self.out.push(ProtectedPath {
+                    path: p,
+                    why: why.clone(),
+                });
+            }
+        }
+    }
+
+    /// `~/x` from the home directory, a relative path from `base`.
+    fn resolve(&self, value: &str, base: &Path) -> Option<PathBuf> {
+        if let Some(rest) = value.strip_prefix("~/") {
+            return self.env.home.as_ref().map(|h| h.join(rest));
+        }
+        if value.starts_with('~') {
+            return None;
+        }
+        let p = Path::new(value);
+        Some(if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            base.join(p)
+        })
+    }
+
+    fn config_file(&mut self, file: &Path, depth: usize) {
+        if depth > MAX_INCLUDE_DEPTH || self.seen_configs.iter().any(|s| s == file) {
+            return;
+        }
+        self.seen_configs.push(file.to_path_buf());
+        let Some(text) = read_small(file) else {
+            return;
+        };
+        let base = file.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let entries = gitpolicy::parse_config(&text);
+        let references = gitpolicy::config_references(&entries);
+        if self.in_repository {
+            self.entries.extend(entries);
+        }
+        for r in references {
+            match r {
+                ConfigReference::HooksPath(v) => {
+                    // A relative hooks path is relative to the work tree (githooks(5)).
+                    if let Some(p) = self.resolve(&v, self.workspace) {
+                        self.add(p.clone(), "the hooks directory `core.hooksPath` names");
+                        self.hooks_dirs.push(p);
+                    }
+                }
+                ConfigReference::Include(v) => {
+                    if let Some(p) = self.resolve(&v, &base) {
+                        self.add(p.clone(), "a git configuration file that is included");
+                        self.config_file(&p, depth + 1);
+                    }
+                }
+                ConfigReference::TemplateDir(v) => {
+                    if let Some(p) = self.resolve(&v, self.workspace) {
+                        self.add(p, "the template directory `init.templateDir` names");
+                    }
+                }
+                ConfigReference::Program { key, paths } => {
+                    for v in paths {
+                        let Some(p) = self.resolve(&v, self.workspace) else {
+                            continue;
+                        };
+                        // Programs outside the workspace are not the model's to write anyway.
+                        if normalize(&p).starts_with(self.workspace) {
+                            self.add(p, format!("a program the git configuration runs (`{key}`)"));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn hook_managers(&mut self) {
+        let dirs = std::mem::take(&mut self.hooks_dirs);
+        for dir in &dirs {
+            for name in gitpolicy::HOOK_NAMES {
+                let Some(text) = read_small(&dir.join(name)) else {
+                    continue;
+                };
+                for cfg in gitpolicy::hook_manager_configs(&text) {
+                    self.add(
+                        self.workspace.join(cfg),
+                        format!("configuration the installed `{name}` hook runs commands from"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// [`protected_detail`] with the global configuration given (tests).
+pub fn protected_detail_with(workspace: &Path, env: &GitEnv) -> Vec<ProtectedPath> {
+    collect(workspace, env).out
+}
+
+/// A repository whose `.git` is at the root of a workspace, as git would find it.
+#[derive(Debug, Clone)]
+pub struct GitRepository {
+    /// The git directory (`.git`, or where a `gitdir:` file points).
+    pub git_dir: PathBuf,
+    /// `commondir`'s target, or the git directory itself.
+    pub common_dir: PathBuf,
+    /// The repository's configuration (`config`, `config.worktree`, included files), in order.
+    pub config: Vec<gitpolicy::ConfigEntry>,
+}
+
+/// The repository at the root of `workspace`, if there is one (read, never run).
+pub fn git_repository(workspace: &Path) -> Option<GitRepository> {
+    let env = GitEnv::default();
+    let c = collect(workspace, &env);
+    let (git_dir, common_dir) = git_dirs(workspace, &c)?;
+    Some(GitRepository {
+        git_dir,
+        common_dir,
+        config: c.entries,
+    })
+}
+
+fn git_dirs(workspace: &Path, c: &Collect<'_>) -> Option<(PathBuf, PathBuf)> {
+    let dotgit = workspace.join(".git");
+    let git_dir = match fs::symlink_metadata(&dotgit) {
+        Ok(m) if m.is_file() => read_small(&dotgit)
+            .and_then(|t| gitpolicy::parse_gitdir_file(&t))
+            .and_then(|t| c.resolve(&t, workspace)),
+        Ok(_) => Some(dotgit),
+        Err(_) => None,
+    }?;
+    let git_dir = normalize(&git_dir);
+    let common = read_small(&git_dir.join("commondir"))
+        .and_then(|t| gitpolicy::parse_commondir(&t))
+        .and_then(|t| c.resolve(&t, &git_dir))
+        .map(|p| normalize(&p))
+        .unwrap_or_else(|| git_dir.clone());
+    Some((git_dir, common))
+}
+
+fn collect<'a>(workspace: &'a Path, env: &'a GitEnv) -> Collect<'a> {
+    let mut c = Collect {
+        workspace,
+        env,
+        out: Vec::new(),
+        hooks_dirs: Vec::new(),
+        seen_configs: Vec::new(),
+        entries: Vec::new(),
+        in_repository: true,
+    };
+    for name in gitpolicy::ALWAYS_PROTECTED {
+        let why = match *name {
+            ".git" => "the git directory, or the file naming it",
+            ".hanzo" => "hanzo-dev's settings for this workspace",
+            _ => "husky's hooks directory",
+        };
+        c.add(workspace.join(name), why);
+    }
+    if let Some((git_dir, common)) = git_dirs(workspace, &c) {
+        c.add(git_dir.clone(), "the git directory `.git` points to");
+        if common != git_dir {
+            c.add(
+                common.clone(),
+                "the common git directory `commondir` points to",
+            );
+        }
+        c.hooks_dirs.push(common.join("hooks"));
+        for config in [common.join("config"), git_dir.join("config.worktree")] {
+            c.config_file(&config, 0);
+        }
+    }
+    c.in_repository = false;
+    for config in env.extra_configs.clone() {
+        c.config_file(&config, 0);
+    }
+    c.hook_managers();
+    c
 }
 
 /// Remove `.` and resolve `..` lexically (a `..` at the root stays at the root).
@@ -211,33 +659,141 @@ mod tests {
     use std::os::unix::fs::symlink;
 
     #[test]
-    fn writes_to_git_hooks_git_config_and_hanzo_are_refused_naming_the_rule() {
+    fn writes_into_the_git_directory_and_hanzo_are_refused_naming_the_rule() {
         let (ws, _outside, roots) = setup();
         std::fs::create_dir_all(ws.path().join(".git/hooks")).expect("mkdir");
         for p in [
             ".git/hooks/pre-commit",
             ".git/config",
+            ".git/commondir",
+            ".git/HEAD",
+            ".git/objects/ab/cdef",
+            ".git/worktrees/x/gitdir",
+            ".git",
             ".hanzo/settings.json",
             "./.hanzo/new/x.json",
             "sub/../.hanzo",
+            ".husky/pre-commit",
+            "vendor/lib/.git/config",
+            "nested/.GIT/hooks/x",
         ] {
             let e = roots.resolve(p, Intent::Write).expect_err(p);
             assert!(matches!(e, PathError::Protected { .. }), "{p}: {e:?}");
             assert!(
-                e.to_string().contains("rule: no writing to .git/hooks"),
+                e.to_string()
+                    .contains("rule: no writing to the git directory"),
                 "{e}"
             );
         }
         // Reading them is fine, and so are look-alikes.
         assert!(roots.resolve(".hanzo/settings.json", Intent::Read).is_ok());
+        assert!(roots.resolve(".git/config", Intent::Read).is_ok());
         for p in [
-            ".git/config.lock",
+            ".gitignore",
             ".hanzo-notes",
             "src/.hanzo.txt",
-            ".git/HEAD",
+            "git/config",
+            ".github/x",
         ] {
             assert!(roots.resolve(p, Intent::Write).is_ok(), "{p}");
         }
+    }
+
+    fn write_refused(roots: &Roots, p: &str) -> String {
+        match roots.resolve(p, Intent::Write) {
+            Err(e @ PathError::Protected { .. }) => e.to_string(),
+            other => panic!("{p}: expected a protected-path refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_gitdir_file_commondir_and_worktrees_are_followed() {
+        let (ws, outside, roots) = setup();
+        // The workspace is a linked worktree: `.git` is a file naming an admin directory, whose
+        // `commondir` names the main repository's git directory.
+        let main_git = outside.path().join("main/.git");
+        let admin = main_git.join("worktrees/wt");
+        fs::create_dir_all(&admin).expect("mkdir");
+        fs::write(admin.join("commondir"), "../..\n").expect("write");
+        fs::write(
+            ws.path().join(".git"),
+            format!("gitdir: {}\n", admin.display()),
+        )
+        .expect("write");
+        let protected = protected_paths(ws.path());
+        let canon = |p: &Path| p.canonicalize().expect("canon");
+        assert!(protected.contains(&canon(&admin)), "{protected:?}");
+        assert!(protected.contains(&canon(&main_git)), "{protected:?}");
+        assert!(protected.contains(&ws.path().join(".git")), "{protected:?}");
+        // Replacing the `.git` file is refused too.
+        write_refused(&roots, ".git");
+    }
+
+    #[test]
+    fn hooks_path_includes_and_configured_programs_are_protected() {
+        let (ws, outside, roots) = setup();
+        let git = ws.path().join(".git");
+        fs::create_dir_all(&git).expect("mkdir");
+        fs::write(
+            outside.path().join("shared.inc"),
+            "[core]\n\tfsmonitor = tools/fsmon.sh\n",
+        )
+        .expect("write");
+        fs::write(
+            git.join("config"),
+            format!(
+                "[core]\n\thooksPath = githooks\n[include]\n\tpath = ../project.gitconfig\n\
+                 [includeIf \"gitdir:/nowhere/\"]\n\tpath = {}\n\
+                 [diff \"pdf\"]\n\ttextconv = sh scripts/pdf2txt.sh\n\
+                 [alias]\n\tup = !./bin/update --all\n",
+                outside.path().join("shared.inc").display()
+            ),
+        )
+        .expect("write");
+        for (p, why) in [
+            ("githooks/pre-commit", "core.hooksPath"),
+            ("project.gitconfig", "included"),
+            ("tools/fsmon.sh", "core.fsmonitor"),
+            ("scripts/pdf2txt.sh", "diff.pdf.textconv"),
+            ("bin/update", "alias.up"),
+        ] {
+            let e = write_refused(&roots, p);
+            assert!(e.contains(why), "{p}: {e}");
+        }
+        assert!(roots.resolve("scripts/other.sh", Intent::Write).is_ok());
+    }
+
+    #[test]
+    fn a_hook_manager_s_configuration_is_protected_when_its_hook_is_installed() {
+        let (ws, _outside, roots) = setup();
+        assert!(roots
+            .resolve(".pre-commit-config.yaml", Intent::Write)
+            .is_ok());
+        let hooks = ws.path().join(".git/hooks");
+        fs::create_dir_all(&hooks).expect("mkdir");
+        fs::write(
+            hooks.join("pre-commit"),
+            "#!/usr/bin/env bash\nexec pre-commit hook-impl --config=.pre-commit-config.yaml\n",
+        )
+        .expect("write");
+        let e = write_refused(&roots, ".pre-commit-config.yaml");
+        assert!(e.contains("installed `pre-commit` hook"), "{e}");
+    }
+
+    #[test]
+    fn completing_a_bare_repository_is_refused() {
+        let (ws, _outside, roots) = setup();
+        let bare = ws.path().join("fixtures/evil");
+        fs::create_dir_all(bare.join("objects")).expect("mkdir");
+        fs::create_dir_all(bare.join("refs")).expect("mkdir");
+        // HEAD would complete it.
+        let e = write_refused(&roots, "fixtures/evil/HEAD");
+        assert!(e.contains("make that directory a git repository"), "{e}");
+        fs::write(bare.join("HEAD"), "ref: refs/heads/main\n").expect("write");
+        // Once it is one, nothing may be written into it (its `config` would run).
+        write_refused(&roots, "fixtures/evil/config");
+        write_refused(&roots, "fixtures/evil/hooks/post-checkout");
+        assert!(roots.resolve("fixtures/other/HEAD", Intent::Write).is_ok());
     }
 
     fn setup() -> (tempfile::TempDir, tempfile::TempDir, Roots) {

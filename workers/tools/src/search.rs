@@ -3,8 +3,8 @@
 //! the `.git` directory is skipped, and symlinks are not followed (a link cannot lead the walk out
 //! of the workspace).
 
-use crate::files::Outcome;
-use crate::paths::{Intent, Roots};
+use crate::files::{Deadline, Outcome};
+use crate::paths::{Intent, OpenFor, Roots};
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{sinks::Lossy, BinaryDetection, SearcherBuilder};
 use ignore::{DirEntry, WalkBuilder};
@@ -46,23 +46,39 @@ pub struct GlobInput {
     pub max_results: Option<usize>,
 }
 
+/// `base` must be a directory or a regular file (a FIFO or device is refused, not walked).
+fn check_base(roots: &Roots, base: &Path) -> Result<(), String> {
+    let shown = roots.display(base);
+    let meta = std::fs::symlink_metadata(base).map_err(|e| format!("{shown}: {e}"))?;
+    crate::files::refuse_special(&meta, &shown)
+}
+
+/// [`glob_within`] with the default deadline ([`crate::files::DEFAULT_DEADLINE`]).
 pub fn glob(roots: &Roots, input: GlobInput) -> Outcome {
+    glob_within(roots, input, &Deadline::default())
+}
+
+/// The `glob` tool; gives up with an error once `deadline` has passed.
+pub fn glob_within(roots: &Roots, input: GlobInput, deadline: &Deadline) -> Outcome {
     let base = roots
         .resolve(input.path.as_deref().unwrap_or("."), Intent::Read)
         .map_err(|e| e.to_string())?;
+    check_base(roots, &base)?;
     let matcher = glob_matcher(&input.pattern)?;
     let max = input
         .max_results
         .unwrap_or(DEFAULT_GLOB_RESULTS)
         .clamp(1, MAX_RESULTS);
-    let mut found: Vec<String> = walker(&base)
-        .filter(|e| {
-            e.path()
-                .strip_prefix(&base)
-                .is_ok_and(|rel| matcher.is_match(rel))
-        })
-        .map(|e| roots.display(e.path()))
-        .collect();
+    let mut found: Vec<String> = Vec::new();
+    for e in walker(&base) {
+        deadline.check()?;
+        if e.path()
+            .strip_prefix(&base)
+            .is_ok_and(|rel| matcher.is_match(rel))
+        {
+            found.push(roots.display(e.path()));
+        }
+    }
     found.sort();
     let total = found.len();
     if total == 0 {
@@ -87,10 +103,17 @@ pub struct GrepInput {
     pub max_matches: Option<usize>,
 }
 
+/// [`grep_within`] with the default deadline ([`crate::files::DEFAULT_DEADLINE`]).
 pub fn grep(roots: &Roots, input: GrepInput) -> Outcome {
+    grep_within(roots, input, &Deadline::default())
+}
+
+/// The `grep` tool; gives up with an error once `deadline` has passed.
+pub fn grep_within(roots: &Roots, input: GrepInput, deadline: &Deadline) -> Outcome {
     let base = roots
         .resolve(input.path.as_deref().unwrap_or("."), Intent::Read)
         .map_err(|e| e.to_string())?;
+    check_base(roots, &base)?;
     let matcher = RegexMatcherBuilder::new()
         .case_insensitive(input.case_insensitive)
         .build(&input.pattern)
@@ -114,6 +137,7 @@ pub fn grep(roots: &Roots, input: GrepInput) -> Outcome {
         Box::new(walker(&base).map(|e| e.into_path()))
     };
     for file in files {
+        deadline.check()?;
         if let Some(m) = &only {
             let rel = file.strip_prefix(&base).unwrap_or(&file);
             let name = file.file_name().map(Path::new).unwrap_or(rel);
@@ -122,9 +146,14 @@ pub fn grep(roots: &Roots, input: GrepInput) -> Outcome {
             }
         }
         let shown = roots.display(&file);
-        let result = searcher.search_path(
+        // Opened like every file tool opens: regular files only, never through a symlink, never
+        // blocking (a file swapped for a FIFO after the walk saw it is skipped, not waited on).
+        let Ok(handle) = roots.open_file(&file, OpenFor::Read, &shown) else {
+            continue;
+        };
+        let result = searcher.search_file(
             &matcher,
-            &file,
+            &handle,
             Lossy(|line_number, line| {
                 if count >= max {
                     more = true;

@@ -5,9 +5,11 @@ use crate::{SetupError, Tools};
 use hanzo_ipc::channel::{Handler, ItemSink};
 use hanzo_ipc::proto::{RemoteError, RemoteErrorKind};
 use hanzo_ipc::roles::tools::{HookCall, Item, PreHookReply, Request, Response, ToolsProtocol};
+use hanzo_ipc::Role;
 use hanzo_policy::hooks::PreHookVerdict;
-use hanzo_policy::isolation::IsolationMode;
-use hanzo_sandbox::namespaces::{self, Side, TierB};
+use hanzo_policy::isolation::{IsolationMode, Tier};
+use hanzo_policy::profile::COMMAND_ETC;
+use hanzo_sandbox::namespaces::{self, Side, TierB, WaitAs};
 use hanzo_worker::{handle_common, WorkerOptions};
 use tokio::io::AsyncWrite;
 
@@ -22,11 +24,11 @@ pub struct ToolsHandler {
 impl ToolsHandler {
     /// Built inside the confined worker. A set-up failure is answered on every call, so the
     /// supervisor sees why rather than a worker that died.
-    pub fn new(opts: &WorkerOptions, limits: &Limits) -> ToolsHandler {
+    pub fn new(opts: &WorkerOptions, limits: &Limits, tier: Tier) -> ToolsHandler {
         let tools = (|| {
             let ws = opts.ctx.workspace.as_ref().ok_or(SetupError::NoWorkspace)?;
             let run = opts.ctx.run_dir.as_ref().ok_or(SetupError::NoRunDir)?;
-            Tools::new(ws, run, &[], limits)
+            Tools::in_tier(ws, run, &[], limits, tier)
         })()
         .map_err(|e| e.to_string());
         ToolsHandler { tools }
@@ -58,7 +60,8 @@ impl ToolsHandler {
         let input =
             serde_json::from_str(&call.input_json).map_err(|e| bad("tool input", e.to_string()))?;
         Ok((
-            crate::hooks::HookRunner::new(set, tools.roots.workspace().to_path_buf()),
+            crate::hooks::HookRunner::new(set, tools.roots.workspace().to_path_buf())
+                .with_runner(tools.runner().clone()),
             input,
         ))
     }
@@ -140,69 +143,108 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Handler<ToolsProtocol, W> for Tools
 }
 
 /// The tools worker's `main`: lower the process-wide limits, enter tier B's namespaces (before
-/// confinement: seccomp refuses `unshare` and `mount`) unless `opts.isolation` is `tier-a`, and
-/// fork the tier-B command launcher, then confine, handshake and serve
-/// (`hanzo_worker::run_with`). With `strict`, a worker that cannot enter tier B exits with
-/// `CONFINE_FAILED` rather than run weaker. Returns the process exit code.
+/// confinement: seccomp refuses namespace creation and `mount`) unless `opts.isolation` is
+/// `tier-a`, fork the command launcher (from tier B's pid 1, or from this process in tier A),
+/// then confine, handshake and serve (`hanzo_worker::run_with_helpers`, with the launcher's
+/// attestation among the helpers). With `strict`, a worker that cannot enter tier B exits with
+/// `CONFINE_FAILED` rather than run weaker; with `auto` it falls back to tier A and says why.
+/// Tier A is refused for a workspace that contains a hidden path (hanzo's configuration or data)
+/// unless the context allows a dangerous workspace. Returns the process exit code.
 pub fn worker_main(opts: WorkerOptions) -> i32 {
+    let fail = |what: &str| {
+        eprintln!("hanzo-dev tools worker: {what}");
+        hanzo_worker::exit::CONFINE_FAILED
+    };
     let isolation = opts.isolation;
     let limits = Limits::default();
     if let Err(e) = limits.apply_process_wide() {
-        eprintln!("hanzo-dev tools worker: cannot set resource limits: {e}");
-        return hanzo_worker::exit::CONFINE_FAILED;
+        return fail(&format!("cannot set resource limits: {e}"));
     }
-    let tier_b = match isolation {
+    let Some(ws) = opts.ctx.workspace.clone() else {
+        return fail("no workspace");
+    };
+    let dangerous = opts.ctx.hidden_in_workspace();
+    let tier_a_refused = || -> Option<String> {
+        (!dangerous.is_empty() && !opts.ctx.allow_dangerous_workspace).then(|| {
+            format!(
+                "the workspace {} contains {}, which tier A cannot keep out of reach; refusing \
+                 tier A (tier B hides them; --allow-dangerous-workspace runs anyway)",
+                ws.display(),
+                dangerous
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+    };
+    let want_b = match isolation {
         IsolationMode::TierA => false,
         IsolationMode::Strict => true,
-        IsolationMode::Auto => {
-            opts.ctx.workspace.is_some() && hanzo_sandbox::doctor::probe_kernel().tier_b().is_ok()
-        }
+        IsolationMode::Auto => hanzo_sandbox::doctor::probe_kernel().tier_b().is_ok(),
     };
-    if tier_b {
-        let Some(ws) = &opts.ctx.workspace else {
-            eprintln!("hanzo-dev tools worker: tier B needs a workspace");
-            return hanzo_worker::exit::CONFINE_FAILED;
-        };
-        let cfg = TierB::for_workspace(ws, opts.ctx.run_dir.as_deref(), &[]);
-        // The command launcher's socket pair now; pid 1 forks the launcher (with the tier-B
-        // command profile: inet sockets, in this namespace only) just before the worker.
-        let mut launcher = crate::launcher::prepare();
+    let mut launcher = match crate::launcher::prepare() {
+        Ok(l) => l,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let mut tier = Tier::A;
+    if want_b {
+        let mut keep_rw = vec![ws.clone()];
+        keep_rw.extend(opts.ctx.run_dir.iter().cloned());
+        let cfg = TierB::new(
+            keep_rw,
+            Vec::new(),
+            opts.ctx.hidden.clone(),
+            crate::paths::protected_paths(&ws),
+            COMMAND_ETC,
+            limits.tmp_size,
+        );
         let ctx = opts.ctx.clone();
-        let entered = namespaces::enter_with(&cfg, |lo_up| {
-            if let Ok(l) = launcher.as_mut() {
-                l.fork_in_pid1(&ctx, lo_up);
-            }
+        let entered = namespaces::enter_with(&cfg, |_lo_up| {
+            launcher.fork(Role::Tools, &ctx, Tier::B);
         });
         match entered {
-            // The original process: the worker lived and ended in the child. `enter` closed
-            // every fd above 2 here already: the pair must not be closed a second time.
-            Ok(Side::Parent { status }) => {
+            // The original process: the worker lives and ends in the namespaces; this one only
+            // waits (confined with the reaper's allow-list) and passes the status on.
+            Ok(Side::Parent(parent)) => {
                 std::mem::forget(launcher);
-                return status;
+                return parent.wait(WaitAs {
+                    confine: true,
+                    forward_signals: false,
+                });
             }
-            // Without a launcher, commands run from the worker itself and get no network at
-            // all; the attestation says which (doctor shows it).
-            Ok(Side::Child) => match launcher.map_err(|e| e.to_string()).and_then(|l| l.finish()) {
-                Ok(()) => namespaces::describe_net("loopback only, for commands"),
-                Err(e) => {
-                    eprintln!("hanzo-dev tools worker: commands get no network: {e}");
-                    namespaces::describe_net("no network for commands");
-                }
-            },
-            Err(e) => {
-                eprintln!("hanzo-dev tools worker: cannot enter tier B: {e}");
-                return hanzo_worker::exit::CONFINE_FAILED;
+            Ok(Side::Child) => {
+                tier = Tier::B;
+                namespaces::describe_net(if namespaces::loopback_up() {
+                    "loopback only, for commands"
+                } else {
+                    "no interface up"
+                });
             }
+            Err(e) if isolation == IsolationMode::Auto && e.can_fall_back() => {
+                eprintln!("hanzo-dev tools worker: tier B is unavailable ({e}); running in tier A");
+            }
+            Err(e) => return fail(&format!("cannot enter tier B: {e}")),
         }
     }
-    hanzo_worker::run_with::<ToolsProtocol, _, _>(opts, move |ctx| {
-        // Confined and still single-threaded (the runtime is current-thread and no blocking task
-        // has run yet): every thread and command from here on inherits the filter.
-        if let Err(e) = crate::nosocket::deny_socket_creation() {
-            return ToolsHandler {
-                tools: Err(format!("the tools worker is not fully confined: {e}")),
-            };
+    if tier == Tier::A {
+        if let Some(why) = tier_a_refused() {
+            return fail(&why);
         }
-        ToolsHandler::new(&ctx.opts, &limits)
+        launcher.fork(Role::Tools, &opts.ctx, Tier::A);
+    }
+    let launcher_att = match launcher.finish() {
+        Ok(a) => a,
+        Err(e) => return fail(&format!("no command launcher: {e}")),
+    };
+    hanzo_worker::run_with_helpers::<ToolsProtocol, _, _>(opts, vec![launcher_att], move |ctx| {
+        // Commands go through the launcher; when it is gone, no command can run any more: end,
+        // so that the supervisor restarts the worker (and with it a launcher).
+        tokio::spawn(async {
+            crate::runner::launcher_gone().await;
+            eprintln!("hanzo-dev tools worker: the command launcher is gone; exiting");
+            std::process::exit(hanzo_worker::exit::LAUNCHER_GONE);
+        });
+        ToolsHandler::new(&ctx.opts, &limits, tier)
     })
 }

@@ -1,11 +1,14 @@
 //! The escape battery: every attempt is a real process run under the tools confinement (the same
-//! path `hanzo-dev sandbox` takes: this binary re-executes itself, confines that fresh
-//! single-threaded process with the tools profile and runs the attempt as its child), and every
-//! attempt must fail — with the kernel's answer checked where there is one, and the target checked
-//! untouched afterwards. A secret canary sits in the sandbox process's environment, in a fake
-//! `~/.ssh` key and in a credential file under `XDG_CONFIG_HOME`; it must never appear in any
-//! attempt's output. Ordinary work (`git status`, `python3 -c`, `cargo build --offline`) must still
-//! succeed.
+//! path `hanzo-dev sandbox` takes: this binary re-executes itself as a fresh single-threaded
+//! process that runs `hanzo_tools::oneshot::run`, which starts the attempt through the runner),
+//! and every attempt must fail — with the kernel's answer checked where there is one, and the
+//! target checked untouched afterwards. A secret canary sits in the sandbox process's
+//! environment, in a fake `~/.ssh` key, in a credential file under `XDG_CONFIG_HOME` and in a
+//! fake SSH host key under `/etc/ssh`; it must never appear in any attempt's output. Ordinary
+//! work (`git status`, `python3 -c`, `cargo build --offline`) must still succeed. Both tiers run
+//! the whole battery; what only tier B promises (the read-only host, protected git paths, a
+//! private `/tmp`, hidden configuration inside the workspace) is checked in tier B, and what
+//! tier A must refuse instead is checked there.
 //!
 //! A custom harness (`harness = false`): confinement needs a process of its own, and libtest would
 //! run tests on threads.
@@ -16,6 +19,7 @@ use hanzo_tools::oneshot::{self, OneShot};
 use std::ffi::OsString;
 use std::io::{ErrorKind, Read};
 use std::net::{TcpListener, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -25,17 +29,31 @@ const CANARY: &str = "sk-canary-HANZO-7d41c2";
 const PY: &str = "/usr/bin/python3";
 
 /// The sandboxed side: `__sandbox WORKSPACE AS_BYTES READ_PATHS(:-separated or -) TIER(a|b) --
-/// CMD…`.
+/// CMD…`; bounds and hidden paths from `HANZO_TEST_*` variables (which the command's own
+/// allow-listed environment never carries).
 fn child(args: &[OsString]) -> i32 {
     let s = |i: usize| args.get(i).map(|a| a.to_string_lossy().into_owned());
     let (Some(ws), Some(as_bytes), Some(reads), Some(tier)) = (s(0), s(1), s(2), s(3)) else {
         eprintln!("bad child arguments");
         return 100;
     };
-    let limits = Limits {
+    let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let mut limits = Limits {
         address_space: as_bytes.parse().ok().or(Limits::default().address_space),
         ..Limits::default()
     };
+    if let Some(t) = var("HANZO_TEST_TMP_SIZE") {
+        limits.tmp_size = t;
+    }
+    if let Some(m) = var("HANZO_TEST_MAX_MEMORY") {
+        limits.cgroup.max_memory = Some(m);
+    }
+    if let Some(p) = var("HANZO_TEST_MAX_PIDS") {
+        limits.cgroup.max_pids = Some(p);
+    }
+    let hidden: Vec<PathBuf> = std::env::var("HANZO_TEST_HIDDEN")
+        .map(|h| h.split(':').map(PathBuf::from).collect())
+        .unwrap_or_default();
     let allow_read = if reads == "-" {
         Vec::new()
     } else {
@@ -52,6 +70,8 @@ fn child(args: &[OsString]) -> i32 {
         } else {
             IsolationMode::TierA
         },
+        hidden,
+        allow_dangerous_workspace: std::env::var_os("HANZO_TEST_FORCE").is_some(),
         command: args[5..].to_vec(),
     };
     match oneshot::run(&spec) {
@@ -71,6 +91,18 @@ struct Fixture {
     out: PathBuf,
     home: PathBuf,
     xdg: PathBuf,
+    /// A file outside every grant that stays visible in tier B (not under a hidden directory,
+    /// as the temporary root is), for the metadata attacks.
+    canary: Canary,
+}
+
+/// A file removed when dropped.
+struct Canary(PathBuf);
+
+impl Drop for Canary {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 impl Fixture {
@@ -108,6 +140,23 @@ impl Fixture {
         assert!(git.success());
         std::fs::create_dir_all(ws.join(".hanzo")).expect("mkdir .hanzo");
         std::fs::write(ws.join(".hanzo/settings.json"), "{}\n").expect("settings");
+        // A husky-style hooks directory the repository's configuration points at.
+        std::fs::create_dir_all(ws.join(".husky")).expect("mkdir .husky");
+        let hooks = Command::new("git")
+            .args(["config", "core.hooksPath", ".husky"])
+            .current_dir(&ws)
+            .status()
+            .expect("git config");
+        assert!(hooks.success());
+        let exe = std::env::current_exe().expect("exe");
+        let canary = Canary(exe.parent().expect("a directory").join(format!(
+            "hanzo-escape-canary-{}-{}",
+            std::process::id(),
+            u8::from(tier_b)
+        )));
+        std::fs::write(&canary.0, "canary\n").expect("canary");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&canary.0, std::fs::Permissions::from_mode(0o644)).expect("chmod");
         Fixture {
             tier_b,
             _root: root_dir,
@@ -116,40 +165,85 @@ impl Fixture {
             out,
             home,
             xdg,
+            canary,
         }
     }
 
     /// Run `sh -c cmd` sandboxed; returns (exit code, combined output).
     fn sandbox(&self, cmd: &str, as_bytes: Option<u64>, reads: &[PathBuf]) -> (i32, String) {
-        let reads = if reads.is_empty() {
+        let mut call = self.call(cmd);
+        call.as_bytes = as_bytes;
+        call.reads = reads.to_vec();
+        call.go()
+    }
+
+    /// A sandboxed `sh -c cmd` to adjust before running it.
+    fn call(&self, cmd: &str) -> Call<'_> {
+        Call {
+            fx: self,
+            cmd: cmd.to_string(),
+            as_bytes: None,
+            reads: Vec::new(),
+            workspace: self.ws.clone(),
+            env: Vec::new(),
+        }
+    }
+}
+
+/// One sandboxed command and what it runs with.
+struct Call<'a> {
+    fx: &'a Fixture,
+    cmd: String,
+    as_bytes: Option<u64>,
+    reads: Vec<PathBuf>,
+    workspace: PathBuf,
+    /// `HANZO_TEST_*` settings for the sandbox process.
+    env: Vec<(String, String)>,
+}
+
+impl Call<'_> {
+    fn set(mut self, k: &str, v: impl ToString) -> Self {
+        self.env.push((k.to_string(), v.to_string()));
+        self
+    }
+
+    fn workspace(mut self, ws: &Path) -> Self {
+        self.workspace = ws.to_path_buf();
+        self
+    }
+
+    fn go(self) -> (i32, String) {
+        let reads = if self.reads.is_empty() {
             "-".to_string()
         } else {
-            reads
+            self.reads
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect::<Vec<_>>()
                 .join(":")
         };
+        let fx = self.fx;
         let exe = std::env::current_exe().expect("exe");
         let out = Command::new(exe)
             .arg(CHILD)
-            .arg(&self.ws)
+            .arg(&self.workspace)
             .arg(
-                as_bytes
+                self.as_bytes
                     .map(|b| b.to_string())
                     .unwrap_or_else(|| "-".into()),
             )
             .arg(reads)
-            .arg(if self.tier_b { "b" } else { "a" })
+            .arg(if fx.tier_b { "b" } else { "a" })
             .arg("--")
-            .args(["/bin/sh", "-c", cmd])
+            .args(["/bin/sh", "-c", &self.cmd])
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .env("XDG_CONFIG_HOME", &self.xdg)
+            .env("HOME", &fx.home)
+            .env("XDG_CONFIG_HOME", &fx.xdg)
             .env("HANZO_CANARY_API_KEY", CANARY)
-            .env("SSH_AUTH_SOCK", self.out.join("agent.sock"))
-            .current_dir(&self.ws)
+            .env("SSH_AUTH_SOCK", fx.out.join("agent.sock"))
+            .envs(self.env)
+            .current_dir(&self.workspace)
             .stdin(Stdio::null())
             .output()
             .expect("run the sandbox");
@@ -195,13 +289,43 @@ impl Report {
 /// An attempt that must fail: non-zero exit, `expect` (if any) in the output, no canary.
 fn attempt(fx: &Fixture, r: &mut Report, name: &str, cmd: &str, expect: Option<&str>) -> String {
     let (code, out) = fx.sandbox(cmd, None, &[]);
-    let ok =
-        code != 0 && code < 100 && expect.is_none_or(|e| out.contains(e)) && !out.contains(CANARY);
+    let ok = code != 0
+        && code != 100
+        && code != 101
+        && expect.is_none_or(|e| out.contains(e))
+        && !out.contains(CANARY);
     r.check(name, ok, &format!("  exit {code}; output:\n{out}"));
     out
 }
 
 const EPERM: &str = "DENIED errno=1";
+const HOST_KEY: &str = "/etc/ssh/ssh_host_hanzo_canary_key";
+
+/// The canary host key, removed when dropped.
+struct HostKey;
+
+impl HostKey {
+    fn create() -> HostKey {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::create_dir_all("/etc/ssh").expect("mkdir /etc/ssh");
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(HOST_KEY)
+            .expect("the tests run as root: write the canary host key");
+        std::io::Write::write_all(&mut f, format!("PRIVATE KEY {CANARY}\n").as_bytes())
+            .expect("write");
+        HostKey
+    }
+}
+
+impl Drop for HostKey {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(HOST_KEY);
+    }
+}
 const EACCES: &str = "DENIED errno=13";
 
 fn main() {
@@ -217,6 +341,8 @@ fn main() {
         }
         return;
     }
+    // A root-only SSH host key canary (removed at the end): what `cat` must not reach.
+    let _host_key = HostKey::create();
     let mut failed = Vec::new();
     for tier_b in [false, true] {
         let tier = if tier_b { "B" } else { "A" };
@@ -322,14 +448,18 @@ fn battery(tier_b: bool) -> Report {
             "write: /proc/self/cwd/..",
             format!("echo pwned > /proc/self/cwd/../{out_name}/proccwd"),
         ),
-        (
-            "write: /tmp (shared)",
-            "echo pwned > /tmp/hanzo-escape-tmp-write".to_string(),
-        ),
     ];
     for (name, cmd) in &writes {
         attempt(&fx, &mut r, name, cmd, None);
     }
+    // The host's /tmp: refused in tier A; in tier B /tmp is the command's own (it may write
+    // there) and nothing reaches the host's.
+    let (code, tmp) = fx.sandbox("echo pwned > /tmp/hanzo-escape-tmp-write", None, &[]);
+    r.check(
+        "write: the host's /tmp",
+        (code == 0) == tier_b && !Path::new("/tmp/hanzo-escape-tmp-write").exists(),
+        &format!("exit {code}: {tmp}"),
+    );
     let strays: Vec<_> = std::fs::read_dir(&fx.out)
         .expect("read out")
         .filter_map(Result::ok)
@@ -628,24 +758,40 @@ remote = iovec(0x400000, 64)"
     );
 
     // --- The private directory ($HOME's parent, in the host's /tmp) is removed after the run.
+    // (Tier A's is in the sandbox process's temporary directory, `/tmp` here: the child's
+    // environment carries no TMPDIR whatever this test's does; tier B's lives in its private /tmp.)
     let (code, home) = fx.sandbox("echo $HOME", None, &[]);
     let run_dir = Path::new(home.trim()).parent().map(Path::to_path_buf);
     r.check(
         "the command's private directory is removed afterwards",
         code == 0
-            && run_dir.as_ref().is_some_and(|d| {
-                d.starts_with(std::env::temp_dir()) && d != &std::env::temp_dir() && !d.exists()
-            }),
+            && run_dir
+                .as_ref()
+                .is_some_and(|d| d.starts_with("/tmp") && d != Path::new("/tmp") && !d.exists()),
         &format!("{home} -> {run_dir:?}"),
     );
 
-    // --- Ordinary work still works.
-    let (code, git) = fx.sandbox("git status --short --branch && git add file.txt && git -c user.name=t -c user.email=t@t commit -qm init && git log --oneline | wc -l", None, &[]);
-    r.check(
-        "git status/add/commit in the workspace",
-        code == 0 && git.trim_end().ends_with('1'),
-        &git,
-    );
+    // --- Ordinary work still works. (In tier B the git directory is read-only for commands:
+    // status and diff work, a commit is refused; tier A commits.)
+    if tier_b {
+        let (code, git) = fx.sandbox(
+            "git status --short --branch && git diff --stat && ! git add file.txt 2>/dev/null && echo refused",
+            None,
+            &[],
+        );
+        r.check(
+            "git status and diff in the workspace; writing the git directory refused",
+            code == 0 && git.contains("No commits yet") && git.trim_end().ends_with("refused"),
+            &git,
+        );
+    } else {
+        let (code, git) = fx.sandbox("git status --short --branch && git add file.txt && git -c user.name=t -c user.email=t@t commit -qm init && git log --oneline | wc -l", None, &[]);
+        r.check(
+            "git status/add/commit in the workspace",
+            code == 0 && git.trim_end().ends_with('1'),
+            &git,
+        );
+    }
     let (code, py) = fx.sandbox(
         &format!("{PY} -c 'import json, os; print(json.dumps({{\"sum\": 1 + 2}}))'"),
         None,
@@ -680,16 +826,394 @@ remote = iovec(0x400000, 64)"
         None => println!("skip  cargo build (no rustup toolchain found)"),
     }
 
+    holes(&fx, &mut r);
     if tier_b {
         tier_b_only(&fx, &mut r);
+    } else {
+        tier_a_only(&fx, &mut r);
     }
     let _ = &fx.root;
     r
 }
 
-/// What only tier B promises: protected paths inside the writable workspace, a private `/tmp`,
-/// a hidden `$HOME`, a pid namespace of its own.
+/// A python snippet that runs `body` and prints `DENIED errno=N` (exit 1) when it raises
+/// `OSError`, `ALLOWED` (exit 0) otherwise.
+fn py_os(body: &str) -> String {
+    format!(
+        "{PY} -c '
+import os, sys, fcntl, struct, termios
+try:
+    {body}
+except OSError as e:
+    print(\"DENIED errno=%d\" % e.errno); sys.exit(1)
+print(\"ALLOWED\"); sys.exit(0)
+'"
+    )
+}
+
+/// Host pids of live (non-zombie) processes with `arg` among their arguments.
+fn host_pids_with_arg(arg: &str) -> Vec<i32> {
+    let alive = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            !s.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+    };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).any(|a| a == arg.as_bytes()))
+                && alive(pid)
+        })
+        .collect()
+}
+
+/// The holes issue 10 found, attempted in both tiers: terminal injection, metadata writes
+/// outside the workspace, set-id files, root-only /etc secrets, inherited descriptors, and the
+/// bounds on processes, memory and daemons.
+fn holes(fx: &Fixture, r: &mut Report) {
+    // --- Terminal injection: the filter refuses TIOCSTI and TIOCLINUX whatever the fd (the
+    // kernel alone would say ENOTTY for /dev/null). The pty attack through `hanzo-dev sandbox`
+    // itself is `supervisor/tests/escape.rs`.
+    for (name, req) in [("TIOCSTI", "termios.TIOCSTI"), ("TIOCLINUX", "0x541C")] {
+        attempt(
+            fx,
+            r,
+            &format!("ioctl({name}) refused by the filter"),
+            &py_os(&format!(
+                "fcntl.ioctl(os.open(\"/dev/null\", os.O_RDWR), {req}, b\"x\")"
+            )),
+            Some(EPERM),
+        );
+    }
+
+    // --- Metadata writes outside the workspace (a file outside every grant, visible in both
+    // tiers) and set-id bits anywhere.
+    let canary = fx.canary.0.display().to_string();
+    let meta = |p: &Path| std::fs::metadata(p).map(|m| (m.mode(), m.mtime())).ok();
+    let before = meta(&fx.canary.0);
+    attempt(
+        fx,
+        r,
+        "chmod u+s outside the workspace",
+        &py_os(&format!("os.chmod(\"{canary}\", 0o4755)")),
+        Some(EPERM),
+    );
+    attempt(
+        fx,
+        r,
+        "setxattr outside the workspace",
+        &py_os(&format!(
+            "os.setxattr(\"{canary}\", \"user.hanzo\", b\"1\")"
+        )),
+        Some(EPERM),
+    );
+    attempt(
+        fx,
+        r,
+        "removexattr outside the workspace",
+        &py_os(&format!("os.removexattr(\"{canary}\", \"user.hanzo\")")),
+        Some(EPERM),
+    );
+    attempt(
+        fx,
+        r,
+        "chattr (FS_IOC_SETFLAGS) on a workspace file",
+        &py_os(
+            "fcntl.ioctl(os.open(\"file.txt\", os.O_RDONLY), 0x40086602, struct.pack(\"l\", 0x10))",
+        ),
+        Some(EPERM),
+    );
+    attempt(
+        fx,
+        r,
+        "a set-uid file created in the workspace",
+        &py_os("os.close(os.open(\"suid\", os.O_CREAT | os.O_WRONLY, 0o4755))"),
+        Some(EPERM),
+    );
+    attempt(
+        fx,
+        r,
+        "chmod g+s in the workspace",
+        &py_os("os.chmod(\"file.txt\", 0o2755)"),
+        Some(EPERM),
+    );
+    attempt(
+        fx,
+        r,
+        "mknod of a set-uid file",
+        &py_os("os.mknod(\"suid2\", 0o104755)"),
+        Some(EPERM),
+    );
+    use std::os::unix::fs::MetadataExt;
+    let setid = |p: &Path| std::fs::metadata(p).map(|m| m.mode() & 0o6000).unwrap_or(0);
+    r.check(
+        "no set-id bit was set and the canary's metadata is unchanged",
+        !fx.ws.join("suid").exists()
+            && !fx.ws.join("suid2").exists()
+            && setid(&fx.ws.join("file.txt")) == 0
+            && meta(&fx.canary.0) == before
+            && xattr_absent(&fx.canary.0),
+        &format!("{before:?} -> {:?}", meta(&fx.canary.0)),
+    );
+
+    // --- Root-only secrets under /etc: not granted (tier A), not even there (tier B).
+    attempt(fx, r, "read /etc/shadow", "cat /etc/shadow", None);
+    attempt(
+        fx,
+        r,
+        "read an SSH host key",
+        &format!("cat {HOST_KEY}"),
+        None,
+    );
+    attempt(fx, r, "list /etc/ssh", "ls /etc/ssh", None);
+    let (code, etc) = fx.sandbox(
+        "head -1 /etc/passwd && ls /etc/ssl/certs | head -1 && test -r /etc/ld.so.cache && echo linker-ok",
+        None,
+        &[],
+    );
+    r.check(
+        "what programs need under /etc is there",
+        code == 0 && etc.contains("root:") && etc.contains("linker-ok"),
+        &etc,
+    );
+
+    // --- Inherited descriptors: a file outside the workspace and a connected socket, open
+    // without close-on-exec in the caller, do not reach the command.
+    let outside = std::fs::File::open(fx.out.join("victim")).expect("open outside");
+    let (keep_a, keep_b) = std::os::unix::net::UnixStream::pair().expect("pair");
+    use std::os::fd::AsFd;
+    for fd in [outside.as_fd(), keep_a.as_fd()] {
+        nix::fcntl::fcntl(
+            fd,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+        )
+        .expect("clear close-on-exec");
+    }
+    let (code, fds) = fx.sandbox(
+        &format!(
+            "{PY} -c '
+import os
+fds = []
+for fd in range(3, 1024):
+    try:
+        os.fstat(fd); fds.append(fd)
+    except OSError:
+        pass
+print(\"FDS\", fds)
+'"
+        ),
+        None,
+        &[],
+    );
+    r.check(
+        "no descriptor above 2 reaches the command",
+        code == 0 && fds.contains("FDS []"),
+        &format!(
+            "caller had {} and {} open: {fds}",
+            outside.as_raw_fd(),
+            keep_a.as_raw_fd()
+        ),
+    );
+    drop((outside, keep_a, keep_b));
+
+    // --- Bounds: a fork bomb stops at pids.max; memory beyond memory.max is killed; a daemon
+    // does not outlive the command.
+    let (code, bomb) = fx
+        .call(&format!(
+            "{PY} -c '
+import os, time
+n = 0
+for i in range(400):
+    try:
+        if os.fork() == 0:
+            time.sleep(60); os._exit(0)
+        n += 1
+    except OSError:
+        break
+print(\"FORKED\", n)
+'"
+        ))
+        .set("HANZO_TEST_MAX_PIDS", 48)
+        .go();
+    let forked: Option<u32> = bomb
+        .lines()
+        .find_map(|l| l.strip_prefix("FORKED "))
+        .and_then(|n| n.trim().parse().ok());
+    r.check(
+        "a fork bomb stops at the cgroup's pids.max",
+        code == 0 && forked.is_some_and(|n| (1..48).contains(&n)),
+        &bomb,
+    );
+    let (code, hog) = fx
+        .call(&format!(
+            "{PY} -c '
+b = bytearray(384 << 20)
+for i in range(0, len(b), 4096):
+    b[i] = 1
+print(\"ALLOCATED\")
+'"
+        ))
+        .set("HANZO_TEST_MAX_MEMORY", 128u64 << 20)
+        .go();
+    r.check(
+        "memory beyond memory.max (swap off) is killed",
+        code == 128 + libc::SIGKILL && !hog.contains("ALLOCATED"),
+        &format!("exit {code}: {hog}"),
+    );
+    let marker = format!("1009.{}{}", std::process::id(), u8::from(fx.tier_b));
+    let (code, daemon) = fx.sandbox(
+        &format!("sh -c 'setsid sh -c \"exec sleep {marker}\" & exit 0'; sleep 0.3; echo started"),
+        None,
+        &[],
+    );
+    r.check(
+        "a double-forked daemon does not outlive the command",
+        code == 0 && daemon.contains("started") && host_pids_with_arg(&marker).is_empty(),
+        &format!("{daemon} alive: {:?}", host_pids_with_arg(&marker)),
+    );
+}
+
+/// Whether `p` carries none of the test's extended attribute.
+fn xattr_absent(p: &Path) -> bool {
+    let out = Command::new(PY)
+        .args([
+            "-c",
+            &format!(
+                "import os; print(\"user.hanzo\" in os.listxattr(\"{}\"))",
+                p.display()
+            ),
+        ])
+        .output();
+    out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "False")
+}
+
+/// What tier A must do where it cannot hide: refuse a workspace that contains hanzo's
+/// configuration (Landlock cannot carve a hole in a grant) unless forced.
+fn tier_a_only(fx: &Fixture, r: &mut Report) {
+    let hidden = fx.xdg.join("hanzo");
+    let (code, out) = fx
+        .call("cat xdg/hanzo/credentials.json")
+        .workspace(&fx.root)
+        .set("HANZO_TEST_HIDDEN", hidden.display())
+        .go();
+    r.check(
+        "tier A refuses a workspace containing the configuration directory",
+        code == 101 && out.contains("--allow-dangerous-workspace") && !out.contains(CANARY),
+        &format!("exit {code}: {out}"),
+    );
+}
+
+/// What only tier B promises: the host read-only, protected paths inside the writable workspace
+/// (the git directory as a whole, the hooks directory its configuration names, `.hanzo/`), not
+/// renameable either, and the user's next `git commit` running nothing the command planted; a
+/// private, size-limited `/tmp`; hanzo's configuration hidden even inside the workspace; a
+/// hidden `$HOME`; a pid namespace of its own.
 fn tier_b_only(fx: &Fixture, r: &mut Report) {
+    // --- Metadata outside: the whole host is read-only.
+    let canary = fx.canary.0.display().to_string();
+    for (name, body) in [
+        (
+            "chmod outside the workspace",
+            format!("os.chmod(\"{canary}\", 0o600)"),
+        ),
+        (
+            "utimensat outside the workspace",
+            format!("os.utime(\"{canary}\", (0, 0))"),
+        ),
+        (
+            "chown outside the workspace",
+            format!("os.chown(\"{canary}\", 0, 0)"),
+        ),
+    ] {
+        attempt(
+            fx,
+            r,
+            &format!("tier B: {name}"),
+            &py_os(&body),
+            Some("DENIED errno=30"),
+        );
+    }
+    // --- Git run-later tricks, then the user's own git.
+    let planted = fx.root.join("planted-hook-ran");
+    let hook = format!("#!/bin/sh\ntouch {}\n", planted.display());
+    for (name, cmd) in [
+        (
+            "rename .git away and recreate it",
+            format!("mv .git .git-old && mkdir -p .git/hooks && printf '{hook}' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit"),
+        ),
+        ("write .git/commondir", "echo /tmp/evil > .git/commondir".to_string()),
+        (
+            "write into the core.hooksPath directory (.husky)",
+            format!("printf '{hook}' > .husky/pre-commit && chmod +x .husky/pre-commit"),
+        ),
+        (
+            "replace the core.hooksPath directory",
+            format!("mv .husky .husky-old && mkdir .husky && printf '{hook}' > .husky/pre-commit"),
+        ),
+        ("point core.hooksPath elsewhere", "git config core.hooksPath /tmp".to_string()),
+    ] {
+        attempt(fx, r, name, &cmd, None);
+    }
+    let commit = Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "--allow-empty",
+            "-qm",
+            "after the sandbox",
+        ])
+        .current_dir(&fx.ws)
+        .output()
+        .expect("git commit");
+    r.check(
+        "the user's next git commit runs nothing the command planted",
+        commit.status.success()
+            && !planted.exists()
+            && !fx.ws.join(".git-old").exists()
+            && !fx.ws.join(".husky-old").exists()
+            && !fx.ws.join(".git/commondir").exists()
+            && !fx.ws.join(".husky/pre-commit").exists(),
+        &format!("{commit:?}"),
+    );
+
+    // --- A private /tmp of bounded size.
+    let (code, tmp) = fx
+        .call("echo x > /tmp/ok && cat /tmp/ok && dd if=/dev/zero of=/tmp/big bs=1M count=32 2>&1; echo dd=$?")
+        .set("HANZO_TEST_TMP_SIZE", 8u64 << 20)
+        .go();
+    r.check(
+        "tier B: /tmp is private, writable and size-limited",
+        code == 0
+            && tmp.starts_with("x\n")
+            && tmp.contains("No space left")
+            && !tmp.contains("dd=0"),
+        &tmp,
+    );
+
+    // --- hanzo's configuration hidden even inside the workspace.
+    let hidden = fx.xdg.join("hanzo");
+    let (code, out) = fx
+        .call("cat xdg/hanzo/credentials.json; ls -A xdg/hanzo | wc -l; echo x > xdg/hanzo/planted")
+        .workspace(&fx.root)
+        .set("HANZO_TEST_HIDDEN", hidden.display())
+        .go();
+    r.check(
+        "tier B hides the configuration directory inside the workspace",
+        code != 0
+            && !out.contains(CANARY)
+            && out.lines().any(|l| l.trim() == "0")
+            && !hidden.join("planted").exists(),
+        &format!("exit {code}: {out}"),
+    );
+
     for (name, cmd) in [
         (
             "write .git/hooks/pre-commit",
@@ -705,6 +1229,7 @@ fn tier_b_only(fx: &Fixture, r: &mut Report) {
         ),
         ("create a file in .hanzo/", "echo x > .hanzo/new.json"),
         ("replace .git/hooks", "mv .git/hooks .git/hooks-old"),
+        ("replace .hanzo", "mv .hanzo .hanzo-old"),
     ] {
         attempt(fx, r, name, cmd, None);
     }
@@ -718,7 +1243,7 @@ fn tier_b_only(fx: &Fixture, r: &mut Report) {
                 == Some("{}\n")
             && !std::fs::read_to_string(fx.ws.join(".git/config"))
                 .unwrap_or_default()
-                .contains("hooksPath")
+                .contains("hooksPath = /tmp")
             && fx.ws.join(".git/hooks").is_dir(),
         "a protected path changed",
     );

@@ -113,7 +113,8 @@ async fn bash_never_sees_a_secret_even_when_configured_as_an_extra() {
         ("HANZO_CANARY_API_KEY".into(), "sk-canary-4f9e".into()),
         ("CARGO_TERM_COLOR".into(), "never".into()),
     ]);
-    let r = bash(&tools, "env; tr '\\0' '\\n' < /proc/self/environ").await;
+    // (`/proc` is out of a command's reach: its Landlock domain grants no part of it.)
+    let r = bash(&tools, "env").await;
     assert!(!r.is_error, "{r:?}");
     assert!(!r.output.contains("sk-canary-4f9e"), "{}", r.output);
     assert!(!r.output.contains("HANZO_CANARY_API_KEY"));
@@ -267,6 +268,8 @@ async fn every_schema_property_is_accepted_by_its_tool() {
         let mut input = serde_json::Map::new();
         for (k, v) in schema["properties"].as_object().expect("properties") {
             let value = match (def.name.as_str(), k.as_str(), v["type"].as_str()) {
+                ("git", "subcommand", _) => json!("status"),
+                (_, _, Some("array")) => json!(["f.txt"]),
                 (_, "path", _) => json!("f.txt"),
                 ("bash", "command", _) => json!("true"),
                 ("apply_patch", "patch", _) => {

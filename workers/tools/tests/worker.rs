@@ -76,6 +76,7 @@ async fn start(tier: &str) -> Worker {
             workspace: Some(ws.path().canonicalize().expect("canon")),
             config_dir: None,
             run_dir: Some(run.path().canonicalize().expect("canon")),
+            ..ProfileContext::default()
         },
         isolation: if tier == "a" {
             IsolationMode::TierA
@@ -102,6 +103,7 @@ async fn start(tier: &str) -> Worker {
             rlimits: hanzo_policy::profile::profile_for(Role::Tools, &opts.ctx).rlimits,
             parent_pid: std::process::id() as i32,
             new_session: true,
+            join_cgroups: Vec::new(),
         },
     );
     let mut cmd = tokio::process::Command::from(cmd);
@@ -210,12 +212,24 @@ data, _ = u1.recvfrom(4)
 print("udp ok", data.decode())
 "#;
 
-/// The pid namespace the worker's commands run in: `pid_for_children` of the process we spawned
-/// (in tier B it made the namespace; in tier A it is ours).
+/// The pid namespace the worker's commands run in: in tier B, that of the namespace's pid 1 (the
+/// child the process we spawned cloned into it); in tier A, ours.
 fn command_pid_ns(worker_host_pid: u32) -> String {
-    std::fs::read_link(format!("/proc/{worker_host_pid}/ns/pid_for_children"))
-        .map(|p| p.display().to_string())
-        .unwrap_or_default()
+    let ns_of = |pid: u32| {
+        std::fs::read_link(format!("/proc/{pid}/ns/pid"))
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    };
+    let own = ns_of(worker_host_pid);
+    std::fs::read_to_string(format!(
+        "/proc/{worker_host_pid}/task/{worker_host_pid}/children"
+    ))
+    .unwrap_or_default()
+    .split_whitespace()
+    .filter_map(|p| p.parse::<u32>().ok())
+    .map(ns_of)
+    .find(|ns| !ns.is_empty() && *ns != own)
+    .unwrap_or(own)
 }
 
 /// Live (non-zombie) host processes in pid namespace `ns` whose pid there is one of `inner`.

@@ -1,0 +1,125 @@
+//! `hanzo-dev auth status [--json]`: which credentials the broker holds — provider, kind,
+//! source, expiry, scopes — and which one auto-detection picks. Never a token, not even a
+//! prefix: the broker's answer carries none. Starts the broker alone.
+
+use super::exit;
+use super::login::{broker_only, printable, relative};
+use crate::secrets::StartEnv;
+use hanzo_ipc::roles::broker::{self, AuthStatusReport, CredentialSource};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: AuthCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum AuthCommand {
+    /// Show the credentials the broker holds (never their values).
+    Status {
+        /// One JSON object on stdout (format in docs/auth-status.md).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn source_name(s: CredentialSource) -> &'static str {
+    match s {
+        CredentialSource::Env => "environment",
+        CredentialSource::UserSettings => "user settings",
+        CredentialSource::CredentialFile => "credentials.json",
+    }
+}
+
+fn source_key(s: CredentialSource) -> &'static str {
+    match s {
+        CredentialSource::Env => "env",
+        CredentialSource::UserSettings => "user_settings",
+        CredentialSource::CredentialFile => "credential_file",
+    }
+}
+
+/// The `--json` form (an API boundary: documented in `docs/auth-status.md`).
+pub fn status_json(r: &AuthStatusReport) -> serde_json::Value {
+    serde_json::json!({
+        "detected": r.detected.map(|p| p.as_str()),
+        "credentials": r.entries.iter().map(|e| serde_json::json!({
+            "provider": e.name,
+            "kind": e.kind.as_str(),
+            "source": source_key(e.source),
+            "expires_at": e.expires_at,
+            "scopes": e.scopes,
+            "refreshable": e.refreshable,
+        })).collect::<Vec<_>>(),
+        "warnings": r.warnings,
+    })
+}
+
+fn status_text(r: &AuthStatusReport) -> String {
+    let mut out = String::new();
+    if r.entries.is_empty() {
+        out.push_str(
+            "No credentials. Log in with `hanzo-dev login`, or set HANZO_API_KEY, \
+             ANTHROPIC_API_KEY or OPENAI_API_KEY.\n",
+        );
+    }
+    for e in &r.entries {
+        let mut line = format!(
+            "{:<12} {:<8} from {}",
+            printable(&e.name),
+            e.kind.as_str(),
+            source_name(e.source)
+        );
+        if let Some(t) = e.expires_at {
+            line.push_str(&format!(
+                "; expires {}{}",
+                relative(t),
+                if e.refreshable {
+                    " (renews itself)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        if !e.scopes.is_empty() {
+            line.push_str(&format!("; scopes: {}", printable(&e.scopes.join(" "))));
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if let Some(p) = r.detected {
+        out.push_str(&format!("Model requests use: {p}\n"));
+    }
+    for w in &r.warnings {
+        out.push_str(&format!("warning: {}\n", printable(w)));
+    }
+    out
+}
+
+pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
+    match &args.command {
+        AuthCommand::Status { json } => {
+            let (sup, _run_dir) = broker_only(&env).await?;
+            let reply = sup.broker.call(broker::Request::AuthStatus).await;
+            sup.shutdown().await;
+            match reply {
+                Ok(broker::Response::AuthStatus(report)) => {
+                    if *json {
+                        println!("{}", status_json(&report));
+                    } else {
+                        print!("{}", status_text(&report));
+                    }
+                    Ok(exit::OK)
+                }
+                Ok(other) => anyhow::bail!("unexpected broker reply {other:?}"),
+                Err(e) => {
+                    eprintln!(
+                        "error: the broker did not answer: {}",
+                        printable(&e.to_string())
+                    );
+                    Ok(exit::FAILED)
+                }
+            }
+        }
+    }
+}
