@@ -14,8 +14,9 @@
 #                                                   completions, man pages, systemd unit
 #   completions/, man/                              generated from the CLI definition
 #
-# Installs the tools it needs (musl-tools, maturin, cargo-deb) when missing. Prints each
-# artefact's size. `scripts/test-dist.sh` then proves each one installs and runs, offline.
+# Installs the tools it needs when missing (scripts/setup-dist.sh: musl-tools, maturin,
+# cargo-deb). Prints each artefact's size. `scripts/test-dist.sh` then proves each one installs
+# and runs, offline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -26,14 +27,7 @@ musl=x86_64-unknown-linux-musl
 say() { printf 'dist: %s\n' "$*"; }
 
 # ---- tools ----
-if ! command -v musl-gcc >/dev/null 2>&1; then
-    say "installing musl-tools (C compiler for the static build's C dependencies)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq musl-tools
-fi
-rustup target list --installed | grep -qx "$musl" || rustup target add "$musl"
-command -v maturin >/dev/null 2>&1 || python3 -m pip install -q 'maturin>=1.5,<2'
-command -v cargo-deb >/dev/null 2>&1 || cargo install --locked cargo-deb
-command -v npm >/dev/null 2>&1 || { echo "dist: npm is required for the npm packages" >&2; exit 1; }
+./scripts/setup-dist.sh
 
 version=$(cargo metadata --no-deps --format-version 1 --locked |
     python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "hanzo-dev"))')
