@@ -119,6 +119,22 @@ fi
 musl="$dist/hanzo-dev-$version-x86_64-unknown-linux-musl"
 check "musl: statically linked" sh -c "file '$musl' | grep -q 'statically linked'"
 smoke musl "$musl"
+# The container image runs it as an ordinary user: the same there (tier B from an unprivileged
+# user namespace; no capability to fall back on).
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+    userdir=$(mktemp -d /tmp/hanzo-test-dist-user-XXXXXX)
+    chmod 0755 "$userdir"
+    install -m 0755 "$musl" "$userdir/hanzo-dev"
+    mkdir -p "$userdir/home" "$userdir/ws"
+    chown 65534:65534 "$userdir/home" "$userdir/ws"
+    as_nobody() {
+        (cd "$userdir/ws" && env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$userdir/home" \
+            setpriv --reuid 65534 --regid 65534 --clear-groups "$@")
+    }
+    check "musl as uid 65534: doctor" as_nobody "$userdir/hanzo-dev" doctor
+    check "musl as uid 65534: run --demo" bash -c "$(declare -f as_nobody); userdir='$userdir'; as_nobody '$userdir/hanzo-dev' run --demo 2>&1 | grep -q 'runs show'"
+    rm -rf "$userdir"
+fi
 
 # ---- figures ----
 echo
