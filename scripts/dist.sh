@@ -36,18 +36,32 @@ rm -rf "$out"
 mkdir -p "$out"
 
 # ---- binaries ----
+# The musl build has a target directory of its own so that both can build at once: most of a
+# fat-LTO build is its final, single-threaded link, while the other target compiles.
+musl_target_dir="$root/target/musl"
 build() {
-    local target=$1
-    say "building $target (profile dist)"
-    CC_x86_64_unknown_linux_musl=musl-gcc \
-        cargo build --locked --profile dist -p hanzo-dev --target "$target"
-    cp "target/$target/dist/hanzo-dev" "$out/hanzo-dev-$version-$target"
-    if [ -f "target/$target/dist/hanzo-dev.dwp" ]; then
-        cp "target/$target/dist/hanzo-dev.dwp" "$out/hanzo-dev-$version-$target.dwp"
+    local target=$1 dir=$2 log="$root/target/dist-$1.log"
+    say "building $target (profile dist; log in target/dist-$target.log)"
+    if ! CARGO_TARGET_DIR="$dir" CC_x86_64_unknown_linux_musl=musl-gcc \
+        cargo build --locked --profile dist -p hanzo-dev --target "$target" >"$log" 2>&1; then
+        tail -30 "$log" >&2
+        echo "dist: the $target build failed (whole log: $log)" >&2
+        return 1
+    fi
+    cp "$dir/$target/dist/hanzo-dev" "$out/hanzo-dev-$version-$target"
+    if [ -f "$dir/$target/dist/hanzo-dev.dwp" ]; then
+        cp "$dir/$target/dist/hanzo-dev.dwp" "$out/hanzo-dev-$version-$target.dwp"
     fi
 }
-build "$gnu"
-build "$musl"
+mkdir -p "$root/target"
+build "$gnu" "$root/target" &
+gnu_build=$!
+build "$musl" "$musl_target_dir" &
+musl_build=$!
+status=0
+wait "$gnu_build" || status=1
+wait "$musl_build" || status=1
+[ "$status" = 0 ] || exit 1
 # cargo-deb's `target/release/hanzo-dev` asset path maps onto the profile and target it is given.
 bin="$out/hanzo-dev-$version-$gnu"
 
@@ -106,6 +120,7 @@ EOF
 for target in "$gnu" "$musl"; do
     say "building the $target wheel (maturin)"
     (cd packaging/pypi/hanzo-dev &&
+        if [ "$target" = "$musl" ]; then export CARGO_TARGET_DIR="$musl_target_dir"; fi
         CC_x86_64_unknown_linux_musl=musl-gcc maturin build --locked --target "$target" --out "$out" -q)
 done
 python3 packaging/pypi/hanzo-repl/build_wheel.py "$version" "$out" >/dev/null
