@@ -3,6 +3,7 @@
 pub mod agents;
 pub mod ask;
 pub mod auth;
+pub mod completions;
 pub mod config;
 pub mod doctor;
 pub mod exit;
@@ -26,6 +27,7 @@ use hanzo_policy::isolation::IsolationMode;
 #[command(
     name = "hanzo-dev",
     version,
+    long_version = LONG_VERSION,
     about = "A hardened runtime for AI coding agents: every tool call under policy and OS isolation, every decision on record."
 )]
 pub struct Cli {
@@ -83,7 +85,25 @@ pub enum Command {
     Logout(login::LogoutArgs),
     /// Credentials the broker holds (`auth status`), never their values.
     Auth(auth::Args),
+    /// Print a shell completion script (bash, zsh or fish) generated from this command line.
+    Completions(completions::CompletionsArgs),
+    /// Print the man page, or write one page per subcommand with `--dir`.
+    Man(completions::ManArgs),
 }
+
+/// `hanzo-dev --version`: the version, the commit and date it was built from, the target, and
+/// the sandbox tiers this build can apply (`doctor` says which this machine offers).
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "\ncommit: ",
+    env!("HANZO_BUILD_COMMIT"),
+    "\nbuild date: ",
+    env!("HANZO_BUILD_DATE"),
+    "\ntarget: ",
+    env!("HANZO_BUILD_TARGET"),
+    "\nsandbox tiers: ",
+    env!("HANZO_BUILD_TIERS"),
+);
 
 /// The value parser of every `--isolation` flag: the modes of [`IsolationMode`], with their help.
 pub fn isolation_parser() -> impl clap::builder::TypedValueParser<Value = IsolationMode> {
@@ -125,6 +145,8 @@ pub fn run(cli: Cli, env: StartEnv) -> anyhow::Result<i32> {
         Command::Sandbox(args) => sandbox::run(&args, env),
         Command::Config(args) => config::run_with_env(&args, &env.vars, Default::default()),
         Command::Trust(args) => trust::run(&args),
+        Command::Completions(args) => completions::run_completions(&args),
+        Command::Man(args) => completions::run_man(&args),
         Command::Doctor(args) => runtime()?.block_on(doctor::run(&args, env)),
         Command::Workers(args) => runtime()?.block_on(workers::run(&args, env)),
         Command::Ask(args) => runtime()?.block_on(ask::run(&args, env)),

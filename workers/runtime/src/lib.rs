@@ -265,6 +265,9 @@ where
         return exit::FAULT;
     }
     let profile = profile_for(role, &opts.ctx);
+    // Opened before confinement: afterwards Landlock hides /proc and most roles' seccomp
+    // allow-lists admit no `openat`; `Status` re-reads it with `pread64`.
+    let _ = PROC_STATUS.set(std::fs::File::open("/proc/self/status").ok());
     #[cfg_attr(not(feature = "test-support"), allow(unused_mut))]
     let mut attestation = match hanzo_sandbox::confine::confine_current_process(&profile) {
         Ok(a) => a,
@@ -434,20 +437,60 @@ pub async fn handle_common<P: HasCommon, W: AsyncWrite + Unpin + Send>(
     }
 }
 
+/// This worker's `/proc/self/status`, opened before confinement (see `run_with_helpers`).
+static PROC_STATUS: std::sync::OnceLock<Option<std::fs::File>> = std::sync::OnceLock::new();
+
+/// The resident set size from `/proc/self/status` (0 when it cannot be read). Uses the file
+/// opened before confinement when there is one: a confined worker may not open it again.
 fn self_rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
+    let text = match PROC_STATUS.get() {
+        Some(Some(file)) => reread(file),
+        Some(None) => None,
+        None => std::fs::read_to_string("/proc/self/status").ok(),
+    };
+    text.and_then(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    })
+    .unwrap_or(0)
+}
+
+/// Reads a procfs file again from offset 0 (`pread64`: each read regenerates its contents).
+fn reread(file: &std::fs::File) -> Option<String> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; 4096];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        match file.read_at(&mut buf[len..], len as u64) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(_) => return None,
+        }
+    }
+    buf.truncate(len);
+    String::from_utf8(buf).ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_file_opened_once_is_read_again_from_the_start() {
+        let file = std::fs::File::open("/proc/self/status").expect("open");
+        let first = reread(&file).expect("first read");
+        // A second read through the same descriptor regenerates the contents (no `openat`).
+        let _grow = vec![1u8; 8 << 20];
+        let second = reread(&file).expect("second read");
+        for text in [&first, &second] {
+            assert!(text.starts_with("Name:"), "{text:.80}");
+            assert!(text.contains("\nVmRSS:"), "{text}");
+        }
+    }
 
     #[cfg(feature = "test-support")]
     #[test]
