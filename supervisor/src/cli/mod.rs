@@ -7,6 +7,7 @@ pub mod config;
 pub mod doctor;
 pub mod exit;
 pub mod login;
+pub mod mcp;
 pub mod provider;
 pub mod run;
 pub mod runs;
@@ -83,6 +84,8 @@ pub enum Command {
     Logout(login::LogoutArgs),
     /// Credentials the broker holds (`auth status`), never their values.
     Auth(auth::Args),
+    /// The configured MCP servers, their tools, and one call through the policy.
+    Mcp(mcp::Args),
 }
 
 /// The value parser of every `--isolation` flag: the modes of [`IsolationMode`], with their help.
@@ -117,6 +120,7 @@ pub fn run(cli: Cli, env: StartEnv) -> anyhow::Result<i32> {
         Command::Agents(args) => agents::run(&args, &env),
         Command::Runs(args) => runs::run(&args, &env),
         Command::Run(args) => runtime()?.block_on(run::run(&args, env)),
+        Command::Mcp(args) => runtime()?.block_on(mcp::run(&args, env)),
         // Confines this very process, so it must run before any runtime (thread) exists.
         Command::Sandbox(args) => sandbox::run(&args, env),
         Command::Config(args) => config::run_with_env(&args, &env.vars, Default::default()),
