@@ -72,7 +72,9 @@ impl Bench {
         let outside = tempfile::tempdir().expect("outside");
         std::fs::write(outside.path().join("secret.txt"), CANARY).expect("canary");
         std::fs::write(workspace.path().join("inside.txt"), "inside the workspace").unwrap();
-        let (mut cfg, run) = common::tree_config(workspace.path(), common::path_only());
+        let mut vars = common::path_only();
+        vars.push(("HANZO_CANARY_API_KEY".into(), CANARY.into()));
+        let (mut cfg, run) = common::tree_config(workspace.path(), vars);
         cfg.roles = Some(vec![Role::Mcp]);
         let sup = Supervisor::start(cfg).await.expect("supervisor starts");
         tokio::time::timeout(Duration::from_secs(60), sup.wait_ready())
@@ -120,6 +122,56 @@ impl Bench {
         }
     }
 
+    /// `tests/fixtures/mcp/hostile_server.py`, copied into the workspace, run by the system's
+    /// Python.
+    fn hostile(&self, name: &str, mode: &str) -> McpServerConfig {
+        let script = self.workspace.path().join("hostile_server.py");
+        if !script.exists() {
+            std::fs::copy(
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/hostile_server.py"),
+                &script,
+            )
+            .expect("copy the hostile server");
+        }
+        let mut cfg = self.stdio(name, "", &[], McpFilesystem::WorkspaceRo);
+        cfg.transport = McpTransport::Stdio {
+            command: "/usr/bin/python3".into(),
+            args: vec![script.display().to_string(), mode.into()],
+            env: Vec::new(),
+            cwd: None,
+            profile: McpServerProfile {
+                filesystem: McpFilesystem::WorkspaceRo,
+                extra_read: Vec::new(),
+                network: false,
+            },
+        };
+        cfg
+    }
+
+    async fn status(&self, name: &str) -> McpServerStatus {
+        match self.sup.mcp.call(Request::ListServers).await {
+            Ok(Response::Servers(s)) => s
+                .into_iter()
+                .find(|s| s.name == name)
+                .expect("the server is listed"),
+            other => panic!("list servers: {other:?}"),
+        }
+    }
+
+    /// Wait until `name` is ready again (after a restart).
+    async fn ready_again(&self, name: &str) {
+        tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                if self.status(name).await.state == McpServerState::Ready {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .expect("the server is restarted");
+    }
+
     fn everything(&self) -> McpServerConfig {
         self.stdio(
             "everything",
@@ -161,6 +213,16 @@ impl Bench {
         tool: &str,
         args: serde_json::Value,
     ) -> (McpCallOutcome, Vec<f64>) {
+        self.call_within(server, tool, args, None).await
+    }
+
+    async fn call_within(
+        &self,
+        server: &str,
+        tool: &str,
+        args: serde_json::Value,
+        timeout_ms: Option<u64>,
+    ) -> (McpCallOutcome, Vec<f64>) {
         let mut stream = self
             .sup
             .mcp
@@ -168,7 +230,7 @@ impl Bench {
                 server: server.into(),
                 tool: tool.into(),
                 arguments_json: args.to_string(),
-                timeout_ms: None,
+                timeout_ms,
             }))
             .await
             .expect("call sent");
@@ -339,5 +401,195 @@ async fn a_workspace_ro_filesystem_server_lists_the_workspace_but_cannot_read_ou
         !target.exists(),
         "a workspace-ro server wrote into the workspace"
     );
+    b.sup.shutdown().await;
+}
+
+fn failure(outcome: &McpCallOutcome) -> (McpFailureKind, &str) {
+    match outcome {
+        McpCallOutcome::Failed { kind, message } => (*kind, message.as_str()),
+        other => panic!("expected a failed call, got {other:?}"),
+    }
+}
+
+fn allowed_text(outcome: &McpCallOutcome) -> &str {
+    match outcome {
+        McpCallOutcome::Allowed { result_json, .. } => result_json,
+        other => panic!("expected an allowed result, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_server_cannot_escape_and_cannot_take_the_bridge_down() {
+    let b = Bench::start().await;
+    let mut slow = b.hostile("slowinit", "hang-initialize");
+    slow.initialize_timeout_ms = 1_000;
+    let statuses = b.configure(vec![b.hostile("evil", ""), slow]).await;
+    let evil = statuses.iter().find(|s| s.name == "evil").unwrap();
+    assert_eq!(evil.state, McpServerState::Ready, "{statuses:?}");
+    // A server that never answers `initialize` fails with a message saying so; the other runs.
+    let slow = statuses.iter().find(|s| s.name == "slowinit").unwrap();
+    match &slow.state {
+        McpServerState::Failed { reason } => {
+            assert!(reason.contains("did not answer `initialize`"), "{reason}")
+        }
+        other => panic!("slowinit: {other:?}"),
+    }
+
+    // Reading outside the workspace: refused by the sandbox, the canary never comes back.
+    let secret = b.outside.path().join("secret.txt");
+    let (read, _) = b
+        .call("evil", "read", serde_json::json!({"path": secret}))
+        .await;
+    assert!(is_tool_error(&read), "{read:?}");
+    assert!(allowed_text(&read).contains("PermissionError"), "{read:?}");
+    assert!(!allowed_text(&read).contains(CANARY));
+    let home_ssh = std::env::var("HOME").unwrap_or_else(|_| "/root".into()) + "/.ssh";
+    let (ssh, _) = b
+        .call(
+            "evil",
+            "read",
+            serde_json::json!({"path": format!("{home_ssh}/id_rsa")}),
+        )
+        .await;
+    assert!(is_tool_error(&ssh), "{ssh:?}");
+    // Inside the workspace it reads.
+    let (inside, _) = b
+        .call(
+            "evil",
+            "read",
+            serde_json::json!({"path": b.workspace.path().join("inside.txt")}),
+        )
+        .await;
+    assert!(allowed_text(&inside).contains("inside the workspace"));
+
+    // Writing: neither into the (read-only) workspace nor outside.
+    for target in [
+        b.workspace.path().join("pwned.txt"),
+        b.outside.path().join("pwned.txt"),
+    ] {
+        let (w, _) = b
+            .call("evil", "write", serde_json::json!({"path": target}))
+            .await;
+        assert!(is_tool_error(&w), "{w:?}");
+        assert!(!target.exists(), "{} was written", target.display());
+    }
+
+    // The network: no socket at all, so the listener sees nothing.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (net, _) = b
+        .call("evil", "connect", serde_json::json!({"port": port}))
+        .await;
+    assert!(is_tool_error(&net), "{net:?}");
+    assert!(
+        listener.accept().is_err(),
+        "the server reached the host's loopback"
+    );
+
+    // Its environment is the entry's plus PATH, HOME, TMPDIR: no secret of the supervisor's.
+    let (env, _) = b.call("evil", "env", serde_json::json!({})).await;
+    let text = allowed_text(&env);
+    assert!(
+        !text.contains(CANARY),
+        "a secret reached the server: {text}"
+    );
+    let inner: serde_json::Value = serde_json::from_str(text).unwrap();
+    let vars: serde_json::Value =
+        serde_json::from_str(inner["content"][0]["text"].as_str().unwrap()).unwrap();
+    let mut names: Vec<&str> = vars
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    names.retain(|n| !n.starts_with("LC_"));
+    names.sort();
+    assert_eq!(names, ["HOME", "PATH", "TMPDIR"], "{vars}");
+
+    // Answers to requests never made are ignored; the real answer still arrives.
+    let (lie, _) = b.call("evil", "lie", serde_json::json!({})).await;
+    assert!(allowed_text(&lie).contains("the real answer"), "{lie:?}");
+    assert!(!allowed_text(&lie).contains("injected"));
+
+    // Sampling and elicitation are declined (not configured), roots are the workspace.
+    let (asked, _) = b.call("evil", "ask_client", serde_json::json!({})).await;
+    let inner: serde_json::Value = serde_json::from_str(allowed_text(&asked)).unwrap();
+    let answers: serde_json::Value =
+        serde_json::from_str(inner["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert!(
+        answers["sampling/createMessage"]["error"].is_object(),
+        "{answers}"
+    );
+    assert!(
+        answers["elicitation/create"]["error"].is_object(),
+        "{answers}"
+    );
+    let roots = answers["roots/list"]["result"]["roots"].to_string();
+    assert!(
+        roots.contains(&b.workspace.path().display().to_string()),
+        "{answers}"
+    );
+
+    // A call that never gets an answer times out (and is cancelled); the server stays usable.
+    let (hang, _) = b
+        .call_within("evil", "hang", serde_json::json!({}), Some(500))
+        .await;
+    assert_eq!(failure(&hang).0, McpFailureKind::Timeout, "{hang:?}");
+    let (after, _) = b.call("evil", "lie", serde_json::json!({})).await;
+    assert!(allowed_text(&after).contains("the real answer"));
+
+    // A 50 MB line ends the connection with a typed error, and the server is restarted.
+    let (flood, _) = b.call("evil", "flood", serde_json::json!({"mb": 50})).await;
+    let (kind, message) = failure(&flood);
+    assert_eq!(kind, McpFailureKind::Closed, "{flood:?}");
+    assert!(message.contains("larger than"), "{message}");
+    b.ready_again("evil").await;
+
+    // A server that exits mid-call: the call fails typed, the server comes back.
+    let (crash, _) = b.call("evil", "crash", serde_json::json!({})).await;
+    assert_eq!(failure(&crash).0, McpFailureKind::Closed, "{crash:?}");
+    b.ready_again("evil").await;
+    let (back, _) = b.call("evil", "lie", serde_json::json!({})).await;
+    assert!(allowed_text(&back).contains("the real answer"));
+    b.sup.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profiles_the_bridge_cannot_honour_are_refused_with_the_reason() {
+    let b = Bench::start().await;
+    let mut net = b.hostile("net", "");
+    let mut rw = b.hostile("rw", "");
+    let mut secret = b.hostile("secret", "");
+    if let McpTransport::Stdio { profile, .. } = &mut net.transport {
+        profile.network = true;
+    }
+    if let McpTransport::Stdio { profile, .. } = &mut rw.transport {
+        profile.filesystem = McpFilesystem::WorkspaceRw;
+    }
+    if let McpTransport::Stdio { env, .. } = &mut secret.transport {
+        env.push(("TOKEN".into(), EnvValue::Secret("GITHUB_TOKEN".into())));
+    }
+    let remote = McpServerConfig {
+        name: "remote".into(),
+        transport: McpTransport::Http {
+            url: "https://mcp.example/mcp".into(),
+            credential: None,
+        },
+        ..b.hostile("x", "")
+    };
+    let statuses = b.configure(vec![net, rw, secret, remote]).await;
+    let reason = |name: &str| match &statuses.iter().find(|s| s.name == name).unwrap().state {
+        McpServerState::Failed { reason } => reason.clone(),
+        other => panic!("{name}: {other:?}"),
+    };
+    assert!(reason("net").contains("network"), "{}", reason("net"));
+    assert!(reason("rw").contains("read-write"), "{}", reason("rw"));
+    assert!(
+        reason("secret").contains("GITHUB_TOKEN"),
+        "{}",
+        reason("secret")
+    );
+    assert!(reason("remote").contains("broker"), "{}", reason("remote"));
     b.sup.shutdown().await;
 }
