@@ -139,6 +139,68 @@ pub fn mcp_plan(
     })
 }
 
+/// How long a run's MCP call may take before the worker is considered unresponsive: the
+/// servers' call timeout and a grace to report.
+pub fn run_call_limit() -> std::time::Duration {
+    std::time::Duration::from_millis(CALL_TIMEOUT_MS + 10_000)
+}
+
+/// Configure the mcp worker with the run's servers (from `loaded`); `true` when at least one is
+/// ready, so that the run offers MCP tools. Servers that fail or are left out are reported on
+/// stderr with the reason; the run goes on without them.
+pub async fn start_for_run(
+    sup: &crate::tree::Supervisor,
+    loaded: &hanzo_policy::settings::LoadedSettings,
+    workspace: &Path,
+) -> bool {
+    let trusted = loaded.trust_check.is_trusted();
+    let plan = match mcp_plan(
+        &loaded.merged.config,
+        &loaded.merged.sources,
+        trusted,
+        workspace,
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("warning: {e}; no MCP server is started");
+            return false;
+        }
+    };
+    for (name, _, state, reason) in &plan.not_started {
+        eprintln!("warning: MCP server {name:?} {state}: {reason}");
+    }
+    if plan.config.servers.is_empty() {
+        return false;
+    }
+    let request = hanzo_ipc::roles::mcp::Request::Configure(plan.config);
+    let within = std::time::Duration::from_millis(INITIALIZE_TIMEOUT_MS + 10_000);
+    match sup.mcp.call_within(request, within).await {
+        Ok(hanzo_ipc::roles::mcp::Response::Servers(statuses)) => {
+            let mut ready = false;
+            for s in statuses {
+                match s.state {
+                    hanzo_ipc::roles::mcp::McpServerState::Ready => ready = true,
+                    hanzo_ipc::roles::mcp::McpServerState::Failed { reason } => eprintln!(
+                        "warning: MCP server {:?} did not start: {}",
+                        s.name,
+                        crate::term::sanitize_line_for_terminal(&reason)
+                    ),
+                    _ => {}
+                }
+            }
+            ready
+        }
+        Ok(other) => {
+            eprintln!("warning: the mcp worker answered Configure with {other:?}");
+            false
+        }
+        Err(e) => {
+            eprintln!("warning: the MCP servers could not be configured: {e}");
+            false
+        }
+    }
+}
+
 /// `${secret:NAME}` names a secret the broker resolves at spawn; anything else is plain text.
 pub fn env_value(v: &str) -> EnvValue {
     match v
