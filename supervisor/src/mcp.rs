@@ -47,8 +47,61 @@ pub fn mcp_plan(
     trusted: bool,
     workspace: &Path,
 ) -> Result<McpPlan, McpSettingsError> {
+    mcp_plan_with(config, sources, trusted, workspace, &[])
+}
+
+/// The names of the servers an untrusted workspace file launches (its `mcp_servers` entries
+/// that set `command`, `args`, `env` or `cwd`), which the merge dropped.
+pub fn untrusted_launches(loaded: &hanzo_policy::settings::LoadedSettings) -> Vec<String> {
+    if loaded.trust_check.is_trusted() {
+        return Vec::new();
+    }
+    let c = &loaded.merged.trust_content;
+    c.project
+        .mcp_servers
+        .keys()
+        .chain(c.local.mcp_servers.keys())
+        .cloned()
+        .collect()
+}
+
+/// The plan for the servers of `loaded` in `workspace`.
+pub fn plan_for(
+    loaded: &hanzo_policy::settings::LoadedSettings,
+    workspace: &Path,
+) -> Result<McpPlan, McpSettingsError> {
+    mcp_plan_with(
+        &loaded.merged.config,
+        &loaded.merged.sources,
+        loaded.trust_check.is_trusted(),
+        workspace,
+        &untrusted_launches(loaded),
+    )
+}
+
+/// [`mcp_plan`], also listing `gated` (servers only an untrusted workspace file defines) as
+/// skipped.
+pub fn mcp_plan_with(
+    config: &Config,
+    sources: &BTreeMap<String, Source>,
+    trusted: bool,
+    workspace: &Path,
+    gated: &[String],
+) -> Result<McpPlan, McpSettingsError> {
     let mut servers = Vec::new();
-    let mut not_started = Vec::new();
+    let mut not_started: Vec<(String, String, String, String)> = Vec::new();
+    for name in gated {
+        if !config.mcp_servers.contains_key(name) && !not_started.iter().any(|r| &r.0 == name) {
+            not_started.push((
+                name.clone(),
+                "stdio".to_string(),
+                "skipped".to_string(),
+                "its command comes from this workspace's settings, which are not trusted: review \
+                 .hanzo/ and run `hanzo-dev trust`"
+                    .to_string(),
+            ));
+        }
+    }
     for (name, s) in &config.mcp_servers {
         let err = |message: String| McpSettingsError {
             server: name.clone(),
@@ -153,13 +206,7 @@ pub async fn start_for_run(
     loaded: &hanzo_policy::settings::LoadedSettings,
     workspace: &Path,
 ) -> bool {
-    let trusted = loaded.trust_check.is_trusted();
-    let plan = match mcp_plan(
-        &loaded.merged.config,
-        &loaded.merged.sources,
-        trusted,
-        workspace,
-    ) {
+    let plan = match plan_for(loaded, workspace) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("warning: {e}; no MCP server is started");

@@ -698,3 +698,97 @@ fn a_run_offers_mcp_tools_calls_them_under_policy_and_records_them() {
     assert!(!env.call.allowed);
     assert_eq!(env.call.rule.as_ref().unwrap().pattern, "mcp__evil__env");
 }
+
+/// `hanzo-dev mcp list | tools | call` from settings: a user server runs, a disabled one and an
+/// untrusted project's one are listed with the reason, a call goes through the policy.
+#[test]
+fn the_mcp_commands_list_servers_tools_and_call_through_the_policy() {
+    let root = tempfile::tempdir().unwrap();
+    for d in ["home", "data", "config/hanzo", "ws/.hanzo", "tmp"] {
+        std::fs::create_dir_all(root.path().join(d)).unwrap();
+    }
+    let p = |s: &str| root.path().join(s);
+    let script = p("ws/hostile_server.py");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/hostile_server.py"),
+        &script,
+    )
+    .unwrap();
+    let user = serde_json::json!({
+        "mcp_servers": {
+            "evil": {"command": "/usr/bin/python3", "args": [script]},
+            "off": {"command": "/usr/bin/python3", "args": [script], "disabled": true},
+        },
+        "permissions": {"mcp__evil__env": "deny", "mcp__evil__lie": "allow"},
+    });
+    std::fs::write(p("config/hanzo/settings.json"), user.to_string()).unwrap();
+    // A cloned repository adds a server: not trusted, so not started.
+    let project = serde_json::json!({
+        "mcp_servers": {"cloned": {"command": "/usr/bin/python3", "args": [script]}},
+    });
+    std::fs::write(p("ws/.hanzo/settings.json"), project.to_string()).unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hanzo-dev"))
+            .args(args)
+            .current_dir(p("ws"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", p("home"))
+            .env("XDG_DATA_HOME", p("data"))
+            .env("XDG_CONFIG_HOME", p("config"))
+            .env("TMPDIR", p("tmp"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("hanzo-dev mcp");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = run(&["mcp", "list", "--json"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    let server = |name: &str| {
+        doc["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not listed: {doc}"))
+            .clone()
+    };
+    assert_eq!(server("evil")["state"], "ready");
+    assert_eq!(server("evil")["transport"], "stdio");
+    assert_eq!(server("evil")["tool_count"], 9);
+    assert_eq!(server("off")["state"], "disabled");
+    assert_eq!(server("cloned")["state"], "skipped");
+    assert!(server("cloned")["reason"]
+        .as_str()
+        .unwrap()
+        .contains("hanzo-dev trust"));
+
+    let (code, stdout, stderr) = run(&["mcp", "tools", "evil"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("mcp__evil__read"), "{stdout}");
+
+    let (code, stdout, stderr) = run(&["mcp", "call", "evil", "lie", "--json"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(doc["classification"], "allowed");
+    // Denied by rule: the server is never asked.
+    let (code, _, stderr) = run(&["mcp", "call", "evil", "env"]);
+    assert_ne!(code, Some(0));
+    assert!(stderr.contains("denies mcp__evil__env"), "{stderr}");
+    // No rule: the policy asks, and without --yes nothing runs.
+    let (code, _, stderr) = run(&[
+        "mcp",
+        "call",
+        "evil",
+        "read",
+        "--args",
+        "{\"path\": \"/etc/hostname\"}",
+    ]);
+    assert_ne!(code, Some(0));
+    assert!(stderr.contains("--yes"), "{stderr}");
+}

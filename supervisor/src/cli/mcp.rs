@@ -3,7 +3,7 @@
 //! the model sees, and one call through the permission policy. All with `--json`.
 
 use super::exit;
-use crate::mcp::{mcp_plan, McpPlan};
+use crate::mcp::{plan_for, McpPlan};
 use crate::secrets::StartEnv;
 use crate::startup::supervisor_config;
 use crate::tree::Supervisor;
@@ -72,8 +72,7 @@ pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     for w in loaded.warnings() {
         eprintln!("warning: {w}");
     }
-    let trusted = loaded.trust_check.is_trusted();
-    let plan = match mcp_plan(&loaded.merged.config, &loaded.merged.sources, trusted, &cwd) {
+    let plan = match plan_for(&loaded, &cwd) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
