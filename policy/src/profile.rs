@@ -634,10 +634,12 @@ pub fn profile_for(role: Role, ctx: &ProfileContext) -> SandboxProfile {
                 ..base(role, Syscalls::AllowList(allow_list("tools")))
             }
         }
-        // Starts MCP servers (node, python): the system read-only, the workspace read-only, its
-        // run directory for server state. Per-server profiles are `CommandProfile`s.
+        // Asks its launcher to start MCP servers (node, python), each confined with its own
+        // `CommandProfile`: the system read-only, the workspace read-only, its run directory for
+        // server state; it neither executes a program nor creates a socket itself.
         Role::Mcp => SandboxProfile {
             fs: reader_grants(ctx, "server programs"),
+            launcher: true,
             ..base(role, Syscalls::AllowList(allow_list("mcp")))
         },
         // Language servers read the workspace and the toolchains; they never write or connect out.

@@ -231,6 +231,7 @@ fn steps(c: &mut Criterion) {
                         tools: &tree.sup.tools,
                         deadlines: Deadlines::default(),
                         hooks_time: Duration::ZERO,
+                        mcp: None,
                     };
                     let mut store = RunStore::open(store_dir.path(), "local").expect("store");
                     let mut lp = AgentLoop {
@@ -338,6 +339,7 @@ fn steps(c: &mut Criterion) {
             tools: &tree.sup.tools,
             deadlines: Deadlines::default(),
             hooks_time: Duration::ZERO,
+            mcp: None,
         };
         let call = ToolInvocation {
             id: "t".into(),

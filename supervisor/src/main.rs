@@ -36,10 +36,10 @@ fn main() -> ExitCode {
 /// ([`hanzo_ipc::with_roles!`]): a role without an entry here does not compile.
 mod entry {
     pub use hanzo_broker::worker_main as broker;
+    pub use hanzo_mcp::worker_main as mcp;
     pub use hanzo_model::worker_main as model;
     pub use hanzo_tools::worker_main as tools;
-    // The mcp and lsp workers serve the common requests only.
-    pub use hanzo_worker::run as mcp;
+    // The lsp worker serves the common requests only.
     pub use hanzo_worker::run as lsp;
 }
 

@@ -352,7 +352,7 @@ where
         shown: &Value,
         progress: &Progress,
     ) -> Gate {
-        if !agent.tools.contains(&call.name) {
+        if !agent_may_call(agent, &call.name) {
             return Gate {
                 mode: PermissionMode::Deny,
                 rule: None,
@@ -437,10 +437,19 @@ where
     }
 }
 
+/// Whether `agent` may be offered (and call) `name`: a tool on its list, or an MCP tool
+/// (`mcp__*`, of a configured server) for an agent that has tools at all. MCP tools are then
+/// judged by the permission policy like any other (`mcp__github__*` rules).
+pub(crate) fn agent_may_call(agent: &hanzo_store::AgentDef, name: &str) -> bool {
+    agent.tools.iter().any(|t| t == name)
+        || (super::workers::is_mcp_tool(name) && !agent.tools.is_empty())
+}
+
 fn not_in_agent(agent: &hanzo_store::AgentDef, name: &str) -> String {
     if name.starts_with("mcp__") {
         return format!(
-            "{name} is an MCP tool, and MCP tools are not available to runs in this build"
+            "{name} is an MCP tool, and the {} agent has no tools at all",
+            agent.name
         );
     }
     format!(

@@ -400,7 +400,7 @@ where
             })?;
         Ok(all
             .into_iter()
-            .filter(|d| agent.tools.contains(&d.name))
+            .filter(|d| super::call::agent_may_call(agent, &d.name))
             .collect())
     }
 

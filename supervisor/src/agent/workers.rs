@@ -7,6 +7,7 @@ use super::events::{EventSink, RunEvent};
 use super::traits::{ApiClient, ToolExecutor, ToolInvocation, TurnEnd, TurnError, TurnRequest};
 use crate::worker::WorkerHandle;
 use hanzo_ipc::channel::{CallError, StreamPart};
+use hanzo_ipc::roles::mcp::{self, McpCallOutcome, McpProtocol, McpToolCall};
 use hanzo_ipc::roles::model::{
     self, CompletionRequest, ModelProtocol, ProviderConfig, RetryNotice, RetryPolicy, StreamEvent,
     ToolDef,
@@ -14,6 +15,7 @@ use hanzo_ipc::roles::model::{
 use hanzo_ipc::roles::tools::{self, HookCall, PreHookReply, ToolCall, ToolResult, ToolsProtocol};
 use hanzo_ipc::Role;
 use hanzo_store::SecretValues;
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -180,6 +182,157 @@ pub struct WorkerTools<'a> {
     /// The longest the configured pre- (or post-) hooks may take together (their `timeout_ms`
     /// summed); the deadline of a hook request adds [`Deadlines::grace`].
     pub hooks_time: Duration,
+    /// The run's MCP servers, in the mcp worker (`None`: no MCP tools are offered).
+    pub mcp: Option<McpTools<'a>>,
+}
+
+/// The tools of the ready MCP servers, offered as `mcp__<server>__<tool>` next to the built-in
+/// ones, and their calls through the mcp worker.
+pub struct McpTools<'a> {
+    pub mcp: &'a WorkerHandle<McpProtocol>,
+    /// The longest one MCP call may take (the servers' own timeouts are shorter).
+    pub call_limit: Duration,
+    /// `mcp__<server>__<tool>` → (server, tool), from the last listing.
+    names: Mutex<HashMap<String, (String, String)>>,
+}
+
+impl<'a> McpTools<'a> {
+    pub fn new(mcp: &'a WorkerHandle<McpProtocol>, call_limit: Duration) -> McpTools<'a> {
+        McpTools {
+            mcp,
+            call_limit,
+            names: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The definitions of every ready server's tools (the server's description and schema).
+    pub async fn definitions(&self, deadline: Duration) -> Result<Vec<ToolDef>, String> {
+        let reply = within(
+            Role::Mcp,
+            "the request for MCP tools",
+            deadline,
+            self.mcp.call(mcp::Request::ListTools { server: None }),
+        )
+        .await
+        .map_err(|m| m.to_string())?;
+        let tools = match reply {
+            Ok(mcp::Response::Tools(t)) => t,
+            Ok(other) => return Err(format!("unexpected reply {other:?}")),
+            Err(e) => return Err(format!("the mcp worker could not list tools: {e}")),
+        };
+        let mut names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        names.clear();
+        Ok(tools
+            .into_iter()
+            .map(|t| {
+                names.insert(t.qualified_name.clone(), (t.server.clone(), t.tool.clone()));
+                ToolDef {
+                    name: t.qualified_name,
+                    description: t
+                        .description
+                        .unwrap_or_else(|| format!("{} (MCP server {})", t.tool, t.server)),
+                    input_schema_json: t.input_schema_json,
+                }
+            })
+            .collect())
+    }
+
+    /// One call: the classification (allowed / denied / fault) decides the result, and says
+    /// which in the error the model and the record see.
+    pub async fn execute(&self, call: &ToolInvocation) -> ToolResult {
+        let target = self
+            .names
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&call.name)
+            .cloned();
+        let Some((server, tool)) = target else {
+            return ToolResult::err(format!(
+                "{} is not a tool of any ready MCP server (`hanzo-dev mcp list` shows them)",
+                call.name
+            ));
+        };
+        let request = mcp::Request::CallTool(McpToolCall {
+            server: server.clone(),
+            tool: tool.clone(),
+            arguments_json: call.input_json.clone(),
+            timeout_ms: None,
+        });
+        let run = async {
+            // Dropping the stream (cancellation, the run's limit) cancels the call in the
+            // worker, which sends `notifications/cancelled` to the server.
+            let mut stream = match self.mcp.call_stream(request).await {
+                Ok(s) => s,
+                Err(e) => return Err(format!("the mcp worker could not take the call: {e}")),
+            };
+            while let Some(part) = stream.next().await {
+                match part {
+                    Ok(StreamPart::Done(mcp::Response::Call(o))) => return Ok(o),
+                    Ok(StreamPart::Done(other)) => {
+                        return Err(format!("unexpected reply from the mcp worker: {other:?}"))
+                    }
+                    Ok(StreamPart::Item(_)) => {}
+                    Err(e) => return Err(format!("the mcp worker stopped during the call: {e}")),
+                }
+            }
+            Err("the mcp worker ended the call without an answer".to_string())
+        };
+        let outcome = match within(Role::Mcp, "the MCP tool call", self.call_limit, run).await {
+            Ok(Ok(o)) => o,
+            Ok(Err(e)) => return ToolResult::err(e),
+            Err(m) => return ToolResult::err(m.to_string()),
+        };
+        mcp_result(&server, &tool, outcome)
+    }
+}
+
+/// What the model and the record see of a classified MCP answer.
+pub fn mcp_result(server: &str, tool: &str, outcome: McpCallOutcome) -> ToolResult {
+    match outcome {
+        McpCallOutcome::Allowed {
+            result_json,
+            is_error,
+            truncated,
+            bytes,
+        } => {
+            let v: serde_json::Value =
+                serde_json::from_str(&result_json).unwrap_or(serde_json::Value::Null);
+            let text: Vec<&str> = v["content"]
+                .as_array()
+                .map(|c| c.iter().filter_map(|b| b["text"].as_str()).collect())
+                .unwrap_or_default();
+            let mut output = if text.is_empty() {
+                result_json.clone()
+            } else {
+                text.join("\n")
+            };
+            if truncated {
+                output.push_str(&format!(
+                    "\n[hanzo-dev: the MCP result was cut; it had {bytes} bytes]"
+                ));
+            }
+            if is_error {
+                ToolResult {
+                    output,
+                    error: Some(format!(
+                        "MCP result (allowed): the tool {tool} of server {server} reported an error"
+                    )),
+                    is_error: true,
+                }
+            } else {
+                ToolResult::ok(output)
+            }
+        }
+        McpCallOutcome::Denied { reason } => ToolResult::err(format!(
+            "MCP policy denial from server {server} (tool {tool}): {reason}"
+        )),
+        McpCallOutcome::Fault { reason } => ToolResult::err(format!(
+            "MCP downstream fault from server {server} (tool {tool}): {reason}"
+        )),
+        McpCallOutcome::Failed { kind, message } => ToolResult::err(format!(
+            "MCP call failed ({kind:?}) for server {server} (tool {tool}): {message}"
+        )),
+    }
 }
 
 fn worker_failed(e: &CallError) -> String {
@@ -220,20 +373,29 @@ impl ToolExecutor for WorkerTools<'_> {
         .await
         .map_err(|m| m.to_string())?;
         match reply {
-            Ok(tools::Response::Definitions(defs)) => Ok(defs
-                .into_iter()
-                .map(|d| ToolDef {
-                    name: d.name,
-                    description: d.description,
-                    input_schema_json: d.input_schema,
-                })
-                .collect()),
+            Ok(tools::Response::Definitions(defs)) => {
+                let mut all: Vec<ToolDef> = defs
+                    .into_iter()
+                    .map(|d| ToolDef {
+                        name: d.name,
+                        description: d.description,
+                        input_schema_json: d.input_schema,
+                    })
+                    .collect();
+                if let Some(m) = &self.mcp {
+                    all.extend(m.definitions(self.deadlines.request).await?);
+                }
+                Ok(all)
+            }
             Ok(other) => Err(format!("unexpected reply {other:?}")),
             Err(e) => Err(worker_failed(&e)),
         }
     }
 
     async fn execute(&self, call: &ToolInvocation, _session_id: &str) -> ToolResult {
+        if let (Some(m), true) = (&self.mcp, is_mcp_tool(&call.name)) {
+            return m.execute(call).await;
+        }
         let request = tools::Request::Run(ToolCall {
             id: call.id.clone(),
             name: call.name.clone(),
@@ -335,4 +497,9 @@ impl ToolExecutor for WorkerTools<'_> {
             Err(m) => vec![m.to_string()],
         }
     }
+}
+
+/// Whether `name` is an MCP tool's (`mcp__<server>__<tool>`).
+pub fn is_mcp_tool(name: &str) -> bool {
+    name.starts_with("mcp__")
 }

@@ -8,6 +8,7 @@ pub mod config;
 pub mod doctor;
 pub mod exit;
 pub mod login;
+pub mod mcp;
 pub mod provider;
 pub mod run;
 pub mod runs;
@@ -89,6 +90,8 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// Print the man page, or write one page per subcommand with `--dir`.
     Man(completions::ManArgs),
+    /// The configured MCP servers, their tools, and one call through the policy.
+    Mcp(mcp::Args),
 }
 
 /// `hanzo-dev --version`: the version, the commit and date it was built from, the target, and
@@ -141,6 +144,7 @@ pub fn run(cli: Cli, env: StartEnv) -> anyhow::Result<i32> {
         Command::Agents(args) => agents::run(&args, &env),
         Command::Runs(args) => runs::run(&args, &env),
         Command::Run(args) => runtime()?.block_on(run::run(&args, env)),
+        Command::Mcp(args) => runtime()?.block_on(mcp::run(&args, env)),
         // Confines this very process, so it must run before any runtime (thread) exists.
         Command::Sandbox(args) => sandbox::run(&args, env),
         Command::Config(args) => config::run_with_env(&args, &env.vars, Default::default()),

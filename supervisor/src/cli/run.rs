@@ -16,7 +16,7 @@ use crate::agent::run::{
     AgentLoop, Limits, LoopConfig, RunReport, RunSpec, DEFAULT_MAX_CALLS,
     DEFAULT_MAX_CALLS_PER_TURN,
 };
-use crate::agent::workers::{WorkerApi, WorkerTools};
+use crate::agent::workers::{McpTools, WorkerApi, WorkerTools};
 use crate::secrets::StartEnv;
 use crate::startup::supervisor_config;
 use crate::tree::Supervisor;
@@ -406,10 +406,12 @@ async fn drive(
         deadlines,
         notices: Some((sink.as_ref(), prep.secrets.clone())),
     };
+    let mcp = crate::mcp::start_for_run(sup, &prep.loaded, &prep.workspace).await;
     let tools = WorkerTools {
         tools: &sup.tools,
         deadlines,
         hooks_time: prep.hooks_time,
+        mcp: mcp.then(|| McpTools::new(&sup.mcp, crate::mcp::run_call_limit())),
     };
     let prompter = Prompter::for_mode(approval);
     if demo && !args.json {

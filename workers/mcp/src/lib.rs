@@ -20,6 +20,7 @@ pub mod names;
 mod peer;
 pub mod requests;
 pub mod stdio;
+pub mod worker;
 
 pub use classify::{CallOutcome, NoDocument, Refusal, ToolResult};
 pub use client::{CallOptions, ClientOptions, McpClient, ServerEvent, ServerInfo, Tool, ToolSet};
@@ -30,6 +31,7 @@ pub use http::{
 pub use names::{qualified_tool_name, validate_server_name, NameError};
 pub use requests::{AcceptSchemaDefaults, ElicitationHandler, SamplingHandler};
 pub use stdio::{ServerExit, ServerIo, ServerProcess, ServerSpawner, SpawnError, StdioSpec};
+pub use worker::{worker_main, McpHandler, SandboxSpawner};
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,0 +1,376 @@
+//! The MCP servers of a run, from settings: `mcp_servers` turned into the mcp worker's
+//! [`McpConfig`], with the servers that are not started (disabled, or set by an untrusted
+//! workspace) and why.
+//!
+//! Scope rules: a project or local settings file adds a server only in a trusted workspace (the
+//! settings merge already drops an untrusted file's `command`, `args`, `env` and `cwd`; a `url`
+//! it sets is refused here, since the broker would otherwise be asked to reach it). Server names
+//! follow the `mcp__<server>__<tool>` contract (`hanzo_mcp::validate_server_name`).
+
+use hanzo_ipc::roles::mcp::{
+    EnvValue, McpConfig, McpFilesystem, McpServerConfig, McpServerProfile, McpTransport,
+};
+use hanzo_policy::settings::{Config, Source};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Default `initialize` timeout of a server.
+pub const INITIALIZE_TIMEOUT_MS: u64 = 30_000;
+/// Default per-call timeout.
+pub const CALL_TIMEOUT_MS: u64 = 120_000;
+/// Largest `tools/call` result passed to the model (cut and marked beyond).
+pub const MAX_RESULT_BYTES: u64 = 256 * 1024;
+/// Largest single message accepted from a server.
+pub const MAX_MESSAGE_BYTES: u64 = 8 << 20;
+
+/// What the mcp worker is configured with, and what is left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpPlan {
+    pub config: McpConfig,
+    /// `(name, transport, state, reason)` of each configured server that is not started.
+    pub not_started: Vec<(String, String, String, String)>,
+}
+
+/// Why the servers cannot be configured at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("settings `mcp_servers.{server}`: {message}")]
+pub struct McpSettingsError {
+    pub server: String,
+    pub message: String,
+}
+
+/// The plan for `config`'s servers in `workspace`. `sources` says which tier set each key,
+/// `trusted` whether the workspace's own settings are trusted.
+pub fn mcp_plan(
+    config: &Config,
+    sources: &BTreeMap<String, Source>,
+    trusted: bool,
+    workspace: &Path,
+) -> Result<McpPlan, McpSettingsError> {
+    mcp_plan_with(config, sources, trusted, workspace, &[])
+}
+
+/// The names of the servers an untrusted workspace file launches (its `mcp_servers` entries
+/// that set `command`, `args`, `env` or `cwd`), which the merge dropped.
+pub fn untrusted_launches(loaded: &hanzo_policy::settings::LoadedSettings) -> Vec<String> {
+    if loaded.trust_check.is_trusted() {
+        return Vec::new();
+    }
+    let c = &loaded.merged.trust_content;
+    c.project
+        .mcp_servers
+        .keys()
+        .chain(c.local.mcp_servers.keys())
+        .cloned()
+        .collect()
+}
+
+/// The plan for the servers of `loaded` in `workspace`.
+pub fn plan_for(
+    loaded: &hanzo_policy::settings::LoadedSettings,
+    workspace: &Path,
+) -> Result<McpPlan, McpSettingsError> {
+    mcp_plan_with(
+        &loaded.merged.config,
+        &loaded.merged.sources,
+        loaded.trust_check.is_trusted(),
+        workspace,
+        &untrusted_launches(loaded),
+    )
+}
+
+/// [`mcp_plan`], also listing `gated` (servers only an untrusted workspace file defines) as
+/// skipped.
+pub fn mcp_plan_with(
+    config: &Config,
+    sources: &BTreeMap<String, Source>,
+    trusted: bool,
+    workspace: &Path,
+    gated: &[String],
+) -> Result<McpPlan, McpSettingsError> {
+    let mut servers = Vec::new();
+    let mut not_started: Vec<(String, String, String, String)> = Vec::new();
+    for name in gated {
+        if !config.mcp_servers.contains_key(name) && !not_started.iter().any(|r| &r.0 == name) {
+            not_started.push((
+                name.clone(),
+                "stdio".to_string(),
+                "skipped".to_string(),
+                "its command comes from this workspace's settings, which are not trusted: review \
+                 .hanzo/ and run `hanzo-dev trust`"
+                    .to_string(),
+            ));
+        }
+    }
+    for (name, s) in &config.mcp_servers {
+        let err = |message: String| McpSettingsError {
+            server: name.clone(),
+            message,
+        };
+        hanzo_mcp::validate_server_name(name).map_err(|e| err(e.to_string()))?;
+        let transport = if s.url.is_some() { "http" } else { "stdio" };
+        let skip = |state: &str, reason: String| {
+            (
+                name.clone(),
+                transport.to_string(),
+                state.to_string(),
+                reason,
+            )
+        };
+        if s.disabled {
+            not_started.push(skip("disabled", "`disabled` is set".into()));
+            continue;
+        }
+        let from_workspace = |key: &str| {
+            matches!(
+                sources.get(&format!("mcp_servers.{name}.{key}")),
+                Some(Source::Project | Source::Local)
+            )
+        };
+        if !trusted && from_workspace("url") {
+            not_started.push(skip(
+                "skipped",
+                "its `url` comes from this workspace's settings, which are not trusted: review \
+                 .hanzo/ and run `hanzo-dev trust`"
+                    .into(),
+            ));
+            continue;
+        }
+        let transport = match (&s.command, &s.url) {
+            (Some(_), Some(_)) => {
+                return Err(err("set either `command` or `url`, not both".into()));
+            }
+            (Some(command), None) => McpTransport::Stdio {
+                command: command.clone(),
+                args: s.args.clone(),
+                env: s
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), env_value(v)))
+                    .collect(),
+                cwd: s.cwd.clone(),
+                profile: McpServerProfile {
+                    filesystem: McpFilesystem::WorkspaceRo,
+                    extra_read: Vec::new(),
+                    network: false,
+                },
+            },
+            (None, Some(url)) => McpTransport::Http {
+                url: url.clone(),
+                credential: Some(format!("mcp:{name}")),
+            },
+            (None, None) => {
+                not_started.push(skip(
+                    "skipped",
+                    if trusted {
+                        "it sets neither `command` nor `url`".into()
+                    } else {
+                        "its command comes from this workspace's settings, which are not \
+                         trusted: review .hanzo/ and run `hanzo-dev trust`"
+                            .into()
+                    },
+                ));
+                continue;
+            }
+        };
+        servers.push(McpServerConfig {
+            name: name.clone(),
+            transport,
+            initialize_timeout_ms: INITIALIZE_TIMEOUT_MS,
+            call_timeout_ms: CALL_TIMEOUT_MS,
+            elicitation_defaults: false,
+        });
+    }
+    Ok(McpPlan {
+        config: McpConfig {
+            servers,
+            roots: vec![workspace.display().to_string()],
+            max_result_bytes: MAX_RESULT_BYTES,
+            max_message_bytes: MAX_MESSAGE_BYTES,
+        },
+        not_started,
+    })
+}
+
+/// How long a run's MCP call may take before the worker is considered unresponsive: the
+/// servers' call timeout and a grace to report.
+pub fn run_call_limit() -> std::time::Duration {
+    std::time::Duration::from_millis(CALL_TIMEOUT_MS + 10_000)
+}
+
+/// Configure the mcp worker with the run's servers (from `loaded`); `true` when at least one is
+/// ready, so that the run offers MCP tools. Servers that fail or are left out are reported on
+/// stderr with the reason; the run goes on without them.
+pub async fn start_for_run(
+    sup: &crate::tree::Supervisor,
+    loaded: &hanzo_policy::settings::LoadedSettings,
+    workspace: &Path,
+) -> bool {
+    let plan = match plan_for(loaded, workspace) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("warning: {e}; no MCP server is started");
+            return false;
+        }
+    };
+    for (name, _, state, reason) in &plan.not_started {
+        eprintln!("warning: MCP server {name:?} {state}: {reason}");
+    }
+    if plan.config.servers.is_empty() {
+        return false;
+    }
+    let request = hanzo_ipc::roles::mcp::Request::Configure(plan.config);
+    let within = std::time::Duration::from_millis(INITIALIZE_TIMEOUT_MS + 10_000);
+    match sup.mcp.call_within(request, within).await {
+        Ok(hanzo_ipc::roles::mcp::Response::Servers(statuses)) => {
+            let mut ready = false;
+            for s in statuses {
+                match s.state {
+                    hanzo_ipc::roles::mcp::McpServerState::Ready => ready = true,
+                    hanzo_ipc::roles::mcp::McpServerState::Failed { reason } => eprintln!(
+                        "warning: MCP server {:?} did not start: {}",
+                        s.name,
+                        crate::term::sanitize_line_for_terminal(&reason)
+                    ),
+                    _ => {}
+                }
+            }
+            ready
+        }
+        Ok(other) => {
+            eprintln!("warning: the mcp worker answered Configure with {other:?}");
+            false
+        }
+        Err(e) => {
+            eprintln!("warning: the MCP servers could not be configured: {e}");
+            false
+        }
+    }
+}
+
+/// `${secret:NAME}` names a secret the broker resolves at spawn; anything else is plain text.
+pub fn env_value(v: &str) -> EnvValue {
+    match v
+        .strip_prefix("${secret:")
+        .and_then(|rest| rest.strip_suffix('}'))
+    {
+        Some(name) if !name.is_empty() => EnvValue::Secret(name.to_string()),
+        _ => EnvValue::Plain(v.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hanzo_policy::settings::McpServer;
+
+    fn config(servers: &[(&str, McpServer)]) -> Config {
+        let mut c = hanzo_policy::settings::merge(
+            &[],
+            &BTreeMap::new(),
+            &hanzo_policy::settings::CliOverrides::default(),
+            true,
+        )
+        .expect("defaults merge")
+        .config;
+        c.mcp_servers = servers
+            .iter()
+            .map(|(n, s)| (n.to_string(), s.clone()))
+            .collect();
+        c
+    }
+
+    fn stdio(cmd: &str) -> McpServer {
+        McpServer {
+            command: Some(cmd.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn servers_become_worker_config_and_left_out_ones_say_why() {
+        let url = McpServer {
+            url: Some("https://mcp.example/mcp".into()),
+            ..Default::default()
+        };
+        let off = McpServer {
+            disabled: true,
+            ..stdio("x")
+        };
+        let gated = McpServer::default();
+        let c = config(&[
+            ("a", stdio("node")),
+            ("web", url),
+            ("off", off),
+            ("p", gated),
+        ]);
+        let mut sources = BTreeMap::new();
+        sources.insert("mcp_servers.web.url".to_string(), Source::Project);
+        let plan = mcp_plan(&c, &sources, false, Path::new("/w")).unwrap();
+        let names: Vec<&str> = plan
+            .config
+            .servers
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(names, ["a"]);
+        let McpTransport::Stdio { profile, .. } = &plan.config.servers[0].transport else {
+            panic!("stdio")
+        };
+        assert_eq!(profile.filesystem, McpFilesystem::WorkspaceRo);
+        assert!(!profile.network);
+        let left: Vec<(&str, &str)> = plan
+            .not_started
+            .iter()
+            .map(|(n, _, s, _)| (n.as_str(), s.as_str()))
+            .collect();
+        assert_eq!(
+            left,
+            [("off", "disabled"), ("p", "skipped"), ("web", "skipped")]
+        );
+        assert!(plan.not_started[1].3.contains("hanzo-dev trust"));
+        assert!(plan.not_started[2].3.contains("not trusted"));
+        // Trusted, the workspace's url is used.
+        let plan = mcp_plan(&c, &sources, true, Path::new("/w")).unwrap();
+        assert_eq!(plan.config.servers.len(), 2);
+    }
+
+    #[test]
+    fn bad_server_names_and_both_transports_are_settings_errors() {
+        for bad in ["a__b", "with space", ""] {
+            let e = mcp_plan(
+                &config(&[(bad, stdio("x"))]),
+                &BTreeMap::new(),
+                true,
+                Path::new("/w"),
+            )
+            .unwrap_err();
+            assert_eq!(e.server, bad);
+        }
+        let both = McpServer {
+            url: Some("https://x".into()),
+            ..stdio("x")
+        };
+        let e = mcp_plan(
+            &config(&[("b", both)]),
+            &BTreeMap::new(),
+            true,
+            Path::new("/w"),
+        )
+        .unwrap_err();
+        assert!(e.message.contains("not both"), "{e}");
+    }
+
+    #[test]
+    fn secret_env_values_are_named_not_inlined() {
+        assert_eq!(
+            env_value("${secret:GITHUB_TOKEN}"),
+            EnvValue::Secret("GITHUB_TOKEN".into())
+        );
+        assert_eq!(
+            env_value("${secret:}"),
+            EnvValue::Plain("${secret:}".into())
+        );
+        assert_eq!(env_value("plain"), EnvValue::Plain("plain".into()));
+    }
+}

@@ -1,0 +1,770 @@
+//! The mcp worker process: one [`McpClient`] per configured server, served on the `mcp` channel
+//! (`hanzo_ipc::roles::mcp`).
+//!
+//! Stdio servers are started by the tools crate's command launcher (`hanzo_tools::runner`), the
+//! same machinery as every tool command: a launcher forked before this worker confines itself,
+//! and each server confined at spawn with its own [`CommandProfile`] (filesystem none, workspace
+//! read-only by default, or read-write; extra read paths; no network), a cleared environment
+//! built from the entry, a keeper that kills the whole process tree when the server is dropped.
+//! The worker itself has no network and no credentials.
+//!
+//! A server whose connection ends on its own (it crashed, broke the protocol, flooded a line) is
+//! restarted with backoff, a bounded number of times; calls in flight fail with a typed error.
+
+use crate::classify::CallOutcome;
+use crate::client::{CallOptions, ClientOptions, McpClient, Progress, ServerEvent};
+use crate::error::{CloseReason, McpError};
+use crate::stdio::{ServerExit, ServerIo, ServerProcess, ServerSpawner, SpawnError, StdioSpec};
+use crate::BoxFuture;
+use hanzo_ipc::channel::{EventSink, Handler, ItemSink};
+use hanzo_ipc::proto::{RemoteError, RemoteErrorKind};
+use hanzo_ipc::roles::mcp::{
+    EnvValue, Event, Item, McpCallOutcome, McpConfig, McpFailureKind, McpFilesystem, McpProtocol,
+    McpServerConfig, McpServerProfile, McpServerState, McpServerStatus, McpToolCall, McpToolInfo,
+    McpTransport, Request, Response,
+};
+use hanzo_ipc::roles::{CommonEvent, LogLevel};
+use hanzo_ipc::Role;
+use hanzo_policy::isolation::Tier;
+use hanzo_policy::profile::{CommandProfile, FsScope, NetAccess, Rlimits};
+use hanzo_tools::runner::{Pipes, Runner, Running, Spawn};
+use hanzo_worker::{handle_common, WorkerOptions};
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::unix::OwnedWriteHalf;
+
+/// `PATH` of a server whose entry sets none.
+pub const DEFAULT_SERVER_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// Restarts of a server whose connection ended on its own, before it is left failed.
+pub const MAX_RESTARTS: u32 = 3;
+
+/// Open files a server may hold (node needs a few hundred).
+const SERVER_NOFILE: u64 = 1024;
+/// Largest file a server may write (where its profile lets it write at all).
+const SERVER_FSIZE: u64 = 256 << 20;
+
+/// The mcp worker's `main`: fork the command launcher (tier A: this worker does not enter
+/// namespaces of its own; each server is confined by Landlock and seccomp at spawn), confine,
+/// handshake and serve. Tier A cannot keep a hidden path inside the workspace out of a
+/// workspace-ro server's reach, so such a workspace is refused unless the context allows it.
+pub fn worker_main(opts: WorkerOptions) -> i32 {
+    let fail = |what: &str| {
+        eprintln!("hanzo-dev mcp worker: {what}");
+        hanzo_worker::exit::CONFINE_FAILED
+    };
+    let dangerous = opts.ctx.hidden_in_workspace();
+    if !dangerous.is_empty() && !opts.ctx.allow_dangerous_workspace {
+        return fail(&format!(
+            "the workspace contains {}, which an MCP server's sandbox cannot keep out of reach; \
+             move the workspace or pass --allow-dangerous-workspace",
+            dangerous
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let mut launcher = match hanzo_tools::launcher::prepare() {
+        Ok(l) => l,
+        Err(e) => return fail(&e.to_string()),
+    };
+    launcher.fork(Role::Mcp, &opts.ctx, Tier::A);
+    let attestation = match launcher.finish() {
+        Ok(a) => a,
+        Err(e) => return fail(&format!("no command launcher: {e}")),
+    };
+    hanzo_worker::run_with_helpers::<McpProtocol, _, _>(opts, vec![attestation], move |ctx| {
+        tokio::spawn(async {
+            hanzo_tools::runner::launcher_gone().await;
+            eprintln!("hanzo-dev mcp worker: the command launcher is gone; exiting");
+            std::process::exit(hanzo_worker::exit::LAUNCHER_GONE);
+        });
+        let runner = hanzo_tools::runner::launcher_runner().map_err(|e| e.to_string());
+        McpHandler::new(
+            runner,
+            ctx.opts.ctx.workspace.clone(),
+            ctx.opts.ctx.run_dir.clone(),
+            Some(ctx.events),
+        )
+    })
+}
+
+/// Serves the mcp channel.
+pub struct McpHandler {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    runner: Result<Arc<Runner>, String>,
+    workspace: Option<PathBuf>,
+    run_dir: Option<PathBuf>,
+    events: Option<EventSink<McpProtocol, OwnedWriteHalf>>,
+    state: Mutex<State>,
+    /// Serialises `Configure`s.
+    configuring: tokio::sync::Mutex<()>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Bumped by every `Configure`: a restart task of an older configuration stops.
+    generation: u64,
+    limits: (usize, usize),
+    roots: Vec<PathBuf>,
+    servers: BTreeMap<String, Entry>,
+}
+
+struct Entry {
+    config: McpServerConfig,
+    status: McpServerStatus,
+    client: Option<Arc<McpClient>>,
+}
+
+impl McpHandler {
+    /// A handler starting servers with `runner` (the worker's launcher; tests may pass a local
+    /// runner), answering `roots/list` with the configured roots.
+    pub fn new(
+        runner: Result<Arc<Runner>, String>,
+        workspace: Option<PathBuf>,
+        run_dir: Option<PathBuf>,
+        events: Option<EventSink<McpProtocol, OwnedWriteHalf>>,
+    ) -> McpHandler {
+        McpHandler {
+            inner: Arc::new(Inner {
+                runner,
+                workspace,
+                run_dir,
+                events,
+                state: Mutex::new(State::default()),
+                configuring: tokio::sync::Mutex::new(()),
+            }),
+        }
+    }
+
+    /// Replace the configured servers and start them; the statuses once each is ready or failed.
+    pub async fn configure(&self, config: McpConfig) -> Vec<McpServerStatus> {
+        let inner = &self.inner;
+        let _one = inner.configuring.lock().await;
+        let (old, generation) = {
+            let mut st = inner.lock();
+            st.generation += 1;
+            st.limits = (
+                usize::try_from(config.max_result_bytes).unwrap_or(usize::MAX),
+                usize::try_from(config.max_message_bytes).unwrap_or(usize::MAX),
+            );
+            st.roots = config.roots.iter().map(PathBuf::from).collect();
+            let old: Vec<Arc<McpClient>> = std::mem::take(&mut st.servers)
+                .into_values()
+                .filter_map(|e| e.client)
+                .collect();
+            for s in &config.servers {
+                st.servers.insert(
+                    s.name.clone(),
+                    Entry {
+                        config: s.clone(),
+                        status: status_of(s, McpServerState::Starting, None),
+                        client: None,
+                    },
+                );
+            }
+            (old, st.generation)
+        };
+        for c in old {
+            c.shutdown().await;
+        }
+        let mut starts = tokio::task::JoinSet::new();
+        for s in config.servers {
+            let inner = inner.clone();
+            starts.spawn(async move { inner.start_server(s, generation).await });
+        }
+        while starts.join_next().await.is_some() {}
+        self.statuses()
+    }
+
+    /// Every configured server and its state.
+    pub fn statuses(&self) -> Vec<McpServerStatus> {
+        self.inner
+            .lock()
+            .servers
+            .values()
+            .map(|e| e.status.clone())
+            .collect()
+    }
+
+    /// The cached tools of `server`, or of every ready server.
+    pub fn tools(&self, server: Option<&str>) -> Result<Vec<McpToolInfo>, RemoteError> {
+        let st = self.inner.lock();
+        if let Some(name) = server {
+            if !st.servers.contains_key(name) {
+                return Err(RemoteError::new(
+                    RemoteErrorKind::BadRequest,
+                    format!("no MCP server named {name:?} is configured"),
+                ));
+            }
+        }
+        let mut out = Vec::new();
+        for (name, e) in &st.servers {
+            if server.is_some_and(|s| s != name) {
+                continue;
+            }
+            let Some(client) = &e.client else { continue };
+            let tools = client.qualified_tools().map_err(|err| {
+                RemoteError::new(RemoteErrorKind::Refused, format!("{name}: {err}"))
+            })?;
+            for (qualified, t) in tools {
+                out.push(McpToolInfo {
+                    server: name.clone(),
+                    tool: t.name,
+                    qualified_name: qualified,
+                    description: t.description,
+                    input_schema_json: t.input_schema.to_string(),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// One call, classified; `progress` receives the server's progress notifications.
+    pub async fn call(
+        &self,
+        call: McpToolCall,
+        progress: Option<Arc<dyn Fn(Progress) + Send + Sync>>,
+    ) -> McpCallOutcome {
+        let failed = |kind, message: String| McpCallOutcome::Failed { kind, message };
+        let client = {
+            let st = self.inner.lock();
+            let Some(e) = st.servers.get(&call.server) else {
+                return failed(
+                    McpFailureKind::UnknownServer,
+                    format!("no MCP server named {:?} is configured", call.server),
+                );
+            };
+            match &e.client {
+                Some(c) => c.clone(),
+                None => {
+                    return failed(
+                        McpFailureKind::ServerDown,
+                        format!(
+                            "the MCP server {:?} is not ready ({})",
+                            call.server,
+                            describe_state(&e.status.state)
+                        ),
+                    )
+                }
+            }
+        };
+        if !client.tools().tools.iter().any(|t| t.name == call.tool) {
+            return failed(
+                McpFailureKind::UnknownTool,
+                format!(
+                    "the MCP server {:?} lists no tool named {:?}",
+                    call.server, call.tool
+                ),
+            );
+        }
+        let arguments: serde_json::Value = match serde_json::from_str(&call.arguments_json) {
+            Ok(v @ serde_json::Value::Object(_)) => v,
+            Ok(_) => {
+                return failed(
+                    McpFailureKind::Transport,
+                    "the tool arguments must be a JSON object".to_string(),
+                )
+            }
+            Err(e) => {
+                return failed(
+                    McpFailureKind::Transport,
+                    format!("the tool arguments are not JSON: {e}"),
+                )
+            }
+        };
+        let opts = CallOptions {
+            timeout: call.timeout_ms.map(Duration::from_millis),
+            progress,
+        };
+        match client.call_tool(&call.tool, arguments, opts).await {
+            Ok(CallOutcome::Allowed(r)) => McpCallOutcome::Allowed {
+                result_json: r.value.to_string(),
+                is_error: r.is_error,
+                truncated: r.truncated,
+                bytes: r.bytes as u64,
+            },
+            Ok(CallOutcome::Denied { reason }) => McpCallOutcome::Denied { reason },
+            Ok(CallOutcome::Fault { reason }) => McpCallOutcome::Fault { reason },
+            Err(e) => {
+                let kind = match &e {
+                    McpError::Timeout { .. } | McpError::InitializeTimeout { .. } => {
+                        McpFailureKind::Timeout
+                    }
+                    McpError::Closed(_) => McpFailureKind::Closed,
+                    _ => McpFailureKind::Transport,
+                };
+                failed(kind, format!("{}: {e}", call.server))
+            }
+        }
+    }
+
+    /// Shut every server down.
+    pub async fn shutdown(&self) {
+        let clients: Vec<Arc<McpClient>> = {
+            let mut st = self.inner.lock();
+            st.generation += 1;
+            st.servers
+                .values_mut()
+                .filter_map(|e| e.client.take())
+                .collect()
+        };
+        for c in clients {
+            c.shutdown().await;
+        }
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn emit(&self, event: Event) {
+        if let Some(events) = self.events.clone() {
+            tokio::spawn(async move {
+                // A closed channel means the worker is ending anyway.
+                let _ = events.send(event).await;
+            });
+        }
+    }
+
+    fn log(&self, level: LogLevel, message: String) {
+        self.emit(Event::Common(CommonEvent::Log { level, message }));
+    }
+
+    /// Update a server's state if the configuration is still `generation`; `false` otherwise.
+    fn set_state(
+        &self,
+        name: &str,
+        generation: u64,
+        state: McpServerState,
+        client: Option<Arc<McpClient>>,
+    ) -> bool {
+        let status = {
+            let mut st = self.lock();
+            if st.generation != generation {
+                return false;
+            }
+            let Some(e) = st.servers.get_mut(name) else {
+                return false;
+            };
+            let info = client.as_ref().map(|c| c.server_info().clone());
+            let tools = client.as_ref().map(|c| c.tools().tools.len()).unwrap_or(0);
+            e.status = status_of(&e.config, state, info.as_ref());
+            e.status.tool_count = u32::try_from(tools).unwrap_or(u32::MAX);
+            e.client = client;
+            e.status.clone()
+        };
+        self.emit(Event::ServerState(status));
+        true
+    }
+
+    /// Start (or restart, `attempt` > 0) one server and record the outcome.
+    fn start_server(
+        self: Arc<Self>,
+        cfg: McpServerConfig,
+        generation: u64,
+    ) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let name = cfg.name.clone();
+            match self.connect(&cfg, generation).await {
+                Ok(client) => {
+                    let client = Arc::new(client);
+                    if !self.set_state(
+                        &name,
+                        generation,
+                        McpServerState::Ready,
+                        Some(client.clone()),
+                    ) {
+                        client.shutdown().await;
+                    }
+                }
+                Err(reason) => {
+                    self.log(
+                        LogLevel::Warn,
+                        format!("MCP server {name:?} failed to start: {reason}"),
+                    );
+                    self.set_state(&name, generation, McpServerState::Failed { reason }, None);
+                }
+            }
+        })
+    }
+
+    /// The connection of `cfg`, initialized.
+    async fn connect(
+        self: &Arc<Self>,
+        cfg: &McpServerConfig,
+        generation: u64,
+    ) -> Result<McpClient, String> {
+        let (roots, (max_result, max_message)) = {
+            let st = self.lock();
+            (st.roots.clone(), st.limits)
+        };
+        let weak = Arc::downgrade(self);
+        let server_cfg = cfg.clone();
+        let on_event: crate::client::EventFn = Arc::new(move |server, event| {
+            let Some(inner) = weak.upgrade() else { return };
+            match event {
+                ServerEvent::ToolsChanged { count } => {
+                    {
+                        let mut st = inner.lock();
+                        if st.generation == generation {
+                            if let Some(e) = st.servers.get_mut(server) {
+                                e.status.tool_count = u32::try_from(count).unwrap_or(u32::MAX);
+                            }
+                        }
+                    }
+                    inner.emit(Event::ToolsChanged {
+                        server: server.to_string(),
+                        tool_count: u32::try_from(count).unwrap_or(u32::MAX),
+                    });
+                }
+                ServerEvent::Log { level, message } => inner.log(
+                    LogLevel::Info,
+                    format!("MCP server {server:?} [{level}]: {message}"),
+                ),
+                ServerEvent::Closed(CloseReason::ShutDown) => {}
+                ServerEvent::Closed(reason) => {
+                    tokio::spawn(
+                        inner
+                            .clone()
+                            .restart(server_cfg.clone(), generation, reason),
+                    );
+                }
+            }
+        });
+        let on_stderr: crate::stdio::StderrFn = Arc::new(|server, line, cut| {
+            let more = if cut { " […]" } else { "" };
+            eprintln!("hanzo-dev mcp worker: server {server:?} stderr: {line}{more}");
+        });
+        let options = ClientOptions {
+            roots,
+            sampling: None,
+            elicitation: cfg.elicitation_defaults.then(|| {
+                Arc::new(crate::requests::AcceptSchemaDefaults)
+                    as Arc<dyn crate::requests::ElicitationHandler>
+            }),
+            initialize_timeout: Duration::from_millis(cfg.initialize_timeout_ms),
+            request_timeout: Duration::from_millis(cfg.call_timeout_ms),
+            max_message_bytes: max_message,
+            max_result_bytes: max_result,
+            on_event: Some(on_event),
+            on_stderr: Some(on_stderr),
+            ..ClientOptions::default()
+        };
+        match &cfg.transport {
+            McpTransport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+                profile,
+            } => {
+                let runner = self.runner.clone()?;
+                let profile = command_profile(profile)?;
+                let mut server_env = Vec::new();
+                for (k, v) in env {
+                    match v {
+                        EnvValue::Plain(v) => server_env.push((k.clone(), v.clone())),
+                        EnvValue::Secret(secret) => {
+                            return Err(format!(
+                                "its environment variable {k} names the secret {secret:?}, and \
+                                 secrets for MCP servers are resolved by the broker, which this \
+                                 build does not wire to the mcp worker yet; remove the secret \
+                                 from the entry"
+                            ))
+                        }
+                    }
+                }
+                let home = self.run_dir.clone().unwrap_or_else(std::env::temp_dir);
+                for (k, v) in [
+                    ("PATH", DEFAULT_SERVER_PATH.to_string()),
+                    ("HOME", home.display().to_string()),
+                    ("TMPDIR", home.display().to_string()),
+                ] {
+                    if !server_env.iter().any(|(name, _)| name == k) {
+                        server_env.push((k.to_string(), v));
+                    }
+                }
+                let cwd = cwd.as_ref().map(PathBuf::from).or_else(|| {
+                    if profile.fs == FsScope::None {
+                        Some(home.clone())
+                    } else {
+                        self.workspace.clone()
+                    }
+                });
+                let spec = StdioSpec {
+                    command: command.clone(),
+                    args: args.clone(),
+                    env: server_env,
+                    cwd,
+                };
+                let spawner = SandboxSpawner {
+                    runner,
+                    profile,
+                    fallback_cwd: home,
+                };
+                McpClient::connect_stdio(&cfg.name, &spec, &spawner, options)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+            McpTransport::Http { url, .. } => Err(format!(
+                "{url} is a remote (streamable HTTP) server, which the mcp worker reaches only \
+                 through the broker; that channel is not wired in this build, so remote servers \
+                 cannot be used yet"
+            )),
+        }
+    }
+
+    /// After a connection ended on its own: back off, then start the server again, at most
+    /// [`MAX_RESTARTS`] times in a row.
+    fn restart(
+        self: Arc<Self>,
+        cfg: McpServerConfig,
+        generation: u64,
+        reason: CloseReason,
+    ) -> BoxFuture<'static, ()> {
+        Box::pin(self.restart_now(cfg, generation, reason))
+    }
+
+    async fn restart_now(
+        self: Arc<Self>,
+        cfg: McpServerConfig,
+        generation: u64,
+        reason: CloseReason,
+    ) {
+        let name = cfg.name.clone();
+        let attempt = {
+            let st = self.lock();
+            if st.generation != generation {
+                return;
+            }
+            match st.servers.get(&name).map(|e| &e.status.state) {
+                Some(McpServerState::Restarting { attempt, .. }) => attempt + 1,
+                _ => 1,
+            }
+        };
+        if attempt > MAX_RESTARTS {
+            self.set_state(
+                &name,
+                generation,
+                McpServerState::Failed {
+                    reason: format!("{reason}; gave up after {MAX_RESTARTS} restarts"),
+                },
+                None,
+            );
+            return;
+        }
+        if !self.set_state(
+            &name,
+            generation,
+            McpServerState::Restarting {
+                attempt,
+                reason: reason.to_string(),
+            },
+            None,
+        ) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250u64 << attempt.min(6))).await;
+        match self.connect(&cfg, generation).await {
+            Ok(client) => {
+                let client = Arc::new(client);
+                if !self.set_state(
+                    &name,
+                    generation,
+                    McpServerState::Ready,
+                    Some(client.clone()),
+                ) {
+                    client.shutdown().await;
+                }
+            }
+            Err(why) => {
+                self.set_state(
+                    &name,
+                    generation,
+                    McpServerState::Failed {
+                        reason: format!("restart {attempt} after \"{reason}\" failed: {why}"),
+                    },
+                    None,
+                );
+            }
+        }
+    }
+}
+
+fn describe_state(s: &McpServerState) -> String {
+    match s {
+        McpServerState::Starting => "starting".into(),
+        McpServerState::Ready => "ready".into(),
+        McpServerState::Failed { reason } => format!("failed: {reason}"),
+        McpServerState::Restarting { attempt, reason } => {
+            format!("restarting, attempt {attempt}, after: {reason}")
+        }
+        McpServerState::Stopped => "stopped".into(),
+    }
+}
+
+fn status_of(
+    cfg: &McpServerConfig,
+    state: McpServerState,
+    info: Option<&crate::ServerInfo>,
+) -> McpServerStatus {
+    McpServerStatus {
+        name: cfg.name.clone(),
+        transport: match cfg.transport {
+            McpTransport::Stdio { .. } => "stdio",
+            McpTransport::Http { .. } => "http",
+        }
+        .to_string(),
+        state,
+        tool_count: 0,
+        protocol_version: info.map(|i| i.protocol_version.clone()),
+        server_info: info.map(|i| (i.name.clone(), i.version.clone())),
+    }
+}
+
+/// The command profile of a stdio server's entry.
+pub fn command_profile(p: &McpServerProfile) -> Result<CommandProfile, String> {
+    if p.network {
+        return Err(
+            "its profile asks for network access, which MCP stdio servers do not get \
+                    until the egress allow-list is wired; set its network to none"
+                .to_string(),
+        );
+    }
+    Ok(CommandProfile {
+        fs: match p.filesystem {
+            McpFilesystem::None => FsScope::None,
+            McpFilesystem::WorkspaceRo => FsScope::WorkspaceRo,
+            // The mcp worker and its launcher hold the workspace read-only, and a server's
+            // sandbox nests inside theirs.
+            McpFilesystem::WorkspaceRw => {
+                return Err("its profile asks for the workspace read-write, which MCP servers                             do not get in this build (the mcp worker itself reads the                             workspace only); use workspace-ro or none"
+                    .to_string())
+            }
+        },
+        extra_read: p.extra_read.iter().map(PathBuf::from).collect(),
+        extra_write: Vec::new(),
+        network: NetAccess::None,
+        devices: true,
+    })
+}
+
+/// Starts stdio servers through the sandboxed command runner.
+pub struct SandboxSpawner {
+    pub runner: Arc<Runner>,
+    pub profile: CommandProfile,
+    /// Where a server whose spec names no directory starts.
+    pub fallback_cwd: PathBuf,
+}
+
+impl ServerSpawner for SandboxSpawner {
+    fn spawn<'a>(&'a self, spec: &'a StdioSpec) -> BoxFuture<'a, Result<ServerIo, SpawnError>> {
+        Box::pin(async move {
+            let spawn = Spawn {
+                program: PathBuf::from(&spec.command),
+                args: spec.args.iter().map(Into::into).collect(),
+                env: spec.env.clone(),
+                cwd: spec
+                    .cwd
+                    .clone()
+                    .unwrap_or_else(|| self.fallback_cwd.clone()),
+                rlimits: Rlimits {
+                    core: 0,
+                    nofile: SERVER_NOFILE,
+                    fsize: Some(SERVER_FSIZE),
+                },
+                profile: self.profile.clone(),
+            };
+            let mut running = self
+                .runner
+                .start(spawn, Pipes::ALL)
+                .map_err(|e| SpawnError(e.to_string()))?;
+            let missing = || SpawnError("the runner returned no pipes".to_string());
+            let stdin = running.stdin.take().ok_or_else(missing)?;
+            let stdout = running.stdout.take().ok_or_else(missing)?;
+            let stderr = running.stderr.take();
+            Ok(ServerIo {
+                stdin: Box::new(stdin),
+                stdout: Box::new(stdout),
+                stderr: stderr.map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+                process: Box::new(SandboxedProcess(running)),
+            })
+        })
+    }
+}
+
+struct SandboxedProcess(Running);
+
+impl ServerProcess for SandboxedProcess {
+    fn wait(&mut self) -> BoxFuture<'_, ServerExit> {
+        Box::pin(async move {
+            match self.0.wait().await {
+                Ok(status) => ServerExit {
+                    code: status.code(),
+                    signal: status.signal(),
+                },
+                Err(_) => ServerExit {
+                    code: None,
+                    signal: None,
+                },
+            }
+        })
+    }
+
+    fn kill(&mut self) -> BoxFuture<'_, ()> {
+        self.0.kill();
+        Box::pin(async {})
+    }
+}
+
+impl Handler<McpProtocol, OwnedWriteHalf> for McpHandler {
+    async fn handle(
+        &self,
+        request: Request,
+        items: ItemSink<McpProtocol, OwnedWriteHalf>,
+    ) -> Result<Response, RemoteError> {
+        match request {
+            Request::Common(c) => handle_common::<McpProtocol, _>(c, items)
+                .await
+                .map(Response::Common),
+            Request::Configure(config) => Ok(Response::Servers(self.configure(config).await)),
+            Request::ListServers => Ok(Response::Servers(self.statuses())),
+            Request::ListTools { server } => self.tools(server.as_deref()).map(Response::Tools),
+            Request::CallTool(call) => {
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
+                let progress: Arc<dyn Fn(Progress) + Send + Sync> = Arc::new(move |p| {
+                    let _ = tx.send(p);
+                });
+                let run = self.call(call, Some(progress));
+                tokio::pin!(run);
+                let send = |p: Progress| {
+                    items.send(Item::Progress {
+                        progress: p.progress,
+                        total: p.total,
+                        message: p.message,
+                    })
+                };
+                let outcome = loop {
+                    tokio::select! {
+                        outcome = &mut run => break outcome,
+                        Some(p) = rx.recv() => { let _ = send(p).await; }
+                    }
+                };
+                while let Ok(p) = rx.try_recv() {
+                    let _ = send(p).await;
+                }
+                Ok(Response::Call(outcome))
+            }
+        }
+    }
+}
