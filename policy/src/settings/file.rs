@@ -299,6 +299,13 @@ pub struct SettingsFile {
     pub sandbox: Option<SandboxEntry>,
     /// OAuth providers for `hanzo-dev login`, by name; honoured only in the user file.
     pub oauth_providers: Option<BTreeMap<String, OAuthProviderEntry>>,
+    /// Language servers by name, added to or overriding the built-in ones (`pyright`,
+    /// `typescript`, `rust-analyzer`): `command`, `args`, `files` (globs), `language_id`,
+    /// `root_markers`, `initialization_options`, `settings`, `install_hint`, `disabled`. The
+    /// entry's shape is `hanzo_lsp::LspServerEntry`, checked by the lsp worker; a later file
+    /// replaces a whole entry. From project and local files only when the workspace is trusted
+    /// (an entry decides what program runs).
+    pub lsp_servers: Option<BTreeMap<String, Value>>,
 }
 
 pub(crate) const TOP_KEYS: &[&str] = &[
@@ -313,6 +320,7 @@ pub(crate) const TOP_KEYS: &[&str] = &[
     "input_mode",
     "sandbox",
     "oauth_providers",
+    "lsp_servers",
 ];
 pub(crate) const OAUTH_PROVIDER_KEYS: &[&str] = &[
     "issuer",

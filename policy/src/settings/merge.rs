@@ -151,6 +151,9 @@ pub struct Config {
     pub hooks: Vec<ConfiguredHook>,
     pub sandbox: SandboxConfig,
     pub trust: TrustStatus,
+    /// `lsp_servers` in effect, by name (a later file replaces a whole entry; untrusted
+    /// workspace files are ignored), as JSON for the lsp worker.
+    pub lsp_servers: BTreeMap<String, Value>,
 }
 
 /// The result of a merge.
@@ -320,6 +323,7 @@ struct Merger {
     permissions: TierRules,
     hooks: Vec<ConfiguredHook>,
     sandbox: SandboxConfig,
+    lsp_servers: BTreeMap<String, Value>,
 }
 
 impl Merger {
@@ -346,6 +350,7 @@ impl Merger {
             permissions: TierRules::default(),
             hooks: Vec::new(),
             sandbox: SandboxConfig::default(),
+            lsp_servers: BTreeMap::new(),
         }
     }
 
@@ -379,6 +384,31 @@ impl Merger {
         }
         if let Some(sb) = &f.settings.sandbox {
             self.apply_sandbox(f, sb, src, gated);
+        }
+        self.apply_lsp_servers(f, src, gated);
+    }
+
+    /// Language servers replace by name; an untrusted workspace file sets none.
+    fn apply_lsp_servers(&mut self, f: &TierFile, src: Source, gated: bool) {
+        let Some(map) = &f.settings.lsp_servers else {
+            return;
+        };
+        if gated {
+            if !map.is_empty() {
+                self.warn(
+                    &f.file,
+                    format!(
+                        "lsp_servers ({}) ignored until you trust this workspace: review .hanzo/ \
+                         and run `hanzo-dev trust`",
+                        map.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                );
+            }
+            return;
+        }
+        for (name, entry) in map {
+            self.lsp_servers.insert(name.clone(), entry.clone());
+            self.set_source(format!("lsp_servers.{name}"), src);
         }
     }
 
@@ -644,6 +674,7 @@ impl Merger {
                 hooks: self.hooks,
                 sandbox: self.sandbox,
                 trust: self.trust,
+                lsp_servers: self.lsp_servers,
             },
             warnings: self.warnings,
             sources: self.sources,

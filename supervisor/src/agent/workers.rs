@@ -180,6 +180,11 @@ pub struct WorkerTools<'a> {
     /// The longest the configured pre- (or post-) hooks may take together (their `timeout_ms`
     /// summed); the deadline of a hook request adds [`Deadlines::grace`].
     pub hooks_time: Duration,
+    /// The lsp worker: its tools are offered, and file-tool results get its diagnostics block
+    /// (`agent::lsp`). `None`: no language servers in this run.
+    pub lsp: Option<&'a WorkerHandle<hanzo_ipc::roles::lsp::LspProtocol>>,
+    /// Most bytes of the diagnostics block appended to a file tool's result (0: none).
+    pub lsp_block_bytes: usize,
 }
 
 fn worker_failed(e: &CallError) -> String {
@@ -209,31 +214,9 @@ fn call_deadline(call: &ToolInvocation, d: &Deadlines) -> Duration {
     own + d.grace
 }
 
-impl ToolExecutor for WorkerTools<'_> {
-    async fn definitions(&self) -> Result<Vec<ToolDef>, String> {
-        let reply = within(
-            Role::Tools,
-            "the request for tool definitions",
-            self.deadlines.request,
-            self.tools.call(tools::Request::Definitions),
-        )
-        .await
-        .map_err(|m| m.to_string())?;
-        match reply {
-            Ok(tools::Response::Definitions(defs)) => Ok(defs
-                .into_iter()
-                .map(|d| ToolDef {
-                    name: d.name,
-                    description: d.description,
-                    input_schema_json: d.input_schema,
-                })
-                .collect()),
-            Ok(other) => Err(format!("unexpected reply {other:?}")),
-            Err(e) => Err(worker_failed(&e)),
-        }
-    }
-
-    async fn execute(&self, call: &ToolInvocation, _session_id: &str) -> ToolResult {
+impl WorkerTools<'_> {
+    /// A call of a tools-worker tool.
+    async fn execute_tool(&self, call: &ToolInvocation, _session_id: &str) -> ToolResult {
         let request = tools::Request::Run(ToolCall {
             id: call.id.clone(),
             name: call.name.clone(),
@@ -263,6 +246,56 @@ impl ToolExecutor for WorkerTools<'_> {
             Ok(r) => r,
             Err(m) => ToolResult::err(m.to_string()),
         }
+    }
+}
+
+impl ToolExecutor for WorkerTools<'_> {
+    async fn definitions(&self) -> Result<Vec<ToolDef>, String> {
+        let reply = within(
+            Role::Tools,
+            "the request for tool definitions",
+            self.deadlines.request,
+            self.tools.call(tools::Request::Definitions),
+        )
+        .await
+        .map_err(|m| m.to_string())?;
+        match reply {
+            Ok(tools::Response::Definitions(defs)) => Ok(defs
+                .into_iter()
+                .map(|d| ToolDef {
+                    name: d.name,
+                    description: d.description,
+                    input_schema_json: d.input_schema,
+                })
+                .chain(self.lsp.iter().flat_map(|_| super::lsp::tool_defs()))
+                .collect()),
+            Ok(other) => Err(format!("unexpected reply {other:?}")),
+            Err(e) => Err(worker_failed(&e)),
+        }
+    }
+
+    async fn execute(&self, call: &ToolInvocation, session_id: &str) -> ToolResult {
+        if super::lsp::is_lsp_tool(&call.name) {
+            return match self.lsp {
+                Some(lsp) => super::lsp::call_tool(lsp, &call.name, &call.input_json).await,
+                None => ToolResult::err(format!(
+                    "{}: no language servers run in this session",
+                    call.name
+                )),
+            };
+        }
+        let mut result = self.execute_tool(call, session_id).await;
+        if let Some(lsp) = self.lsp {
+            super::lsp::enrich(
+                lsp,
+                &call.name,
+                &call.input_json,
+                &mut result,
+                self.lsp_block_bytes,
+            )
+            .await;
+        }
+        result
     }
 
     async fn pre_hooks(

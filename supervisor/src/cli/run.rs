@@ -402,10 +402,23 @@ async fn drive(
         deadlines,
         notices: Some((sink.as_ref(), prep.secrets.clone())),
     };
+    // The language servers of `lsp_servers`; without a working lsp worker the run goes on
+    // without lsp tools or diagnostics.
+    let lsp_servers =
+        serde_json::to_string(&prep.loaded.merged.config.lsp_servers).context("lsp_servers")?;
+    let lsp = match crate::agent::lsp::configure(&sup.lsp, lsp_servers, &deadlines).await {
+        Ok(()) => Some(&sup.lsp),
+        Err(e) => {
+            eprintln!("warning: no language servers in this run: {e}");
+            None
+        }
+    };
     let tools = WorkerTools {
         tools: &sup.tools,
         deadlines,
         hooks_time: prep.hooks_time,
+        lsp,
+        lsp_block_bytes: crate::agent::lsp::DEFAULT_BLOCK_BYTES,
     };
     let prompter = Prompter::for_mode(approval);
     if demo && !args.json {
