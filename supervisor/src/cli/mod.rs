@@ -7,6 +7,7 @@ pub mod config;
 pub mod doctor;
 pub mod exit;
 pub mod login;
+pub mod lsp;
 pub mod provider;
 pub mod run;
 pub mod runs;
@@ -83,6 +84,9 @@ pub enum Command {
     Logout(login::LogoutArgs),
     /// Credentials the broker holds (`auth status`), never their values.
     Auth(auth::Args),
+    /// Language servers outside a run: `lsp check [PATH…] [--json]` prints diagnostics and exits
+    /// 1 when there are errors.
+    Lsp(lsp::Args),
 }
 
 /// The value parser of every `--isolation` flag: the modes of [`IsolationMode`], with their help.
@@ -127,6 +131,7 @@ pub fn run(cli: Cli, env: StartEnv) -> anyhow::Result<i32> {
         Command::Login(args) => runtime()?.block_on(login::login(&args, env)),
         Command::Logout(args) => runtime()?.block_on(login::logout(&args, env)),
         Command::Auth(args) => runtime()?.block_on(auth::run(&args, env)),
+        Command::Lsp(args) => runtime()?.block_on(lsp::run(&args, env)),
     }
 }
 
