@@ -244,3 +244,66 @@ fn lsp_check_reports_errors_and_exits_1_then_0_once_fixed() {
     );
     assert!(stdout.contains("0 errors"), "{stdout}");
 }
+
+/// A hostile "language server" configured in the user's `lsp_servers`, started by the real lsp
+/// worker's launcher: what it could reach comes back as its diagnostics.
+#[test]
+fn a_hostile_configured_server_cannot_read_a_secret_write_or_open_a_socket() {
+    let env = Env::new();
+    let secret_dir = env.path("home/secret");
+    std::fs::create_dir_all(&secret_dir).expect("mkdir");
+    let canary = "canary-91be-must-not-leak";
+    std::fs::write(secret_dir.join("key.txt"), canary).expect("canary");
+    let script = env.ws().join("hostile_lsp.py");
+    std::fs::copy(
+        repo_root().join("workers/lsp/tests/fixtures/hostile_lsp.py"),
+        &script,
+    )
+    .expect("copy the hostile server");
+    std::fs::write(env.ws().join("a.evil"), "x\n").expect("file");
+    env.settings(json!({
+        "lsp_servers": {
+            "hostile": {
+                "command": "/usr/bin/python3",
+                "args": [
+                    script.display().to_string(),
+                    "probe",
+                    secret_dir.join("key.txt").display().to_string(),
+                    secret_dir.display().to_string(),
+                ],
+                "files": ["**/*.evil"],
+            },
+        },
+    }));
+    let out = env
+        .command(&["lsp", "check", "--json", "a.evil"])
+        .output()
+        .expect("check");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON report ({e}): {stderr}"));
+    let said: Vec<String> = report["files"][0]["diagnostics"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no diagnostics: {report:#}\n{stderr}"))
+        .iter()
+        .map(|d| d["message"].as_str().unwrap_or("").to_string())
+        .collect();
+    let outcome = |what: &str| {
+        said.iter()
+            .find(|m| m.starts_with(&format!("{what}: ")))
+            .unwrap_or_else(|| panic!("no {what} probe in {said:?}"))
+            .clone()
+    };
+    for probe in ["read", "write-workspace", "write-outside", "inet", "unix"] {
+        assert!(
+            outcome(probe).starts_with(&format!("{probe}: denied")),
+            "{said:?}"
+        );
+    }
+    assert!(!said.iter().any(|m| m.contains(canary)), "{said:?}");
+    assert_eq!(outcome("env"), "env: HOME,LANG,PATH,TMPDIR", "{said:?}");
+    assert!(!env.ws().join("pwned.txt").exists());
+    assert!(!secret_dir.join("pwned.txt").exists());
+    // The probes are errors: the check fails.
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+}
