@@ -71,7 +71,12 @@ impl FileTrustContent {
             extra_read_paths: sandbox.extra_read_paths.unwrap_or_default(),
             extra_write_paths: sandbox.extra_write_paths.unwrap_or_default(),
             network_allow: sandbox.network_allow.unwrap_or_default(),
-            lsp_servers: s.lsp_servers.clone().unwrap_or_default(),
+            lsp_servers: s
+                .lsp_servers
+                .iter()
+                .flatten()
+                .map(|(n, e)| (n.clone(), serde_json::to_value(e).unwrap_or_default()))
+                .collect(),
         }
     }
 

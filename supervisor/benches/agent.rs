@@ -231,6 +231,8 @@ fn steps(c: &mut Criterion) {
                         tools: &tree.sup.tools,
                         deadlines: Deadlines::default(),
                         hooks_time: Duration::ZERO,
+                        lsp: None,
+                        lsp_block_bytes: 0,
                     };
                     let mut store = RunStore::open(store_dir.path(), "local").expect("store");
                     let mut lp = AgentLoop {
@@ -338,6 +340,8 @@ fn steps(c: &mut Criterion) {
             tools: &tree.sup.tools,
             deadlines: Deadlines::default(),
             hooks_time: Duration::ZERO,
+            lsp: None,
+            lsp_block_bytes: 0,
         };
         let call = ToolInvocation {
             id: "t".into(),

@@ -1,8 +1,8 @@
 //! Merging parsed tiers into the effective configuration, and its canonical JSON form.
 
 use super::file::{
-    InputMode, IsolationMode, McpServerEntry, SandboxEntry, Secret, SecretObject, SettingsFile,
-    Warning,
+    InputMode, IsolationMode, LspServerEntry, McpServerEntry, SandboxEntry, Secret, SecretObject,
+    SettingsFile, Warning,
 };
 use super::SettingsError;
 use crate::hooks::{HookConfig, HookSet};
@@ -153,7 +153,7 @@ pub struct Config {
     pub trust: TrustStatus,
     /// `lsp_servers` in effect, by name (a later file replaces a whole entry; untrusted
     /// workspace files are ignored), as JSON for the lsp worker.
-    pub lsp_servers: BTreeMap<String, Value>,
+    pub lsp_servers: BTreeMap<String, LspServerEntry>,
 }
 
 /// The result of a merge.
@@ -323,7 +323,7 @@ struct Merger {
     permissions: TierRules,
     hooks: Vec<ConfiguredHook>,
     sandbox: SandboxConfig,
-    lsp_servers: BTreeMap<String, Value>,
+    lsp_servers: BTreeMap<String, LspServerEntry>,
 }
 
 impl Merger {
@@ -393,17 +393,8 @@ impl Merger {
         let Some(map) = &f.settings.lsp_servers else {
             return;
         };
+        // `warn_untrusted` named them among what the file's trust would enable.
         if gated {
-            if !map.is_empty() {
-                self.warn(
-                    &f.file,
-                    format!(
-                        "lsp_servers ({}) ignored until you trust this workspace: review .hanzo/ \
-                         and run `hanzo-dev trust`",
-                        map.keys().cloned().collect::<Vec<_>>().join(", ")
-                    ),
-                );
-            }
             return;
         }
         for (name, entry) in map {
@@ -783,6 +774,37 @@ mod tests {
         bad.insert("HANZO_ISOLATION".to_string(), "off".to_string());
         let err = merge(&files, &bad, &CliOverrides::default(), false).expect_err("bad env");
         assert!(err.to_string().contains("HANZO_ISOLATION"), "{err}");
+    }
+
+    #[test]
+    fn lsp_servers_from_an_untrusted_workspace_are_ignored_and_named() {
+        let files = [
+            tier(
+                Scope::User,
+                r#"{"lsp_servers": {"pyright": {"command": "/opt/p"}}}"#,
+            ),
+            tier(
+                Scope::Project,
+                r#"{"lsp_servers": {"evil": {"command": "./x", "files": ["*.py"]}}}"#,
+            ),
+        ];
+        let m = merge(&files, &BTreeMap::new(), &CliOverrides::default(), false).expect("merges");
+        assert_eq!(m.config.trust, TrustStatus::Untrusted);
+        assert_eq!(
+            m.config.lsp_servers.keys().collect::<Vec<_>>(),
+            vec!["pyright"]
+        );
+        assert!(
+            m.warnings
+                .iter()
+                .any(|w| w.message.contains("1 language server entry")),
+            "{:?}",
+            m.warnings
+        );
+        let m = merge(&files, &BTreeMap::new(), &CliOverrides::default(), true).expect("merges");
+        assert_eq!(m.config.trust, TrustStatus::Trusted);
+        assert_eq!(m.config.lsp_servers.len(), 2);
+        assert_eq!(m.sources["lsp_servers.evil"], Source::Project);
     }
 
     #[test]
