@@ -232,7 +232,6 @@ fn steps(c: &mut Criterion) {
                         deadlines: Deadlines::default(),
                         hooks_time: Duration::ZERO,
                         lsp: None,
-                        lsp_block_bytes: 0,
                     };
                     let mut store = RunStore::open(store_dir.path(), "local").expect("store");
                     let mut lp = AgentLoop {
@@ -341,7 +340,6 @@ fn steps(c: &mut Criterion) {
             deadlines: Deadlines::default(),
             hooks_time: Duration::ZERO,
             lsp: None,
-            lsp_block_bytes: 0,
         };
         let call = ToolInvocation {
             id: "t".into(),

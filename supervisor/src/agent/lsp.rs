@@ -14,7 +14,7 @@
 use super::deadline::{within, Deadlines};
 use crate::worker::WorkerHandle;
 use hanzo_ipc::roles::lsp::{
-    self, FileDiagnostics, Location, LspFailure, LspProtocol, Position, Response,
+    self, FileDiagnostics, Location, LspFailure, LspFailureKind, LspProtocol, Position, Response,
 };
 use hanzo_ipc::roles::model::ToolDef;
 use hanzo_ipc::roles::tools::ToolResult;
@@ -135,7 +135,12 @@ fn location_lines(locs: &[Location]) -> String {
 
 fn diagnostics_text(d: &FileDiagnostics) -> String {
     if d.diagnostics.is_empty() {
-        return format!("{}: no diagnostics ({:?})", d.path, d.freshness).to_lowercase();
+        let how = match d.freshness {
+            lsp::Freshness::Confirmed => "confirmed by the server",
+            lsp::Freshness::Settled => "settled",
+            lsp::Freshness::Unconfirmed => "not confirmed for the current content",
+        };
+        return format!("{}: no errors or warnings ({how})", d.path);
     }
     d.diagnostics
         .iter()
@@ -157,23 +162,15 @@ fn diagnostics_text(d: &FileDiagnostics) -> String {
         .join("\n")
 }
 
-/// Run one `lsp_*` tool call on the lsp worker.
-pub async fn call_tool(
-    lsp: &WorkerHandle<LspProtocol>,
-    name: &str,
-    input_json: &str,
-) -> ToolResult {
-    let input: Value = match serde_json::from_str(input_json) {
-        Ok(v) => v,
-        Err(e) => return ToolResult::err(format!("{name}: the input is not JSON: {e}")),
-    };
-    let Some(path) = input
+/// The lsp request of one `lsp_*` tool call, or the result that refuses its input.
+fn tool_request(name: &str, input_json: &str) -> Result<lsp::Request, ToolResult> {
+    let input: Value = serde_json::from_str(input_json)
+        .map_err(|e| ToolResult::err(format!("{name}: the input is not JSON: {e}")))?;
+    let path = input
         .get("path")
         .and_then(Value::as_str)
         .map(str::to_string)
-    else {
-        return ToolResult::err(format!("{name}: `path` is required"));
-    };
+        .ok_or_else(|| ToolResult::err(format!("{name}: `path` is required")))?;
     let num = |k: &str| {
         input
             .get(k)
@@ -186,40 +183,151 @@ pub async fn call_tool(
             "{name}: `line` and `column` are required, 1-based"
         ))),
     };
-    let request = match name {
+    Ok(match name {
         LSP_DIAGNOSTICS => lsp::Request::Diagnostics { paths: vec![path] },
-        LSP_DEFINITION => match position() {
-            Ok(position) => lsp::Request::Definition { path, position },
-            Err(e) => return e,
+        LSP_DEFINITION => lsp::Request::Definition {
+            path,
+            position: position()?,
         },
-        LSP_REFERENCES => match position() {
-            Ok(position) => lsp::Request::References {
-                path,
-                position,
-                include_declaration: input
-                    .get("include_declaration")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(true),
+        LSP_REFERENCES => lsp::Request::References {
+            path,
+            position: position()?,
+            include_declaration: input
+                .get("include_declaration")
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+        },
+        LSP_HOVER => lsp::Request::Hover {
+            path,
+            position: position()?,
+        },
+        other => return Err(ToolResult::err(format!("{other} is not an lsp tool"))),
+    })
+}
+
+/// The lsp worker as the agent loop uses it: the handle, the `lsp_servers` table (sent again
+/// before each use, a no-op for a worker that has it, so a restarted worker gets it back), and the
+/// bound of the diagnostics block.
+pub struct LspLink<'a> {
+    pub handle: &'a WorkerHandle<LspProtocol>,
+    pub servers_json: String,
+    /// Most bytes of the diagnostics block appended to a file tool's result (0: none).
+    pub block_bytes: usize,
+}
+
+impl<'a> LspLink<'a> {
+    pub fn new(handle: &'a WorkerHandle<LspProtocol>, servers_json: String) -> Self {
+        LspLink {
+            handle,
+            servers_json,
+            block_bytes: DEFAULT_BLOCK_BYTES,
+        }
+    }
+
+    /// Send the `lsp_servers` table (before the run's first call, and before each use).
+    pub async fn configure(&self, deadlines: &Deadlines) -> Result<(), String> {
+        match within(
+            Role::Lsp,
+            "configuring the language servers",
+            deadlines.request,
+            self.handle.call(lsp::Request::Configure {
+                servers_json: self.servers_json.clone(),
+            }),
+        )
+        .await
+        {
+            Ok(Ok(Response::Done)) => Ok(()),
+            Ok(Ok(Response::Failed(f))) => Err(f.message),
+            Ok(Ok(other)) => Err(format!("unexpected reply from the lsp worker: {other:?}")),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(m) => Err(m.to_string()),
+        }
+    }
+
+    async fn ask(&self, request: lsp::Request) -> Result<Response, String> {
+        self.configure(&Deadlines::default()).await?;
+        ask(self.handle, request).await
+    }
+
+    /// Run one `lsp_*` tool call on the lsp worker.
+    pub async fn call_tool(&self, name: &str, input_json: &str) -> ToolResult {
+        let request = match tool_request(name, input_json) {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        match self.ask(request).await {
+            Ok(Response::Diagnostics(mut files)) => match files.pop() {
+                Some(Ok(d)) => ToolResult::ok(diagnostics_text(&d)),
+                Some(Err(f)) => ToolResult::err(failure_text(&f)),
+                None => ToolResult::err("the lsp worker returned no diagnostics"),
             },
-            Err(e) => return e,
-        },
-        LSP_HOVER => match position() {
-            Ok(position) => lsp::Request::Hover { path, position },
-            Err(e) => return e,
-        },
-        other => return ToolResult::err(format!("{other} is not an lsp tool")),
-    };
-    match ask(lsp, request).await {
-        Ok(Response::Diagnostics(mut files)) => match files.pop() {
-            Some(Ok(d)) => ToolResult::ok(diagnostics_text(&d)),
-            Some(Err(f)) => ToolResult::err(failure_text(&f)),
-            None => ToolResult::err("the lsp worker returned no diagnostics"),
-        },
-        Ok(Response::Locations(l)) => ToolResult::ok(location_lines(&l)),
-        Ok(Response::Hover(Some(h))) => ToolResult::ok(h.text),
-        Ok(Response::Hover(None)) => ToolResult::ok("nothing to show at this position"),
-        Ok(other) => ToolResult::err(format!("unexpected reply from the lsp worker: {other:?}")),
-        Err(e) => ToolResult::err(e),
+            Ok(Response::Locations(l)) => ToolResult::ok(location_lines(&l)),
+            Ok(Response::Hover(Some(h))) => ToolResult::ok(h.text),
+            Ok(Response::Hover(None)) => ToolResult::ok("nothing to show at this position"),
+            Ok(other) => {
+                ToolResult::err(format!("unexpected reply from the lsp worker: {other:?}"))
+            }
+            Err(e) => ToolResult::err(e),
+        }
+    }
+
+    /// After a successful file-tool call: sync the changed files, and append their diagnostics
+    /// block (at most `block_bytes`) to `result`. Nothing is appended when the call failed or
+    /// changed no file a server handles; a server that is not installed is named once (the
+    /// worker reports it missing once, unavailable after); any other failure of the language
+    /// servers leaves the result as it is.
+    pub async fn enrich(&self, tool: &str, input_json: &str, result: &mut ToolResult) {
+        if result.is_error || self.block_bytes == 0 {
+            return;
+        }
+        let paths = changed_paths(tool, input_json);
+        if paths.is_empty() {
+            return;
+        }
+        for p in &paths {
+            if let Err(e) = self
+                .ask(lsp::Request::FileChanged { path: p.clone() })
+                .await
+            {
+                tracing::debug!(path = %p, "the lsp worker could not sync the file: {e}");
+            }
+        }
+        let files = match self.ask(lsp::Request::Diagnostics { paths }).await {
+            Ok(Response::Diagnostics(files)) => files,
+            Ok(other) => {
+                tracing::debug!("unexpected reply from the lsp worker: {other:?}");
+                return;
+            }
+            Err(e) => {
+                tracing::debug!("no diagnostics after the edit: {e}");
+                return;
+            }
+        };
+        let mut notes = Vec::new();
+        let mut ok = Vec::new();
+        for f in files {
+            match f {
+                Ok(d) => ok.push(d),
+                Err(f) if f.kind == LspFailureKind::ServerMissing => {
+                    notes.push(format!("[no diagnostics: {}]", f.message))
+                }
+                Err(f) => tracing::debug!("no diagnostics: {}", f.message),
+            }
+        }
+        let mut block = hanzo_lsp::format_diagnostics_block(&ok, self.block_bytes);
+        for n in notes {
+            if !block.is_empty() {
+                block.push('\n');
+            }
+            block.push_str(&hanzo_lsp::sanitize::one_line(&n));
+        }
+        if block.is_empty() {
+            return;
+        }
+        if !result.output.is_empty() && !result.output.ends_with('\n') {
+            result.output.push('\n');
+        }
+        result.output.push_str(&block);
     }
 }
 
@@ -265,71 +373,6 @@ pub fn changed_paths(tool: &str, input_json: &str) -> Vec<String> {
     out
 }
 
-/// After a successful file-tool call: sync the changed files, and append their diagnostics
-/// block (at most `limit_bytes`) to `result`. Nothing is appended when the call failed, changed
-/// no file a server handles, or the language servers could not answer.
-pub async fn enrich(
-    lsp: &WorkerHandle<LspProtocol>,
-    tool: &str,
-    input_json: &str,
-    result: &mut ToolResult,
-    limit_bytes: usize,
-) {
-    if result.is_error || limit_bytes == 0 {
-        return;
-    }
-    let paths = changed_paths(tool, input_json);
-    if paths.is_empty() {
-        return;
-    }
-    for p in &paths {
-        if let Err(e) = ask(lsp, lsp::Request::FileChanged { path: p.clone() }).await {
-            tracing::debug!(path = %p, "the lsp worker could not sync the file: {e}");
-        }
-    }
-    let files = match ask(lsp, lsp::Request::Diagnostics { paths }).await {
-        Ok(Response::Diagnostics(files)) => files,
-        Ok(other) => {
-            tracing::debug!("unexpected reply from the lsp worker: {other:?}");
-            return;
-        }
-        Err(e) => {
-            tracing::debug!("no diagnostics after the edit: {e}");
-            return;
-        }
-    };
-    let files: Vec<FileDiagnostics> = files.into_iter().filter_map(Result::ok).collect();
-    let block = hanzo_lsp::format_diagnostics_block(&files, limit_bytes);
-    if block.is_empty() {
-        return;
-    }
-    if !result.output.is_empty() && !result.output.ends_with('\n') {
-        result.output.push('\n');
-    }
-    result.output.push_str(&block);
-}
-
-/// Send the `lsp_servers` settings to the lsp worker (before the run's first call).
-pub async fn configure(
-    lsp: &WorkerHandle<LspProtocol>,
-    servers_json: String,
-    deadlines: &Deadlines,
-) -> Result<(), String> {
-    match within(
-        Role::Lsp,
-        "configuring the language servers",
-        deadlines.request,
-        lsp.call(lsp::Request::Configure { servers_json }),
-    )
-    .await
-    {
-        Ok(Ok(Response::Done)) => Ok(()),
-        Ok(Ok(other)) => Err(format!("unexpected reply from the lsp worker: {other:?}")),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(m) => Err(m.to_string()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -351,6 +394,35 @@ mod tests {
         );
         assert!(changed_paths("read_file", r#"{"path":"a.py"}"#).is_empty());
         assert!(changed_paths("write_file", "not json").is_empty());
+    }
+
+    #[test]
+    fn tool_inputs_are_checked_before_the_worker_sees_them() {
+        let bad = |name: &str, input: &str| match tool_request(name, input) {
+            Err(r) => r.error.unwrap_or_default(),
+            Ok(r) => panic!("accepted {r:?}"),
+        };
+        assert!(bad(LSP_HOVER, "{").contains("not JSON"));
+        assert!(bad(LSP_HOVER, r#"{"line": 1, "column": 1}"#).contains("`path` is required"));
+        assert!(bad(
+            LSP_DEFINITION,
+            r#"{"path": "a.py", "line": 0, "column": 1}"#
+        )
+        .contains("1-based"));
+        assert!(bad(LSP_REFERENCES, r#"{"path": "a.py", "line": 1}"#).contains("1-based"));
+        assert!(bad("lsp_rename", r#"{"path": "a.py"}"#).contains("not an lsp tool"));
+        assert_eq!(
+            tool_request(
+                LSP_REFERENCES,
+                r#"{"path": "a.py", "line": 3, "column": 7, "include_declaration": false}"#
+            )
+            .expect("valid"),
+            lsp::Request::References {
+                path: "a.py".into(),
+                position: Position::new(3, 7),
+                include_declaration: false
+            }
+        );
     }
 
     #[test]

@@ -182,9 +182,7 @@ pub struct WorkerTools<'a> {
     pub hooks_time: Duration,
     /// The lsp worker: its tools are offered, and file-tool results get its diagnostics block
     /// (`agent::lsp`). `None`: no language servers in this run.
-    pub lsp: Option<&'a WorkerHandle<hanzo_ipc::roles::lsp::LspProtocol>>,
-    /// Most bytes of the diagnostics block appended to a file tool's result (0: none).
-    pub lsp_block_bytes: usize,
+    pub lsp: Option<super::lsp::LspLink<'a>>,
 }
 
 fn worker_failed(e: &CallError) -> String {
@@ -276,8 +274,8 @@ impl ToolExecutor for WorkerTools<'_> {
 
     async fn execute(&self, call: &ToolInvocation, session_id: &str) -> ToolResult {
         if super::lsp::is_lsp_tool(&call.name) {
-            return match self.lsp {
-                Some(lsp) => super::lsp::call_tool(lsp, &call.name, &call.input_json).await,
+            return match &self.lsp {
+                Some(lsp) => lsp.call_tool(&call.name, &call.input_json).await,
                 None => ToolResult::err(format!(
                     "{}: no language servers run in this session",
                     call.name
@@ -285,15 +283,8 @@ impl ToolExecutor for WorkerTools<'_> {
             };
         }
         let mut result = self.execute_tool(call, session_id).await;
-        if let Some(lsp) = self.lsp {
-            super::lsp::enrich(
-                lsp,
-                &call.name,
-                &call.input_json,
-                &mut result,
-                self.lsp_block_bytes,
-            )
-            .await;
+        if let Some(lsp) = &self.lsp {
+            lsp.enrich(&call.name, &call.input_json, &mut result).await;
         }
         result
     }

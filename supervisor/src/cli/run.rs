@@ -406,8 +406,9 @@ async fn drive(
     // without lsp tools or diagnostics.
     let lsp_servers =
         serde_json::to_string(&prep.loaded.merged.config.lsp_servers).context("lsp_servers")?;
-    let lsp = match crate::agent::lsp::configure(&sup.lsp, lsp_servers, &deadlines).await {
-        Ok(()) => Some(&sup.lsp),
+    let lsp = crate::agent::lsp::LspLink::new(&sup.lsp, lsp_servers);
+    let lsp = match lsp.configure(&deadlines).await {
+        Ok(()) => Some(lsp),
         Err(e) => {
             eprintln!("warning: no language servers in this run: {e}");
             None
@@ -418,7 +419,6 @@ async fn drive(
         deadlines,
         hooks_time: prep.hooks_time,
         lsp,
-        lsp_block_bytes: crate::agent::lsp::DEFAULT_BLOCK_BYTES,
     };
     let prompter = Prompter::for_mode(approval);
     if demo && !args.json {

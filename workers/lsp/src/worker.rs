@@ -170,6 +170,9 @@ impl ServerProcess for RunnerProcess {
 struct State {
     registry: Registry,
     servers: Option<Arc<LanguageServers>>,
+    /// The `Configure` text in effect: the same table again changes nothing (the supervisor
+    /// sends it before its calls, so a restarted worker gets it back).
+    configured: Option<String>,
 }
 
 /// Serves the lsp channel.
@@ -197,6 +200,7 @@ impl LspHandler {
             state: Mutex::new(State {
                 registry: template.registry.clone(),
                 servers: None,
+                configured: None,
             }),
             template,
         }
@@ -230,8 +234,9 @@ impl LspHandler {
         Ok(servers)
     }
 
-    /// Replace the table of servers; running ones are stopped.
-    async fn configure(&self, servers_json: &str) -> Result<Response, RemoteError> {
+    /// Replace the table of servers; running ones are stopped. The table in effect again is a
+    /// no-op.
+    pub async fn configure(&self, servers_json: &str) -> Result<Response, RemoteError> {
         let bad = |e: String| {
             RemoteError::new(
                 RemoteErrorKind::BadRequest,
@@ -240,6 +245,9 @@ impl LspHandler {
                 ),
             )
         };
+        if lock(&self.state).configured.as_deref() == Some(servers_json) {
+            return Ok(Response::Done);
+        }
         let entries: LspServers = if servers_json.trim().is_empty() {
             LspServers::new()
         } else {
@@ -249,6 +257,7 @@ impl LspHandler {
         let old = {
             let mut st = lock(&self.state);
             st.registry = registry;
+            st.configured = Some(servers_json.to_string());
             st.servers.take()
         };
         if let Some(old) = old {
@@ -399,14 +408,13 @@ pub fn to_channel_event(e: ServerEvent) -> Option<Event> {
 
 /// The workspace the servers may serve, or why none: tier A cannot keep hanzo's own hidden
 /// directories out of a server's reach when they are inside the workspace.
-fn workspace_of(opts: &WorkerOptions) -> Result<PathBuf, String> {
-    let ws = opts
-        .ctx
+fn workspace_of(ctx: &hanzo_policy::profile::ProfileContext) -> Result<PathBuf, String> {
+    let ws = ctx
         .workspace
         .clone()
         .ok_or_else(|| "the lsp worker was started without a workspace".to_string())?;
-    let dangerous = opts.ctx.hidden_in_workspace();
-    if !dangerous.is_empty() && !opts.ctx.allow_dangerous_workspace {
+    let dangerous = ctx.hidden_in_workspace();
+    if !dangerous.is_empty() && !ctx.allow_dangerous_workspace {
         return Err(format!(
             "the workspace {} contains {}, which a language server could read; no language \
              server is started (--allow-dangerous-workspace runs them anyway)",
@@ -444,7 +452,7 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
             eprintln!("hanzo-dev lsp worker: the command launcher is gone; exiting");
             std::process::exit(hanzo_worker::exit::LAUNCHER_GONE);
         });
-        let root = workspace_of(&ctx.opts);
+        let root = workspace_of(&ctx.opts.ctx);
         let run_dir = ctx
             .opts
             .ctx
@@ -473,4 +481,47 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
         });
         LspHandler::new(root, spawner, sink)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TokioSpawner;
+
+    #[tokio::test]
+    async fn the_same_table_again_keeps_the_servers_and_another_replaces_them() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let h = LspHandler::new(
+            Ok(dir.path().to_path_buf()),
+            Arc::new(TokioSpawner::new()),
+            Arc::new(|_| {}),
+        );
+        h.configure("{}").await.expect("configure");
+        let first = h.servers().expect("servers");
+        h.configure("{}").await.expect("again");
+        assert!(Arc::ptr_eq(&first, &h.servers().expect("servers")));
+        let table = r#"{"x": {"command": "x", "files": ["**/*.x"]}}"#;
+        h.configure(table).await.expect("another table");
+        let second = h.servers().expect("servers");
+        assert!(!Arc::ptr_eq(&first, &second));
+        assert!(second.status().iter().any(|s| s.name == "x"));
+        let err = h
+            .configure(r#"{"y": {"files": ["*.y"]}}"#)
+            .await
+            .expect_err("no command");
+        assert!(err.message.contains("lsp_servers"), "{}", err.message);
+        // A refused table leaves the one in effect.
+        assert!(Arc::ptr_eq(&second, &h.servers().expect("servers")));
+    }
+
+    #[test]
+    fn a_workspace_holding_hanzos_hidden_directories_starts_no_server() {
+        let ctx = hanzo_policy::profile::ProfileContext {
+            workspace: Some("/home/u".into()),
+            hidden: vec!["/home/u/.config/hanzo".into()],
+            ..Default::default()
+        };
+        let err = workspace_of(&ctx).expect_err("refused");
+        assert!(err.contains("/home/u/.config/hanzo"), "{err}");
+    }
 }
