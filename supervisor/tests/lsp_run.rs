@@ -1,5 +1,5 @@
 //! Language servers in `hanzo-dev run` end to end: the real binary, the real lsp worker (its
-//! launcher and sandbox), real pyright and typescript-language-server from `test-deps/lsp`
+//! launcher and sandbox), real pyright from `test-deps/lsp`
 //! installed in the workspace as a project installs them, a real store, and the model replayed
 //! from a cassette. The model's edit introduces a type error; the diagnostics block comes back in
 //! the edit's result, which is what the model's next request carries and what the record keeps.
@@ -210,29 +210,34 @@ fn lsp_check_reports_errors_and_exits_1_then_0_once_fixed() {
     install_servers_into(&env.ws());
     env.settings(lsp_settings());
     std::fs::write(
-        env.ws().join("bad.ts"),
-        "const n: number = \"x\";\nexport { n };\n",
+        env.ws().join("bad.py"),
+        "def f(x: int) -> int:\n    return x\n\n\nf(\"no\")\n",
     )
-    .expect("ts");
-    std::fs::write(env.ws().join("tsconfig.json"), "{}").expect("tsconfig");
+    .expect("py");
     let out = env
-        .command(&["lsp", "check", "--json", "bad.ts"])
+        .command(&["lsp", "check", "--json", "bad.py"])
         .output()
         .expect("check");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     let report: Value = serde_json::from_slice(&out.stdout).expect("json report");
     let diags = &report["files"][0]["diagnostics"];
-    assert_eq!(report["files"][0]["path"], "bad.ts", "{report:#}");
+    assert_eq!(report["files"][0]["path"], "bad.py", "{report:#}");
+    assert_eq!(report["files"][0]["server"], "pyright", "{report:#}");
     assert_eq!(diags[0]["severity"], "error", "{report:#}");
-    assert_eq!(diags[0]["code"], "2322", "{report:#}");
+    assert_eq!(diags[0]["code"], "reportArgumentType", "{report:#}");
+    assert_eq!(
+        diags[0]["range"]["start"],
+        json!({"line": 5, "column": 3}),
+        "{report:#}"
+    );
     std::fs::write(
-        env.ws().join("bad.ts"),
-        "const n: number = 1;\nexport { n };\n",
+        env.ws().join("bad.py"),
+        "def f(x: int) -> int:\n    return x\n\n\nf(1)\n",
     )
     .expect("fix");
     let out = env
-        .command(&["lsp", "check", "bad.ts"])
+        .command(&["lsp", "check", "bad.py"])
         .output()
         .expect("check");
     let stdout = String::from_utf8_lossy(&out.stdout);
