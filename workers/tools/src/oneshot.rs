@@ -226,7 +226,7 @@ pub fn run(spec: &OneShot) -> Result<i32, OneShotError> {
         }
     };
     let cgroup_files = match &cgroup {
-        Some(cg) => cg.procs_files().map_err(OneShotError::RunDir)?,
+        Some(cg) => cg.join_files().map_err(OneShotError::RunDir)?,
         None => Vec::new(),
     };
     let join: Vec<i32> = cgroup_files.iter().map(|f| f.as_raw_fd()).collect();
