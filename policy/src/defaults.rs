@@ -8,7 +8,17 @@ use crate::git::GIT_READ_ONLY_SUBCOMMANDS;
 use serde_json::Value;
 
 /// Tools that only look, whatever their input.
-pub const READ_ONLY_TOOLS: &[&str] = &["read_file", "list_dir", "glob", "grep"];
+pub const READ_ONLY_TOOLS: &[&str] = &[
+    "read_file",
+    "list_dir",
+    "glob",
+    "grep",
+    // The language-server queries (issue 15): they ask the sandboxed lsp worker, change nothing.
+    "lsp_diagnostics",
+    "lsp_definition",
+    "lsp_references",
+    "lsp_hover",
+];
 
 /// Whether this call changes nothing: a read-only tool, or the `git` tool with a read-only
 /// subcommand (`status`, `diff`, `log`, `show`; see [`GIT_READ_ONLY_SUBCOMMANDS`]).
@@ -62,7 +72,8 @@ mod tests {
         assert!(!is_read_only_call("write_file", &json!({"path": "x"})));
         assert_eq!(
             read_only_description(),
-            "read_file, list_dir, glob, grep, and git status/diff/log/show"
+            "read_file, list_dir, glob, grep, lsp_diagnostics, lsp_definition, lsp_references, \
+             lsp_hover, and git status/diff/log/show"
         );
     }
 }

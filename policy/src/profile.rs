@@ -643,8 +643,11 @@ pub fn profile_for(role: Role, ctx: &ProfileContext) -> SandboxProfile {
             ..base(role, Syscalls::AllowList(allow_list("mcp")))
         },
         // Language servers read the workspace and the toolchains; they never write or connect out.
+        // It asks its launcher to start every server (each under `CommandProfile`s of its own:
+        // the workspace read-only, no socket).
         Role::Lsp => SandboxProfile {
             fs: reader_grants(ctx, "language servers and toolchains"),
+            launcher: true,
             ..base(role, Syscalls::AllowList(allow_list("lsp")))
         },
     }

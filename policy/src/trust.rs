@@ -34,6 +34,9 @@ pub struct FileTrustContent {
     pub extra_read_paths: Vec<String>,
     pub extra_write_paths: Vec<String>,
     pub network_allow: Vec<String>,
+    /// `lsp_servers` entries, which decide what program runs as a language server.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub lsp_servers: BTreeMap<String, serde_json::Value>,
 }
 
 impl FileTrustContent {
@@ -68,6 +71,12 @@ impl FileTrustContent {
             extra_read_paths: sandbox.extra_read_paths.unwrap_or_default(),
             extra_write_paths: sandbox.extra_write_paths.unwrap_or_default(),
             network_allow: sandbox.network_allow.unwrap_or_default(),
+            lsp_servers: s
+                .lsp_servers
+                .iter()
+                .flatten()
+                .map(|(n, e)| (n.clone(), serde_json::to_value(e).unwrap_or_default()))
+                .collect(),
         }
     }
 
@@ -88,6 +97,11 @@ impl FileTrustContent {
             ),
             (self.allow_rules.len(), "allow rule", "allow rules"),
             (paths, "sandbox widening", "sandbox widenings"),
+            (
+                self.lsp_servers.len(),
+                "language server entry",
+                "language server entries",
+            ),
         ]
         .iter()
         .filter(|(n, _, _)| *n > 0)
@@ -123,6 +137,9 @@ impl FileTrustContent {
         }
         for h in &self.network_allow {
             out.push(format!("sandbox: network host {h}"));
+        }
+        for (name, entry) in &self.lsp_servers {
+            out.push(format!("language server `{name}`: {entry}"));
         }
         out
     }
@@ -297,6 +314,12 @@ impl FileTrustContent {
         merged
             .network_allow
             .extend(other.network_allow.iter().cloned());
+        merged.lsp_servers.extend(
+            other
+                .lsp_servers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
         merged.summary()
     }
 }

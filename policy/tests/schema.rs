@@ -35,12 +35,13 @@ fn schema_knows_every_top_level_key() {
         "input_mode",
         "sandbox",
         "oauth_providers",
+        "lsp_servers",
     ] {
         assert!(props.contains_key(key), "schema lacks {key}");
     }
     assert_eq!(
         props.len(),
-        11,
+        12,
         "a key was added: update the unknown-key lists too"
     );
 }

@@ -232,6 +232,7 @@ fn steps(c: &mut Criterion) {
                         deadlines: Deadlines::default(),
                         hooks_time: Duration::ZERO,
                         mcp: None,
+                        lsp: None,
                     };
                     let mut store = RunStore::open(store_dir.path(), "local").expect("store");
                     let mut lp = AgentLoop {
@@ -340,6 +341,7 @@ fn steps(c: &mut Criterion) {
             deadlines: Deadlines::default(),
             hooks_time: Duration::ZERO,
             mcp: None,
+            lsp: None,
         };
         let call = ToolInvocation {
             id: "t".into(),

@@ -36,11 +36,10 @@ fn main() -> ExitCode {
 /// ([`hanzo_ipc::with_roles!`]): a role without an entry here does not compile.
 mod entry {
     pub use hanzo_broker::worker_main as broker;
+    pub use hanzo_lsp::worker_main as lsp;
     pub use hanzo_mcp::worker_main as mcp;
     pub use hanzo_model::worker_main as model;
     pub use hanzo_tools::worker_main as tools;
-    // The lsp worker serves the common requests only.
-    pub use hanzo_worker::run as lsp;
 }
 
 macro_rules! define_worker_entry {

@@ -204,6 +204,8 @@ impl ToolExecutor for FakeTools {
                 description: d.description,
                 input_schema_json: d.input_schema,
             })
+            // As the production executor offers them when the lsp worker runs.
+            .chain(hanzo_dev::agent::lsp::tool_defs())
             .collect())
     }
 

@@ -45,6 +45,12 @@ pub enum Request {
         paths: Vec<String>,
     },
     Status,
+    /// The `lsp_servers` settings (a JSON object of `hanzo_lsp::LspServerEntry` by name), sent by
+    /// the supervisor before the first other request. Running servers are stopped; the next call
+    /// starts servers from the new table.
+    Configure {
+        servers_json: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

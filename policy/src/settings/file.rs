@@ -88,6 +88,41 @@ impl McpServerEntry {
     }
 }
 
+/// One entry of the `lsp_servers` settings key. An entry named like a built-in server
+/// (`pyright`, `typescript`, `rust-analyzer`) overrides exactly the fields it sets; any other
+/// name adds a server, which needs `command` and `files`. Added servers are consulted before the
+/// built-in ones.
+///
+/// `command`, `args` and the options decide what program runs: in project and local settings
+/// they take effect only in a trusted workspace (`LspServerEntry::sets_launch`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct LspServerEntry {
+    /// The program: a name looked up on the search path, or a path (relative to the workspace).
+    pub command: Option<String>,
+    pub args: Option<Vec<String>>,
+    /// Globs, relative to the workspace, of the files this server handles (`["**/*.py"]`).
+    pub files: Option<Vec<String>>,
+    /// The language id to send for every file (by default it follows the extension).
+    pub language_id: Option<String>,
+    /// The server applies only if one of these exists at the workspace root (`["Cargo.toml"]`).
+    pub root_markers: Option<Vec<String>>,
+    /// Sent as `initializationOptions` in `initialize`.
+    pub initialization_options: Option<Value>,
+    /// The answers to the server's `workspace/configuration` requests, by section.
+    pub settings: Option<Value>,
+    /// What to tell the user when the program is not installed.
+    pub install_hint: Option<String>,
+    /// `true` turns the server off.
+    pub disabled: Option<bool>,
+}
+
+impl LspServerEntry {
+    /// The fields that decide what runs: they need workspace trust in project/local files.
+    pub fn sets_launch(&self) -> bool {
+        self.command.is_some() || self.args.is_some() || self.initialization_options.is_some()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct SandboxEntry {
     pub isolation: Option<IsolationMode>,
@@ -267,6 +302,13 @@ pub struct SettingsFile {
     pub sandbox: Option<SandboxEntry>,
     /// OAuth providers for `hanzo-dev login`, by name; honoured only in the user file.
     pub oauth_providers: Option<BTreeMap<String, OAuthProviderEntry>>,
+    /// Language servers by name, added to or overriding the built-in ones (`pyright`,
+    /// `typescript`, `rust-analyzer`): `command`, `args`, `files` (globs), `language_id`,
+    /// `root_markers`, `initialization_options`, `settings`, `install_hint`, `disabled`. The
+    /// entry's shape is `hanzo_lsp::LspServerEntry`, checked by the lsp worker; a later file
+    /// replaces a whole entry. From project and local files only when the workspace is trusted
+    /// (an entry decides what program runs).
+    pub lsp_servers: Option<BTreeMap<String, LspServerEntry>>,
 }
 
 pub(crate) const TOP_KEYS: &[&str] = &[
@@ -281,6 +323,7 @@ pub(crate) const TOP_KEYS: &[&str] = &[
     "input_mode",
     "sandbox",
     "oauth_providers",
+    "lsp_servers",
 ];
 pub(crate) const OAUTH_PROVIDER_KEYS: &[&str] = &[
     "issuer",

@@ -1,8 +1,8 @@
 //! Merging parsed tiers into the effective configuration, and its canonical JSON form.
 
 use super::file::{
-    InputMode, IsolationMode, McpServerEntry, SandboxEntry, Secret, SecretObject, SettingsFile,
-    Warning,
+    InputMode, IsolationMode, LspServerEntry, McpServerEntry, SandboxEntry, Secret, SecretObject,
+    SettingsFile, Warning,
 };
 use super::SettingsError;
 use crate::hooks::{HookConfig, HookSet};
@@ -151,6 +151,9 @@ pub struct Config {
     pub hooks: Vec<ConfiguredHook>,
     pub sandbox: SandboxConfig,
     pub trust: TrustStatus,
+    /// `lsp_servers` in effect, by name (a later file replaces a whole entry; untrusted
+    /// workspace files are ignored), as JSON for the lsp worker.
+    pub lsp_servers: BTreeMap<String, LspServerEntry>,
 }
 
 /// The result of a merge.
@@ -320,6 +323,7 @@ struct Merger {
     permissions: TierRules,
     hooks: Vec<ConfiguredHook>,
     sandbox: SandboxConfig,
+    lsp_servers: BTreeMap<String, LspServerEntry>,
 }
 
 impl Merger {
@@ -346,6 +350,7 @@ impl Merger {
             permissions: TierRules::default(),
             hooks: Vec::new(),
             sandbox: SandboxConfig::default(),
+            lsp_servers: BTreeMap::new(),
         }
     }
 
@@ -379,6 +384,22 @@ impl Merger {
         }
         if let Some(sb) = &f.settings.sandbox {
             self.apply_sandbox(f, sb, src, gated);
+        }
+        self.apply_lsp_servers(f, src, gated);
+    }
+
+    /// Language servers replace by name; an untrusted workspace file sets none.
+    fn apply_lsp_servers(&mut self, f: &TierFile, src: Source, gated: bool) {
+        let Some(map) = &f.settings.lsp_servers else {
+            return;
+        };
+        // `warn_untrusted` named them among what the file's trust would enable.
+        if gated {
+            return;
+        }
+        for (name, entry) in map {
+            self.lsp_servers.insert(name.clone(), entry.clone());
+            self.set_source(format!("lsp_servers.{name}"), src);
         }
     }
 
@@ -644,6 +665,7 @@ impl Merger {
                 hooks: self.hooks,
                 sandbox: self.sandbox,
                 trust: self.trust,
+                lsp_servers: self.lsp_servers,
             },
             warnings: self.warnings,
             sources: self.sources,
@@ -752,6 +774,37 @@ mod tests {
         bad.insert("HANZO_ISOLATION".to_string(), "off".to_string());
         let err = merge(&files, &bad, &CliOverrides::default(), false).expect_err("bad env");
         assert!(err.to_string().contains("HANZO_ISOLATION"), "{err}");
+    }
+
+    #[test]
+    fn lsp_servers_from_an_untrusted_workspace_are_ignored_and_named() {
+        let files = [
+            tier(
+                Scope::User,
+                r#"{"lsp_servers": {"pyright": {"command": "/opt/p"}}}"#,
+            ),
+            tier(
+                Scope::Project,
+                r#"{"lsp_servers": {"evil": {"command": "./x", "files": ["*.py"]}}}"#,
+            ),
+        ];
+        let m = merge(&files, &BTreeMap::new(), &CliOverrides::default(), false).expect("merges");
+        assert_eq!(m.config.trust, TrustStatus::Untrusted);
+        assert_eq!(
+            m.config.lsp_servers.keys().collect::<Vec<_>>(),
+            vec!["pyright"]
+        );
+        assert!(
+            m.warnings
+                .iter()
+                .any(|w| w.message.contains("1 language server entry")),
+            "{:?}",
+            m.warnings
+        );
+        let m = merge(&files, &BTreeMap::new(), &CliOverrides::default(), true).expect("merges");
+        assert_eq!(m.config.trust, TrustStatus::Trusted);
+        assert_eq!(m.config.lsp_servers.len(), 2);
+        assert_eq!(m.sources["lsp_servers.evil"], Source::Project);
     }
 
     #[test]

@@ -60,9 +60,10 @@ pub fn decide_unattended(mode: ApprovalMode, tool_name: &str, why: &str) -> Perm
         ApprovalMode::AllowListed if READ_ONLY_TOOLS.contains(&tool_name) => {
             PermissionDecision::Allow
         }
-        ApprovalMode::AllowListed => {
-            deny("--approval allow-listed approves only read_file, list_dir, glob and grep")
-        }
+        ApprovalMode::AllowListed => deny(
+            "--approval allow-listed approves only read_file, list_dir, glob, grep and the \
+                 lsp_* queries",
+        ),
         ApprovalMode::Deny | ApprovalMode::Prompt => deny("--approval deny denies it"),
     }
 }

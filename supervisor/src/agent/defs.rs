@@ -2,6 +2,7 @@
 //! `auto` pipeline. Stored definitions (`hanzo-dev agents create`) take the same shape; a stored
 //! agent may not take a built-in's name.
 
+use super::lsp::{LSP_DEFINITION, LSP_DIAGNOSTICS, LSP_HOVER, LSP_REFERENCES};
 use hanzo_store::AgentDef;
 use hanzo_tools::defs::{
     APPLY_PATCH, BASH, EDIT_FILE, GLOB, GREP, LIST_DIR, READ_FILE, WRITE_FILE,
@@ -12,7 +13,16 @@ use hanzo_tools::defs::{
 pub const DEFAULT_MODEL: &str = "";
 
 /// Tools that only look.
-pub const READ_ONLY_TOOLS: &[&str] = &[READ_FILE, LIST_DIR, GLOB, GREP];
+pub const READ_ONLY_TOOLS: &[&str] = &[
+    READ_FILE,
+    LIST_DIR,
+    GLOB,
+    GREP,
+    LSP_DIAGNOSTICS,
+    LSP_DEFINITION,
+    LSP_REFERENCES,
+    LSP_HOVER,
+];
 
 /// Every built-in tool.
 pub const ALL_TOOLS: &[&str] = &[
@@ -24,6 +34,10 @@ pub const ALL_TOOLS: &[&str] = &[
     GREP,
     BASH,
     APPLY_PATCH,
+    LSP_DIAGNOSTICS,
+    LSP_DEFINITION,
+    LSP_REFERENCES,
+    LSP_HOVER,
 ];
 
 /// The stages of `auto`, in order; each stage's final text is passed to the next.
@@ -40,7 +54,7 @@ short, concrete, numbered plan: which files to look at, what to change, how to c
 Do not write the code.";
 
 const SOLVE_PROMPT: &str = "You are an analysis agent with read-only tools (read_file, list_dir, \
-glob, grep). Investigate the workspace and answer the task precisely, citing files and lines. You \
+glob, grep, and the language server's lsp_diagnostics, lsp_definition, lsp_references, lsp_hover). Investigate the workspace and answer the task precisely, citing files and lines. You \
 cannot change anything.";
 
 const CODE_PROMPT: &str = "You are a coding agent working in a sandboxed workspace. Use the tools \

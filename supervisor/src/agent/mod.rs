@@ -17,6 +17,7 @@ mod compact;
 pub mod deadline;
 pub mod defs;
 pub mod events;
+pub mod lsp;
 pub mod record;
 pub mod run;
 pub mod traits;

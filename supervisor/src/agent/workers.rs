@@ -184,6 +184,9 @@ pub struct WorkerTools<'a> {
     pub hooks_time: Duration,
     /// The run's MCP servers, in the mcp worker (`None`: no MCP tools are offered).
     pub mcp: Option<McpTools<'a>>,
+    /// The lsp worker: its tools are offered, and file-tool results get its diagnostics block
+    /// (`agent::lsp`). `None`: no language servers in this run.
+    pub lsp: Option<super::lsp::LspLink<'a>>,
 }
 
 /// The tools of the ready MCP servers, offered as `mcp__<server>__<tool>` next to the built-in
@@ -362,40 +365,9 @@ fn call_deadline(call: &ToolInvocation, d: &Deadlines) -> Duration {
     own + d.grace
 }
 
-impl ToolExecutor for WorkerTools<'_> {
-    async fn definitions(&self) -> Result<Vec<ToolDef>, String> {
-        let reply = within(
-            Role::Tools,
-            "the request for tool definitions",
-            self.deadlines.request,
-            self.tools.call(tools::Request::Definitions),
-        )
-        .await
-        .map_err(|m| m.to_string())?;
-        match reply {
-            Ok(tools::Response::Definitions(defs)) => {
-                let mut all: Vec<ToolDef> = defs
-                    .into_iter()
-                    .map(|d| ToolDef {
-                        name: d.name,
-                        description: d.description,
-                        input_schema_json: d.input_schema,
-                    })
-                    .collect();
-                if let Some(m) = &self.mcp {
-                    all.extend(m.definitions(self.deadlines.request).await?);
-                }
-                Ok(all)
-            }
-            Ok(other) => Err(format!("unexpected reply {other:?}")),
-            Err(e) => Err(worker_failed(&e)),
-        }
-    }
-
-    async fn execute(&self, call: &ToolInvocation, _session_id: &str) -> ToolResult {
-        if let (Some(m), true) = (&self.mcp, is_mcp_tool(&call.name)) {
-            return m.execute(call).await;
-        }
+impl WorkerTools<'_> {
+    /// A call of a tools-worker tool.
+    async fn execute_tool(&self, call: &ToolInvocation, _session_id: &str) -> ToolResult {
         let request = tools::Request::Run(ToolCall {
             id: call.id.clone(),
             name: call.name.clone(),
@@ -425,6 +397,58 @@ impl ToolExecutor for WorkerTools<'_> {
             Ok(r) => r,
             Err(m) => ToolResult::err(m.to_string()),
         }
+    }
+}
+
+impl ToolExecutor for WorkerTools<'_> {
+    async fn definitions(&self) -> Result<Vec<ToolDef>, String> {
+        let reply = within(
+            Role::Tools,
+            "the request for tool definitions",
+            self.deadlines.request,
+            self.tools.call(tools::Request::Definitions),
+        )
+        .await
+        .map_err(|m| m.to_string())?;
+        match reply {
+            Ok(tools::Response::Definitions(defs)) => {
+                let mut all: Vec<ToolDef> = defs
+                    .into_iter()
+                    .map(|d| ToolDef {
+                        name: d.name,
+                        description: d.description,
+                        input_schema_json: d.input_schema,
+                    })
+                    .chain(self.lsp.iter().flat_map(|_| super::lsp::tool_defs()))
+                    .collect();
+                if let Some(m) = &self.mcp {
+                    all.extend(m.definitions(self.deadlines.request).await?);
+                }
+                Ok(all)
+            }
+            Ok(other) => Err(format!("unexpected reply {other:?}")),
+            Err(e) => Err(worker_failed(&e)),
+        }
+    }
+
+    async fn execute(&self, call: &ToolInvocation, session_id: &str) -> ToolResult {
+        if let (Some(m), true) = (&self.mcp, is_mcp_tool(&call.name)) {
+            return m.execute(call).await;
+        }
+        if super::lsp::is_lsp_tool(&call.name) {
+            return match &self.lsp {
+                Some(lsp) => lsp.call_tool(&call.name, &call.input_json).await,
+                None => ToolResult::err(format!(
+                    "{}: no language servers run in this session",
+                    call.name
+                )),
+            };
+        }
+        let mut result = self.execute_tool(call, session_id).await;
+        if let Some(lsp) = &self.lsp {
+            lsp.enrich(&call.name, &call.input_json, &mut result).await;
+        }
+        result
     }
 
     async fn pre_hooks(

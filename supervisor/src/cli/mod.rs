@@ -9,6 +9,7 @@ pub mod doctor;
 pub mod exit;
 pub mod login;
 pub mod mcp;
+pub mod lsp;
 pub mod provider;
 pub mod run;
 pub mod runs;
@@ -92,6 +93,9 @@ pub enum Command {
     Man(completions::ManArgs),
     /// The configured MCP servers, their tools, and one call through the policy.
     Mcp(mcp::Args),
+    /// Language servers outside a run: `lsp check [PATH…] [--json]` prints diagnostics and exits
+    /// 1 when there are errors.
+    Lsp(lsp::Args),
 }
 
 /// `hanzo-dev --version`: the version, the commit and date it was built from, the target, and
@@ -157,6 +161,7 @@ pub fn run(cli: Cli, env: StartEnv) -> anyhow::Result<i32> {
         Command::Login(args) => runtime()?.block_on(login::login(&args, env)),
         Command::Logout(args) => runtime()?.block_on(login::logout(&args, env)),
         Command::Auth(args) => runtime()?.block_on(auth::run(&args, env)),
+        Command::Lsp(args) => runtime()?.block_on(lsp::run(&args, env)),
     }
 }
 

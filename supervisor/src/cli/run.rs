@@ -407,11 +407,24 @@ async fn drive(
         notices: Some((sink.as_ref(), prep.secrets.clone())),
     };
     let mcp = crate::mcp::start_for_run(sup, &prep.loaded, &prep.workspace).await;
+    // The language servers of `lsp_servers`; without a working lsp worker the run goes on
+    // without lsp tools or diagnostics.
+    let lsp_servers =
+        serde_json::to_string(&prep.loaded.merged.config.lsp_servers).context("lsp_servers")?;
+    let lsp = crate::agent::lsp::LspLink::new(&sup.lsp, lsp_servers);
+    let lsp = match lsp.configure(&deadlines).await {
+        Ok(()) => Some(lsp),
+        Err(e) => {
+            eprintln!("warning: no language servers in this run: {e}");
+            None
+        }
+    };
     let tools = WorkerTools {
         tools: &sup.tools,
         deadlines,
         hooks_time: prep.hooks_time,
         mcp: mcp.then(|| McpTools::new(&sup.mcp, crate::mcp::run_call_limit())),
+        lsp,
     };
     let prompter = Prompter::for_mode(approval);
     if demo && !args.json {

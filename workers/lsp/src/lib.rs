@@ -22,6 +22,7 @@ pub mod servers;
 pub mod spawn;
 pub mod text;
 pub mod types;
+pub mod worker;
 
 pub use check::check;
 pub use client::{ClientOptions, DiagnosticsWait, LspClient, ServerSetup};
@@ -34,3 +35,4 @@ pub use spawn::{
     LaunchSpec, ServerExit, ServerProcess, ServerSpawner, SpawnedServer, TokioSpawner,
 };
 pub use types::*;
+pub use worker::{worker_main, LspHandler, RunnerSpawner};

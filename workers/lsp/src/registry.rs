@@ -4,47 +4,13 @@
 //! program (and TypeScript's `tsserver`, which typescript-language-server needs beside it).
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-/// One entry of the `lsp_servers` settings key. An entry named like a built-in server
-/// (`pyright`, `typescript`, `rust-analyzer`) overrides exactly the fields it sets; any other
-/// name adds a server, which needs `command` and `files`. Added servers are consulted before the
-/// built-in ones.
-///
-/// `command`, `args` and the options decide what program runs: in project and local settings
-/// they take effect only in a trusted workspace ([`LspServerEntry::sets_launch`]).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
-pub struct LspServerEntry {
-    /// The program: a name looked up on the search path, or a path (relative to the workspace).
-    pub command: Option<String>,
-    pub args: Option<Vec<String>>,
-    /// Globs, relative to the workspace, of the files this server handles (`["**/*.py"]`).
-    pub files: Option<Vec<String>>,
-    /// The language id to send for every file (by default it follows the extension).
-    pub language_id: Option<String>,
-    /// The server applies only if one of these exists at the workspace root (`["Cargo.toml"]`).
-    pub root_markers: Option<Vec<String>>,
-    /// Sent as `initializationOptions` in `initialize`.
-    pub initialization_options: Option<Value>,
-    /// The answers to the server's `workspace/configuration` requests, by section.
-    pub settings: Option<Value>,
-    /// What to tell the user when the program is not installed.
-    pub install_hint: Option<String>,
-    /// `true` turns the server off.
-    pub disabled: Option<bool>,
-}
-
-impl LspServerEntry {
-    /// The fields that decide what runs: they need workspace trust in project/local files.
-    pub fn sets_launch(&self) -> bool {
-        self.command.is_some() || self.args.is_some() || self.initialization_options.is_some()
-    }
-}
+/// One entry of the `lsp_servers` settings key (defined with the settings, in `hanzo-policy`).
+pub use hanzo_policy::settings::LspServerEntry;
 
 /// The `lsp_servers` settings key: server name → entry.
 pub type LspServers = BTreeMap<String, LspServerEntry>;

@@ -1,0 +1,446 @@
+//! The lsp worker in the agent loop (issue 15): the `lsp_*` tools offered to the model, and the
+//! diagnostics enrichment of file-tool results.
+//!
+//! After `write_file`, `edit_file` or `apply_patch` succeed in the tools worker, the lsp worker is
+//! told which workspace files changed (it reads them itself: it has the workspace read-only and
+//! sends `didChange`), then asked for their fresh diagnostics; errors and warnings are appended to
+//! the tool's result as a `<diagnostics>` block (bounded, errors first), so the model's next turn
+//! sees what its edit broke, and the run's record keeps it with the result. A language server
+//! that is missing, crashed or slow never fails the edit: the block is then left out.
+//!
+//! The `lsp_*` tools are read-only (`hanzo_policy::defaults::READ_ONLY_TOOLS`) and go through the
+//! same policy, approval, hooks and record as every tool; only their execution differs.
+
+use super::deadline::{within, Deadlines};
+use crate::worker::WorkerHandle;
+use hanzo_ipc::roles::lsp::{
+    self, FileDiagnostics, Location, LspFailure, LspFailureKind, LspProtocol, Position, Response,
+};
+use hanzo_ipc::roles::model::ToolDef;
+use hanzo_ipc::roles::tools::ToolResult;
+use hanzo_ipc::Role;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+pub const LSP_DIAGNOSTICS: &str = "lsp_diagnostics";
+pub const LSP_DEFINITION: &str = "lsp_definition";
+pub const LSP_REFERENCES: &str = "lsp_references";
+pub const LSP_HOVER: &str = "lsp_hover";
+
+/// Every lsp tool.
+pub const LSP_TOOLS: &[&str] = &[LSP_DIAGNOSTICS, LSP_DEFINITION, LSP_REFERENCES, LSP_HOVER];
+
+/// The file tools whose success is followed by a sync and the diagnostics block.
+const EDITING_TOOLS: &[&str] = &["write_file", "edit_file", "apply_patch"];
+
+/// Default bound of the diagnostics block appended to a file tool's result.
+pub const DEFAULT_BLOCK_BYTES: usize = 4096;
+
+/// The longest an lsp request may take (a cold pyright analyses a project first).
+pub const LSP_DEADLINE: Duration = Duration::from_secs(90);
+
+fn position_schema(extra: Value) -> String {
+    let mut props = json!({
+        "path": {"type": "string", "description": "File path, relative to the workspace."},
+        "line": {"type": "integer", "minimum": 1, "description": "1-based line, as read_file numbers them."},
+        "column": {"type": "integer", "minimum": 1, "description": "1-based column, in characters."},
+    });
+    if let (Some(p), Some(e)) = (props.as_object_mut(), extra.as_object()) {
+        p.extend(e.clone());
+    }
+    json!({
+        "type": "object",
+        "properties": props,
+        "required": ["path", "line", "column"],
+        "additionalProperties": false,
+    })
+    .to_string()
+}
+
+/// The lsp tools as the model sees them.
+pub fn tool_defs() -> Vec<ToolDef> {
+    vec![
+        ToolDef {
+            name: LSP_DIAGNOSTICS.to_string(),
+            description: "The language server's current errors and warnings for a file (type \
+                          errors, undefined names, unused imports), as an IDE shows them."
+                .to_string(),
+            input_schema_json: json!({
+                "type": "object",
+                "properties": {"path": {"type": "string", "description": "File path, relative to the workspace."}},
+                "required": ["path"],
+                "additionalProperties": false,
+            })
+            .to_string(),
+        },
+        ToolDef {
+            name: LSP_DEFINITION.to_string(),
+            description: "Where the symbol at a position is defined (path:line:column), from \
+                          the language server."
+                .to_string(),
+            input_schema_json: position_schema(json!({})),
+        },
+        ToolDef {
+            name: LSP_REFERENCES.to_string(),
+            description: "Every use of the symbol at a position in the workspace, from the \
+                          language server."
+                .to_string(),
+            input_schema_json: position_schema(json!({
+                "include_declaration": {"type": "boolean", "description": "Also list the declaration (default true)."}
+            })),
+        },
+        ToolDef {
+            name: LSP_HOVER.to_string(),
+            description: "The type and documentation of the symbol at a position, from the \
+                          language server."
+                .to_string(),
+            input_schema_json: position_schema(json!({})),
+        },
+    ]
+}
+
+pub fn is_lsp_tool(name: &str) -> bool {
+    LSP_TOOLS.contains(&name)
+}
+
+fn failure_text(f: &LspFailure) -> String {
+    f.message.clone()
+}
+
+async fn ask(lsp: &WorkerHandle<LspProtocol>, request: lsp::Request) -> Result<Response, String> {
+    match within(
+        Role::Lsp,
+        "the language server request",
+        LSP_DEADLINE,
+        lsp.call_within(request, LSP_DEADLINE),
+    )
+    .await
+    {
+        Ok(Ok(Response::Failed(f))) => Err(failure_text(&f)),
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(e)) => Err(format!("the lsp worker could not answer: {e}")),
+        Err(m) => Err(m.to_string()),
+    }
+}
+
+fn location_lines(locs: &[Location]) -> String {
+    if locs.is_empty() {
+        return "no locations".to_string();
+    }
+    locs.iter()
+        .map(|l| format!("{}:{}:{}", l.path, l.range.start.line, l.range.start.column))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn diagnostics_text(d: &FileDiagnostics) -> String {
+    if d.diagnostics.is_empty() {
+        let how = match d.freshness {
+            lsp::Freshness::Confirmed => "confirmed by the server",
+            lsp::Freshness::Settled => "settled",
+            lsp::Freshness::Unconfirmed => "not confirmed for the current content",
+        };
+        return format!("{}: no errors or warnings ({how})", d.path);
+    }
+    d.diagnostics
+        .iter()
+        .map(|x| {
+            format!(
+                "{}:{}:{} {}{} {}",
+                x.path,
+                x.range.start.line,
+                x.range.start.column,
+                x.severity.as_str(),
+                x.code
+                    .as_ref()
+                    .map(|c| format!(" [{c}]"))
+                    .unwrap_or_default(),
+                x.message
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The lsp request of one `lsp_*` tool call, or the result that refuses its input.
+fn tool_request(name: &str, input_json: &str) -> Result<lsp::Request, ToolResult> {
+    let input: Value = serde_json::from_str(input_json)
+        .map_err(|e| ToolResult::err(format!("{name}: the input is not JSON: {e}")))?;
+    let path = input
+        .get("path")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| ToolResult::err(format!("{name}: `path` is required")))?;
+    let num = |k: &str| {
+        input
+            .get(k)
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok())
+    };
+    let position = || match (num("line"), num("column")) {
+        (Some(line), Some(column)) if line >= 1 && column >= 1 => Ok(Position::new(line, column)),
+        _ => Err(ToolResult::err(format!(
+            "{name}: `line` and `column` are required, 1-based"
+        ))),
+    };
+    Ok(match name {
+        LSP_DIAGNOSTICS => lsp::Request::Diagnostics { paths: vec![path] },
+        LSP_DEFINITION => lsp::Request::Definition {
+            path,
+            position: position()?,
+        },
+        LSP_REFERENCES => lsp::Request::References {
+            path,
+            position: position()?,
+            include_declaration: input
+                .get("include_declaration")
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+        },
+        LSP_HOVER => lsp::Request::Hover {
+            path,
+            position: position()?,
+        },
+        other => return Err(ToolResult::err(format!("{other} is not an lsp tool"))),
+    })
+}
+
+/// The lsp worker as the agent loop uses it: the handle, the `lsp_servers` table (sent again
+/// before each use, a no-op for a worker that has it, so a restarted worker gets it back), and the
+/// bound of the diagnostics block.
+pub struct LspLink<'a> {
+    pub handle: &'a WorkerHandle<LspProtocol>,
+    pub servers_json: String,
+    /// Most bytes of the diagnostics block appended to a file tool's result (0: none).
+    pub block_bytes: usize,
+}
+
+impl<'a> LspLink<'a> {
+    pub fn new(handle: &'a WorkerHandle<LspProtocol>, servers_json: String) -> Self {
+        LspLink {
+            handle,
+            servers_json,
+            block_bytes: DEFAULT_BLOCK_BYTES,
+        }
+    }
+
+    /// Send the `lsp_servers` table (before the run's first call, and before each use).
+    pub async fn configure(&self, deadlines: &Deadlines) -> Result<(), String> {
+        match within(
+            Role::Lsp,
+            "configuring the language servers",
+            deadlines.request,
+            self.handle.call(lsp::Request::Configure {
+                servers_json: self.servers_json.clone(),
+            }),
+        )
+        .await
+        {
+            Ok(Ok(Response::Done)) => Ok(()),
+            Ok(Ok(Response::Failed(f))) => Err(f.message),
+            Ok(Ok(other)) => Err(format!("unexpected reply from the lsp worker: {other:?}")),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(m) => Err(m.to_string()),
+        }
+    }
+
+    async fn ask(&self, request: lsp::Request) -> Result<Response, String> {
+        self.configure(&Deadlines::default()).await?;
+        ask(self.handle, request).await
+    }
+
+    /// Run one `lsp_*` tool call on the lsp worker.
+    pub async fn call_tool(&self, name: &str, input_json: &str) -> ToolResult {
+        let request = match tool_request(name, input_json) {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        match self.ask(request).await {
+            Ok(Response::Diagnostics(mut files)) => match files.pop() {
+                Some(Ok(d)) => ToolResult::ok(diagnostics_text(&d)),
+                Some(Err(f)) => ToolResult::err(failure_text(&f)),
+                None => ToolResult::err("the lsp worker returned no diagnostics"),
+            },
+            Ok(Response::Locations(l)) => ToolResult::ok(location_lines(&l)),
+            Ok(Response::Hover(Some(h))) => ToolResult::ok(h.text),
+            Ok(Response::Hover(None)) => ToolResult::ok("nothing to show at this position"),
+            Ok(other) => {
+                ToolResult::err(format!("unexpected reply from the lsp worker: {other:?}"))
+            }
+            Err(e) => ToolResult::err(e),
+        }
+    }
+
+    /// After a successful file-tool call: sync the changed files, and append their diagnostics
+    /// block (at most `block_bytes`) to `result`. Nothing is appended when the call failed or
+    /// changed no file a server handles; a server that is not installed is named once (the
+    /// worker reports it missing once, unavailable after); any other failure of the language
+    /// servers leaves the result as it is.
+    pub async fn enrich(&self, tool: &str, input_json: &str, result: &mut ToolResult) {
+        if result.is_error || self.block_bytes == 0 {
+            return;
+        }
+        let paths = changed_paths(tool, input_json);
+        if paths.is_empty() {
+            return;
+        }
+        for p in &paths {
+            if let Err(e) = self
+                .ask(lsp::Request::FileChanged { path: p.clone() })
+                .await
+            {
+                tracing::debug!(path = %p, "the lsp worker could not sync the file: {e}");
+            }
+        }
+        let files = match self.ask(lsp::Request::Diagnostics { paths }).await {
+            Ok(Response::Diagnostics(files)) => files,
+            Ok(other) => {
+                tracing::debug!("unexpected reply from the lsp worker: {other:?}");
+                return;
+            }
+            Err(e) => {
+                tracing::debug!("no diagnostics after the edit: {e}");
+                return;
+            }
+        };
+        let mut notes = Vec::new();
+        let mut ok = Vec::new();
+        for f in files {
+            match f {
+                Ok(d) => ok.push(d),
+                Err(f) if f.kind == LspFailureKind::ServerMissing => {
+                    notes.push(format!("[no diagnostics: {}]", f.message))
+                }
+                Err(f) => tracing::debug!("no diagnostics: {}", f.message),
+            }
+        }
+        let mut block = hanzo_lsp::format_diagnostics_block(&ok, self.block_bytes);
+        for n in notes {
+            if !block.is_empty() {
+                block.push('\n');
+            }
+            block.push_str(&hanzo_lsp::sanitize::one_line(&n));
+        }
+        if block.is_empty() {
+            return;
+        }
+        if !result.output.is_empty() && !result.output.ends_with('\n') {
+            result.output.push('\n');
+        }
+        result.output.push_str(&block);
+    }
+}
+
+/// The workspace paths a successful file-tool call changed (`write_file`/`edit_file`: `path`;
+/// `apply_patch`: the `---`/`+++` headers of the patch).
+pub fn changed_paths(tool: &str, input_json: &str) -> Vec<String> {
+    if !EDITING_TOOLS.contains(&tool) {
+        return Vec::new();
+    }
+    let Ok(input) = serde_json::from_str::<Value>(input_json) else {
+        return Vec::new();
+    };
+    if tool != "apply_patch" {
+        return input
+            .get("path")
+            .and_then(Value::as_str)
+            .map(|p| vec![p.to_string()])
+            .unwrap_or_default();
+    }
+    let Some(patch) = input.get("patch").and_then(Value::as_str) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = Vec::new();
+    for line in patch.lines() {
+        let Some(rest) = line
+            .strip_prefix("+++ ")
+            .or_else(|| line.strip_prefix("--- "))
+        else {
+            continue;
+        };
+        let name = rest.split('\t').next().unwrap_or("").trim();
+        if name.is_empty() || name == "/dev/null" {
+            continue;
+        }
+        let name = name
+            .strip_prefix("a/")
+            .or_else(|| name.strip_prefix("b/"))
+            .unwrap_or(name);
+        if !out.iter().any(|p| p == name) {
+            out.push(name.to_string());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changed_paths_of_each_editing_tool() {
+        assert_eq!(
+            changed_paths("write_file", r#"{"path":"a.py","content":"x"}"#),
+            vec!["a.py"]
+        );
+        assert_eq!(
+            changed_paths("edit_file", r#"{"path":"src/b.ts","old":"x","new":"y"}"#),
+            vec!["src/b.ts"]
+        );
+        let patch = "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n--- /dev/null\n+++ b/new.py\t2024\n@@ -0,0 +1 @@\n+c\n";
+        assert_eq!(
+            changed_paths("apply_patch", &json!({ "patch": patch }).to_string()),
+            vec!["x.py", "new.py"]
+        );
+        assert!(changed_paths("read_file", r#"{"path":"a.py"}"#).is_empty());
+        assert!(changed_paths("write_file", "not json").is_empty());
+    }
+
+    #[test]
+    fn tool_inputs_are_checked_before_the_worker_sees_them() {
+        let bad = |name: &str, input: &str| match tool_request(name, input) {
+            Err(r) => r.error.unwrap_or_default(),
+            Ok(r) => panic!("accepted {r:?}"),
+        };
+        assert!(bad(LSP_HOVER, "{").contains("not JSON"));
+        assert!(bad(LSP_HOVER, r#"{"line": 1, "column": 1}"#).contains("`path` is required"));
+        assert!(bad(
+            LSP_DEFINITION,
+            r#"{"path": "a.py", "line": 0, "column": 1}"#
+        )
+        .contains("1-based"));
+        assert!(bad(LSP_REFERENCES, r#"{"path": "a.py", "line": 1}"#).contains("1-based"));
+        assert!(bad("lsp_rename", r#"{"path": "a.py"}"#).contains("not an lsp tool"));
+        assert_eq!(
+            tool_request(
+                LSP_REFERENCES,
+                r#"{"path": "a.py", "line": 3, "column": 7, "include_declaration": false}"#
+            )
+            .expect("valid"),
+            lsp::Request::References {
+                path: "a.py".into(),
+                position: Position::new(3, 7),
+                include_declaration: false
+            }
+        );
+    }
+
+    #[test]
+    fn lsp_tools_are_read_only_for_the_policy() {
+        for t in LSP_TOOLS {
+            assert!(
+                hanzo_policy::defaults::is_read_only_call(t, &Value::Null),
+                "{t}"
+            );
+        }
+        let defs = tool_defs();
+        assert_eq!(
+            defs.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(),
+            LSP_TOOLS
+        );
+        for d in defs {
+            let schema: Value = serde_json::from_str(&d.input_schema_json).expect("schema");
+            assert_eq!(schema["required"][0], "path", "{}", d.name);
+        }
+    }
+}

@@ -1,0 +1,314 @@
+//! Language servers in `hanzo-dev run` end to end: the real binary, the real lsp worker (its
+//! launcher and sandbox), real pyright from `test-deps/lsp`
+//! installed in the workspace as a project installs them, a real store, and the model replayed
+//! from a cassette. The model's edit introduces a type error; the diagnostics block comes back in
+//! the edit's result, which is what the model's next request carries and what the record keeps.
+
+use hanzo_model::script::{anthropic_cassette, ScriptTurn};
+use hanzo_store::{RunId, RunStore};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const EXE: &str = env!("CARGO_BIN_EXE_hanzo-dev");
+
+struct Env {
+    root: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        let root = tempfile::tempdir().expect("tempdir");
+        for d in ["home", "data", "config/hanzo", "ws", "tmp"] {
+            std::fs::create_dir_all(root.path().join(d)).expect("mkdir");
+        }
+        Env { root }
+    }
+    fn path(&self, p: &str) -> PathBuf {
+        self.root.path().join(p)
+    }
+    fn ws(&self) -> PathBuf {
+        self.path("ws")
+    }
+    fn settings(&self, v: Value) {
+        std::fs::write(self.path("config/hanzo/settings.json"), v.to_string()).expect("settings");
+    }
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(EXE);
+        c.args(args)
+            .current_dir(self.ws())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.path("home"))
+            .env("XDG_DATA_HOME", self.path("data"))
+            .env("XDG_CONFIG_HOME", self.path("config"))
+            .env("TMPDIR", self.path("tmp"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+    fn store(&self) -> RunStore {
+        RunStore::open(&self.path("data/hanzo"), "local").expect("store")
+    }
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `test-deps/lsp/node_modules` into the workspace (hard links where possible, else copies).
+fn install_servers_into(ws: &Path) {
+    let src = repo_root().join("test-deps/lsp/node_modules");
+    for exe in ["pyright-langserver", "typescript-language-server"] {
+        assert!(
+            src.join(".bin").join(exe).exists(),
+            "{exe} is missing from test-deps/lsp: run ./scripts/setup.sh"
+        );
+    }
+    link_tree(&src, &ws.join("node_modules")).expect("install the servers into the workspace");
+}
+
+fn link_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dst)?;
+    for entry in std::fs::read_dir(src)? {
+        let entry = entry?;
+        let (from, to) = (entry.path(), dst.join(entry.file_name()));
+        let ty = entry.file_type()?;
+        if ty.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&from)?, &to)?;
+        } else if ty.is_dir() {
+            link_tree(&from, &to)?;
+        } else if std::fs::hard_link(&from, &to).is_err() {
+            std::fs::copy(&from, &to)?;
+        }
+    }
+    Ok(())
+}
+
+fn events_of(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+fn lsp_settings() -> Value {
+    json!({
+        "lsp_servers": {
+            "pyright": {"command": "node_modules/.bin/pyright-langserver"},
+            "typescript": {"command": "node_modules/.bin/typescript-language-server"},
+        },
+        "permissions": {"edit_file": "allow", "write_file": "allow"},
+    })
+}
+
+#[test]
+fn an_edit_that_breaks_types_returns_the_diagnostics_and_the_lsp_tools_answer() {
+    let env = Env::new();
+    install_servers_into(&env.ws());
+    std::fs::write(
+        env.ws().join("lib.py"),
+        "def double(x: int) -> int:\n    return x * 2\n",
+    )
+    .expect("lib");
+    std::fs::write(
+        env.ws().join("app.py"),
+        "from lib import double\n\nprint(double(2))\n",
+    )
+    .expect("app");
+    env.settings(lsp_settings());
+    let cassette = env.path("model.jsonl");
+    std::fs::write(
+        &cassette,
+        anthropic_cassette(&[
+            ScriptTurn::tool(
+                "t1",
+                "edit_file",
+                json!({"path": "app.py", "old_string": "double(2)", "new_string": "double(\"two\")"}),
+            ),
+            ScriptTurn::tool(
+                "t2",
+                "lsp_definition",
+                json!({"path": "app.py", "line": 3, "column": 8}),
+            )
+            .and_tool("t3", "lsp_hover", json!({"path": "app.py", "line": 3, "column": 8}))
+            .and_tool("t4", "lsp_diagnostics", json!({"path": "app.py"})),
+            ScriptTurn::text("I broke the types."),
+        ]),
+    )
+    .expect("cassette");
+    let out = env
+        .command(&[
+            "run",
+            "--json",
+            "--approval",
+            "allow-listed",
+            "--replay",
+            &cassette.display().to_string(),
+            "change the call",
+        ])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let events = events_of(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{events:#?}");
+    let run_id = RunId(
+        events
+            .iter()
+            .find(|e| e["type"] == "run_started")
+            .expect("run_started")["run_id"]
+            .as_i64()
+            .expect("id"),
+    );
+    let rec = env.store().load_run(run_id).expect("run");
+    let calls: Vec<_> = rec.steps.iter().flat_map(|s| &s.tool_calls).collect();
+    let by = |name: &str| {
+        calls
+            .iter()
+            .find(|c| c.call.name == name)
+            .unwrap_or_else(|| panic!("no {name} call in {calls:#?}"))
+    };
+    // The edit's result carries the block: the model's next request has it, and so does the record.
+    let edit = by("edit_file");
+    let output = edit.call.output.as_deref().unwrap_or("");
+    assert!(output.contains("<diagnostics"), "{output}");
+    assert!(
+        output.contains("app.py:3:14 error [reportArgumentType]"),
+        "{output}"
+    );
+    assert!(output.trim_end().ends_with("</diagnostics>"), "{output}");
+    // The lsp tools ran as read-only calls under --approval allow-listed.
+    let def = by("lsp_definition");
+    assert!(def.call.allowed, "{def:?}");
+    assert_eq!(def.call.output.as_deref(), Some("lib.py:1:5"), "{def:?}");
+    let hover = by("lsp_hover");
+    assert!(
+        hover
+            .call
+            .output
+            .as_deref()
+            .unwrap_or("")
+            .contains("(x: int) -> int"),
+        "{hover:?}"
+    );
+    let diags = by("lsp_diagnostics");
+    assert!(
+        diags
+            .call
+            .output
+            .as_deref()
+            .unwrap_or("")
+            .contains("error [reportArgumentType]"),
+        "{diags:?}"
+    );
+}
+
+#[test]
+fn lsp_check_reports_errors_and_exits_1_then_0_once_fixed() {
+    let env = Env::new();
+    install_servers_into(&env.ws());
+    env.settings(lsp_settings());
+    std::fs::write(
+        env.ws().join("bad.py"),
+        "def f(x: int) -> int:\n    return x\n\n\nf(\"no\")\n",
+    )
+    .expect("py");
+    let out = env
+        .command(&["lsp", "check", "--json", "bad.py"])
+        .output()
+        .expect("check");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json report");
+    let diags = &report["files"][0]["diagnostics"];
+    assert_eq!(report["files"][0]["path"], "bad.py", "{report:#}");
+    assert_eq!(report["files"][0]["server"], "pyright", "{report:#}");
+    assert_eq!(diags[0]["severity"], "error", "{report:#}");
+    assert_eq!(diags[0]["code"], "reportArgumentType", "{report:#}");
+    assert_eq!(
+        diags[0]["range"]["start"],
+        json!({"line": 5, "column": 3}),
+        "{report:#}"
+    );
+    std::fs::write(
+        env.ws().join("bad.py"),
+        "def f(x: int) -> int:\n    return x\n\n\nf(1)\n",
+    )
+    .expect("fix");
+    let out = env
+        .command(&["lsp", "check", "bad.py"])
+        .output()
+        .expect("check");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("0 errors"), "{stdout}");
+}
+
+/// A hostile "language server" configured in the user's `lsp_servers`, started by the real lsp
+/// worker's launcher: what it could reach comes back as its diagnostics.
+#[test]
+fn a_hostile_configured_server_cannot_read_a_secret_write_or_open_a_socket() {
+    let env = Env::new();
+    let secret_dir = env.path("home/secret");
+    std::fs::create_dir_all(&secret_dir).expect("mkdir");
+    let canary = "canary-91be-must-not-leak";
+    std::fs::write(secret_dir.join("key.txt"), canary).expect("canary");
+    let script = env.ws().join("hostile_lsp.py");
+    std::fs::copy(
+        repo_root().join("workers/lsp/tests/fixtures/hostile_lsp.py"),
+        &script,
+    )
+    .expect("copy the hostile server");
+    std::fs::write(env.ws().join("a.evil"), "x\n").expect("file");
+    env.settings(json!({
+        "lsp_servers": {
+            "hostile": {
+                "command": "/usr/bin/python3",
+                "args": [
+                    script.display().to_string(),
+                    "probe",
+                    secret_dir.join("key.txt").display().to_string(),
+                    secret_dir.display().to_string(),
+                ],
+                "files": ["**/*.evil"],
+            },
+        },
+    }));
+    let out = env
+        .command(&["lsp", "check", "--json", "a.evil"])
+        .output()
+        .expect("check");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON report ({e}): {stderr}"));
+    let said: Vec<String> = report["files"][0]["diagnostics"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no diagnostics: {report:#}\n{stderr}"))
+        .iter()
+        .map(|d| d["message"].as_str().unwrap_or("").to_string())
+        .collect();
+    let outcome = |what: &str| {
+        said.iter()
+            .find(|m| m.starts_with(&format!("{what}: ")))
+            .unwrap_or_else(|| panic!("no {what} probe in {said:?}"))
+            .clone()
+    };
+    for probe in ["read", "write-workspace", "write-outside", "inet", "unix"] {
+        assert!(
+            outcome(probe).starts_with(&format!("{probe}: denied")),
+            "{said:?}"
+        );
+    }
+    assert!(!said.iter().any(|m| m.contains(canary)), "{said:?}");
+    assert_eq!(outcome("env"), "env: HOME,LANG,PATH,TMPDIR", "{said:?}");
+    assert!(!env.ws().join("pwned.txt").exists());
+    assert!(!secret_dir.join("pwned.txt").exists());
+    // The probes are errors: the check fails.
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+}
