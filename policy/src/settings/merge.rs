@@ -80,6 +80,8 @@ pub struct CliOverrides {
     pub model: Option<String>,
     pub input_mode: Option<InputMode>,
     pub isolation: Option<IsolationMode>,
+    /// `--network-allow HOST` (repeatable): added to the allow-list for this invocation.
+    pub network_allow: Vec<String>,
 }
 
 /// Whether the workspace's privileged settings (hooks, MCP launch fields, allow rules, sandbox
@@ -133,7 +135,19 @@ pub struct SandboxConfig {
     pub isolation: IsolationMode,
     pub extra_read_paths: Vec<String>,
     pub extra_write_paths: Vec<String>,
+    /// The effective allow-list (`hanzo_policy::network::effective_allow_list` of the tiers):
+    /// canonical entries, in order.
     pub network_allow: Vec<String>,
+    /// Each entry of `network_allow` with the tier it came from.
+    pub network_sources: Vec<(String, crate::network::EntrySource)>,
+}
+
+impl SandboxConfig {
+    /// The parsed allow-list (its entries parsed when merged; an entry that no longer parses
+    /// is dropped, so nothing is ever widened).
+    pub fn allow_list(&self) -> crate::network::AllowList {
+        crate::network::AllowList::parse_lenient(&self.network_allow).0
+    }
 }
 
 /// The effective configuration.
@@ -320,6 +334,10 @@ struct Merger {
     permissions: TierRules,
     hooks: Vec<ConfiguredHook>,
     sandbox: SandboxConfig,
+    /// `sandbox.network_allow` per tier (user, project, local) as written, with the file that
+    /// set it last; combined in `finish` (workspace tiers only narrow).
+    network: [Option<(Vec<String>, String)>; 3],
+    network_cli: Vec<String>,
 }
 
 impl Merger {
@@ -346,6 +364,8 @@ impl Merger {
             permissions: TierRules::default(),
             hooks: Vec::new(),
             sandbox: SandboxConfig::default(),
+            network: [None, None, None],
+            network_cli: Vec::new(),
         }
     }
 
@@ -500,6 +520,14 @@ impl Merger {
                 self.set_source("sandbox.isolation", src);
             }
         }
+        if let Some(hosts) = &sb.network_allow {
+            let slot = match f.tier {
+                Scope::User => 0,
+                Scope::Project => 1,
+                Scope::Local => 2,
+            };
+            self.network[slot] = Some((hosts.clone(), f.file.clone()));
+        }
         if gated {
             return;
         }
@@ -513,11 +541,6 @@ impl Merger {
                 "sandbox.extra_write_paths",
                 &sb.extra_write_paths,
                 &mut self.sandbox.extra_write_paths,
-            ),
-            (
-                "sandbox.network_allow",
-                &sb.network_allow,
-                &mut self.sandbox.network_allow,
             ),
         ];
         for (key, items, list) in lists {
@@ -584,6 +607,51 @@ impl Merger {
             self.sandbox.isolation = iso;
             self.set_source("sandbox.isolation", Source::Cli);
         }
+        self.network_cli = cli.network_allow.clone();
+    }
+
+    /// `sandbox.network_allow`: the user tier grants, the workspace tiers only narrow, an
+    /// untrusted workspace gets none, `--network-allow` adds
+    /// (`crate::network::effective_allow_list`); each ignored entry is a warning naming its file.
+    fn finish_network(&mut self) {
+        use crate::network::{effective_allow_list, EntrySource, TierEntries};
+        let [user, project, local] = std::mem::take(&mut self.network);
+        let list = |t: &Option<(Vec<String>, String)>| t.as_ref().map(|(v, _)| v.clone());
+        let (u, p, l) = (list(&user), list(&project), list(&local));
+        let effective = effective_allow_list(&TierEntries {
+            user: u.as_deref(),
+            project: p.as_deref(),
+            local: l.as_deref(),
+            cli: &self.network_cli,
+            trusted: self.trust != TrustStatus::Untrusted,
+        });
+        let file_of = |tier: EntrySource| -> String {
+            let named = match tier {
+                EntrySource::User => &user,
+                EntrySource::Project => &project,
+                EntrySource::Local => &local,
+                EntrySource::Cli => return "--network-allow".to_string(),
+            };
+            named
+                .as_ref()
+                .map(|(_, f)| f.clone())
+                .unwrap_or_else(|| "settings".to_string())
+        };
+        for w in &effective.warnings {
+            let file = file_of(w.tier);
+            self.warn(&file, w.message.clone());
+        }
+        for (i, (_, tier)) in effective.sources.iter().enumerate() {
+            let src = match tier {
+                EntrySource::User => Source::User,
+                EntrySource::Project => Source::Project,
+                EntrySource::Local => Source::Local,
+                EntrySource::Cli => Source::Cli,
+            };
+            self.set_source(format!("sandbox.network_allow[{i}]"), src);
+        }
+        self.sandbox.network_allow = effective.list.entries();
+        self.sandbox.network_sources = effective.sources;
     }
 
     /// The servers in effect: an enabled one needs exactly one of `command` and `url`.
@@ -632,6 +700,7 @@ impl Merger {
 
     fn finish(mut self, trust_content: TrustContent) -> Result<Merged, SettingsError> {
         let mcp_servers = self.finish_mcp_servers()?;
+        self.finish_network();
         Ok(Merged {
             config: Config {
                 model: self.model,
@@ -769,5 +838,72 @@ mod tests {
         };
         assert_eq!(eval("npm test"), crate::PermissionMode::Prompt);
         assert_eq!(eval("rm -rf /"), crate::PermissionMode::Deny);
+    }
+
+    #[test]
+    fn network_allow_user_grants_project_narrows_with_warnings_cli_adds() {
+        let files = [
+            tier(
+                Scope::User,
+                r#"{"sandbox": {"network_allow": ["pypi.org", "*.crates.io"]}}"#,
+            ),
+            tier(
+                Scope::Project,
+                r#"{"sandbox": {"network_allow": ["static.crates.io", "evil.example"]}}"#,
+            ),
+        ];
+        let cli = CliOverrides {
+            network_allow: vec!["api.example.com:8443".into()],
+            ..Default::default()
+        };
+        let m = merge(&files, &BTreeMap::new(), &cli, true).expect("merges");
+        assert_eq!(
+            m.config.sandbox.network_allow,
+            ["static.crates.io", "api.example.com:8443"]
+        );
+        assert_eq!(m.sources["sandbox.network_allow[0]"], Source::Project);
+        assert_eq!(m.sources["sandbox.network_allow[1]"], Source::Cli);
+        let warned: Vec<_> = m
+            .warnings
+            .iter()
+            .filter(|w| w.message.contains("evil.example"))
+            .collect();
+        assert_eq!(warned.len(), 1, "{:?}", m.warnings);
+        assert!(warned[0].message.contains("only narrow"), "{:?}", warned[0]);
+        assert!(!m.config.sandbox.allow_list().is_empty());
+    }
+
+    #[test]
+    fn network_allow_in_an_untrusted_workspace_is_empty_even_from_the_user_tier() {
+        let files = [
+            tier(
+                Scope::User,
+                r#"{"sandbox": {"network_allow": ["pypi.org"]}}"#,
+            ),
+            tier(
+                Scope::Project,
+                r#"{"sandbox": {"network_allow": ["pypi.org"]}}"#,
+            ),
+        ];
+        let m = merge(&files, &BTreeMap::new(), &CliOverrides::default(), false).expect("merges");
+        assert_eq!(m.config.trust, TrustStatus::Untrusted);
+        assert!(m.config.sandbox.network_allow.is_empty());
+        assert!(
+            m.warnings.iter().any(|w| w.message.contains("not trusted")),
+            "{:?}",
+            m.warnings
+        );
+        let only_user = [tier(
+            Scope::User,
+            r#"{"sandbox": {"network_allow": ["pypi.org"]}}"#,
+        )];
+        let m = merge(
+            &only_user,
+            &BTreeMap::new(),
+            &CliOverrides::default(),
+            false,
+        )
+        .expect("merges");
+        assert_eq!(m.config.sandbox.network_allow, ["pypi.org"]);
     }
 }
