@@ -3,8 +3,8 @@
 //!
 //! In a run, the broker worker serves the proxy (`hanzo_broker::egress::spawn_for_run`) and its
 //! records arrive as `Event::Egress` on the broker channel. `hanzo-dev sandbox` starts no worker:
-//! its own (unconfined, secret-free) process serves the same proxy code on a thread of its own
-//! while the command runs, and prints each record on stderr.
+//! it forks a helper that confines itself with the broker's profile and serves the same proxy
+//! code while the command runs, printing each record on stderr ([`SandboxProxy`]).
 
 use hanzo_broker::egress::{Egress, EgressConfig, SystemResolver};
 use hanzo_ipc::roles::broker::{EgressOutcome, EgressRecord, EgressSettings};
@@ -64,63 +64,106 @@ pub fn record_line(r: &EgressRecord) -> String {
     }
 }
 
-/// The proxy of one `hanzo-dev sandbox` command, served on a thread of its own (a
-/// single-threaded runtime, as in the broker). Dropping it waits until the channel ended (the
-/// forwarder goes with the namespace when the command ends) and every record was passed on.
+/// The proxy of one `hanzo-dev sandbox` command: a helper process forked from the (still
+/// single-threaded) caller that confines itself with **the broker's profile** (Landlock: what name
+/// resolution and TLS read; seccomp: the broker's allow-list; no capabilities) before it reads a
+/// byte from a command, then serves the proxy on a single-threaded runtime and prints each
+/// record on stderr. Dropping it waits for the helper, which ends when the forwarder's end closes
+/// (the forwarder dies with the namespace when the command ends).
 pub struct SandboxProxy {
-    thread: Option<std::thread::JoinHandle<()>>,
+    pid: nix::unistd::Pid,
 }
 
+/// Exit code of a proxy helper that could not confine itself (it then serves nothing).
+const PROXY_NOT_CONFINED: i32 = 92;
+
 impl SandboxProxy {
-    /// Serve `control` (the proxy's end, `SO_PASSCRED` set) for the forwarder `forwarder_pid`
-    /// under `allow`, giving each record to `sink`.
+    /// Fork the helper serving `control` (the proxy's end, `SO_PASSCRED` set) for the forwarder
+    /// `forwarder_pid` under `allow`; `label` starts each record's line. Returns once the helper
+    /// is confined, or why it is not.
     pub fn start(
         allow: &AllowList,
         control: OwnedFd,
         forwarder_pid: u32,
-        mut sink: impl FnMut(EgressRecord) + Send + 'static,
+        label: &'static str,
     ) -> Result<SandboxProxy, String> {
+        use std::io::{Read, Write};
+        use std::os::fd::AsRawFd;
         let settings = EgressSettings {
             allow: allow.entries(),
             forwarder_pid,
             ..EgressSettings::default()
         };
         let config = EgressConfig::from_settings(&settings).map_err(|e| e.to_string())?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| format!("cannot start the egress proxy's runtime: {e}"))?;
-        let thread = std::thread::Builder::new()
-            .name("hanzo-egress".into())
-            .spawn(move || {
-                runtime.block_on(async move {
-                    let (tx, mut rx) = tokio::sync::mpsc::channel(256);
-                    let egress = Egress::new(config, Arc::new(SystemResolver), tx);
-                    let serve = async move {
-                        if let Err(e) = egress.serve_control(control).await {
-                            eprintln!("hanzo-dev sandbox: egress channel refused: {e}");
-                        }
-                    };
-                    let forward = async move {
-                        while let Some(record) = rx.recv().await {
-                            sink(record);
-                        }
-                    };
-                    tokio::join!(serve, forward);
-                });
-            })
-            .map_err(|e| format!("cannot start the egress proxy's thread: {e}"))?;
-        Ok(SandboxProxy {
-            thread: Some(thread),
+        let (mut ready_read, ready_write) =
+            std::io::pipe().map_err(|e| format!("egress proxy: pipe: {e}"))?;
+        let keep = [control.as_raw_fd(), ready_write.as_raw_fd()];
+        // The closure owns the write end and `control`: the child keeps them (and closes the read
+        // end with every other descriptor); in this process they close when the closure drops.
+        let pid = hanzo_sandbox::fdpass::fork_helper_keeping(&keep, false, move || {
+            let profile = hanzo_policy::profile::profile_for(
+                hanzo_ipc::Role::Broker,
+                &hanzo_policy::profile::ProfileContext::default(),
+            );
+            match hanzo_sandbox::confine::confine_current_process(&profile) {
+                Ok(a) if a.seccomp.installed => {}
+                Ok(_) => {
+                    eprintln!("{label}: egress proxy: seccomp is unavailable; not serving");
+                    return PROXY_NOT_CONFINED;
+                }
+                Err(e) => {
+                    eprintln!("{label}: egress proxy: cannot confine itself ({e}); not serving");
+                    return PROXY_NOT_CONFINED;
+                }
+            }
+            let mut ready_write = ready_write;
+            if ready_write.write_all(b"K").is_err() {
+                return 1;
+            }
+            drop(ready_write);
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                eprintln!("{label}: egress proxy: no runtime");
+                return 1;
+            };
+            runtime.block_on(async move {
+                let (tx, mut rx) = tokio::sync::mpsc::channel(256);
+                let egress = Egress::new(config, Arc::new(SystemResolver), tx);
+                let serve = async move {
+                    let ended = egress.serve_control(control).await;
+                    drop(egress);
+                    if let Err(e) = ended {
+                        eprintln!("{label}: egress channel refused: {e}");
+                    }
+                };
+                let forward = async move {
+                    while let Some(record) = rx.recv().await {
+                        eprintln!("{label}: egress: {}", record_line(&record));
+                    }
+                };
+                tokio::join!(serve, forward);
+            });
+            0
         })
+        .map_err(|e| format!("cannot start the egress proxy: {e}"))?;
+        let proxy = SandboxProxy {
+            pid: nix::unistd::Pid::from_raw(pid),
+        };
+        let mut said = [0u8; 1];
+        match ready_read.read(&mut said) {
+            Ok(1) if said[0] == b'K' => Ok(proxy),
+            _ => Err("the egress proxy could not confine itself with the broker's profile; \
+                      refusing to run the command (see the message above)"
+                .to_string()),
+        }
     }
 }
 
 impl Drop for SandboxProxy {
     fn drop(&mut self) {
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let _ = nix::sys::wait::waitpid(self.pid, None);
     }
 }
 

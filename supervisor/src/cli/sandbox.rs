@@ -123,12 +123,12 @@ pub fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
         Some(oneshot::OneShotEgress {
             hosts: allow.entries(),
             serve: Box::new(move |control, forwarder| {
-                let proxy = crate::egress::SandboxProxy::start(&list, control, forwarder, |r| {
-                    eprintln!(
-                        "hanzo-dev sandbox: egress: {}",
-                        crate::egress::record_line(&r)
-                    )
-                })?;
+                let proxy = crate::egress::SandboxProxy::start(
+                    &list,
+                    control,
+                    forwarder,
+                    "hanzo-dev sandbox",
+                )?;
                 Ok(Box::new(proxy) as Box<dyn std::any::Any>)
             }),
         })
