@@ -308,6 +308,27 @@ fn tier_a_with_network_asked_for_fails_closed_with_the_message() {
 }
 
 #[test]
+fn a_run_in_tier_a_with_network_asked_for_fails_closed_before_anything_starts() {
+    let f = fixture();
+    let out = f.hanzo(&[
+        "run",
+        "--isolation",
+        "tier-a",
+        "--network-allow",
+        "pypi.org",
+        "say hello",
+    ]);
+    assert_eq!(out.code, 3, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("needs sandbox tier B") && out.stderr.contains("pypi.org"),
+        "{}",
+        out.stderr
+    );
+    // Nothing was recorded: the store was never opened.
+    assert!(!f.home.join(".local/share/hanzo").join("runs.db").exists());
+}
+
+#[test]
 fn a_bad_network_allow_entry_is_a_usage_error() {
     let f = fixture();
     let out = f.sandbox(&["--network-allow", "https://evil.example/x"], "echo RAN");
