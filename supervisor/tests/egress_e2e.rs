@@ -277,6 +277,39 @@ fn denied_requests_are_refused_with_the_recorded_reason_and_nothing_leaks_direct
     assert_eq!(recs.len(), 4, "{recs:?}\n{}", out.stdout);
 }
 
+/// Prints `open-fds=[…]`: the command's descriptors above stdio.
+const OPEN_FDS: &str = r#"
+import os
+def is_open(f):
+    try:
+        os.fstat(f)
+        return True
+    except OSError:
+        return False
+print('open-fds=%s' % [f for f in range(3, 4096) if is_open(f)])
+"#;
+
+#[test]
+fn the_command_holds_neither_end_of_the_control_socket_nor_the_listener() {
+    require_tier_b();
+    let f = fixture();
+    let ws = f.ws.display().to_string();
+    let local = f.local();
+    let out = f.hanzo(&[
+        "sandbox",
+        "--workspace",
+        &ws,
+        "--network-allow",
+        &local,
+        "--",
+        "/usr/bin/python3",
+        "-c",
+        OPEN_FDS,
+    ]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("open-fds=[]"), "{}", out.stdout);
+}
+
 #[test]
 fn without_a_list_the_command_has_no_proxy_and_no_forwarder() {
     require_tier_b();
