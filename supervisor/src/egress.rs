@@ -154,9 +154,11 @@ impl SandboxProxy {
         let mut said = [0u8; 1];
         match ready_read.read(&mut said) {
             Ok(1) if said[0] == b'K' => Ok(proxy),
-            _ => Err("the egress proxy could not confine itself with the broker's profile; \
+            _ => Err(
+                "the egress proxy could not confine itself with the broker's profile; \
                       refusing to run the command (see the message above)"
-                .to_string()),
+                    .to_string(),
+            ),
         }
     }
 }

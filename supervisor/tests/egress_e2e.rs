@@ -204,10 +204,7 @@ fn allowed_clients_fetch_through_the_proxy_and_each_connection_is_recorded() {
     assert!(recs.len() >= 4, "{recs:?}");
     assert!(recs.iter().all(|r| r.starts_with("allowed")), "{recs:?}");
     // Every allowed record counted the response bytes it carried.
-    assert!(
-        recs.iter().all(|r| !r.contains(" 0 B down")),
-        "{recs:?}"
-    );
+    assert!(recs.iter().all(|r| !r.contains(" 0 B down")), "{recs:?}");
 }
 
 #[test]
@@ -250,7 +247,9 @@ fn denied_requests_are_refused_with_the_recorded_reason_and_nothing_leaks_direct
     let recs = records(&out);
     let find = |what: &str| recs.iter().any(|r| r.contains(what));
     assert!(
-        find(&format!("denied http_forward unlisted.example:{p}: not_listed")),
+        find(&format!(
+            "denied http_forward unlisted.example:{p}: not_listed"
+        )),
         "{recs:?}"
     );
     assert!(
@@ -314,10 +313,7 @@ fn the_command_holds_neither_end_of_the_control_socket_nor_the_listener() {
 fn without_a_list_the_command_has_no_proxy_and_no_forwarder() {
     require_tier_b();
     let f = fixture();
-    let out = f.sandbox(
-        &[],
-        "env | grep -i _proxy || echo no-proxy-env",
-    );
+    let out = f.sandbox(&[], "env | grep -i _proxy || echo no-proxy-env");
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("no-proxy-env"), "{}", out.stdout);
     assert!(records(&out).is_empty(), "{}", out.stderr);
@@ -385,24 +381,44 @@ fn the_user_tier_grants_a_trusted_project_only_narrows_and_an_untrusted_one_gets
     );
     // The user tier alone: allowed.
     let out = f.sandbox(&[], &fetch);
-    assert!(out.stdout.contains("code=200"), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("code=200"),
+        "{}\n{}",
+        out.stdout,
+        out.stderr
+    );
 
     // A project that narrows to pypi.org and tries to add a host of its own.
     f.write_project_settings(r#"{"sandbox": {"network_allow": ["pypi.org", "evil.example"]}}"#);
     // Untrusted: no network at all, with the warning.
     let out = f.sandbox(&[], &fetch);
-    assert!(out.stdout.contains("no-proxy-env"), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("no-proxy-env"),
+        "{}\n{}",
+        out.stdout,
+        out.stderr
+    );
     assert!(out.stderr.contains("not trusted"), "{}", out.stderr);
     // `--network-allow` is the user's own decision at the prompt: it applies even so.
     let out = f.sandbox(&["--network-allow", &local], &fetch);
-    assert!(out.stdout.contains("code=200"), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("code=200"),
+        "{}\n{}",
+        out.stdout,
+        out.stderr
+    );
 
     // Trusted: the project's list replaces the user's where the user allows it; the rest is
     // ignored with a warning.
     let trust = f.hanzo(&["trust"]);
     assert_eq!(trust.code, 0, "{}\n{}", trust.stdout, trust.stderr);
     let out = f.sandbox(&[], &fetch);
-    assert!(out.stdout.contains("code=403"), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("code=403"),
+        "{}\n{}",
+        out.stdout,
+        out.stderr
+    );
     assert!(
         out.stderr.contains("\"evil.example\" is ignored") && out.stderr.contains("only narrow"),
         "{}",

@@ -208,10 +208,7 @@ pub fn run(spec: &OneShot) -> Result<i32, OneShotError> {
 /// proxy environment and inet sockets (its namespace has nothing but its own `lo`). Tier A has no
 /// egress: with `egress` given, a run that would end up in tier A fails closed
 /// ([`OneShotError::EgressNeedsTierB`]).
-pub fn run_with_egress(
-    spec: &OneShot,
-    egress: Option<OneShotEgress>,
-) -> Result<i32, OneShotError> {
+pub fn run_with_egress(spec: &OneShot, egress: Option<OneShotEgress>) -> Result<i32, OneShotError> {
     let (program, _) = spec.command.split_first().ok_or(OneShotError::NoCommand)?;
     // A ^C typed from now on is held and passed to the command once it runs.
     hanzo_sandbox::signals::hold();
@@ -538,10 +535,9 @@ fn start_proxy(
 ) -> Result<Box<dyn std::any::Any>, OneShotError> {
     let deadline = std::time::Instant::now() + FORWARDER_PATIENCE;
     let forwarder = loop {
-        if let Some(pid) = hanzo_sandbox::procfs::child_with_ns_pid(
-            pid1 as u32,
-            crate::egress_forward::NS_PID,
-        ) {
+        if let Some(pid) =
+            hanzo_sandbox::procfs::child_with_ns_pid(pid1 as u32, crate::egress_forward::NS_PID)
+        {
             break pid;
         }
         if std::time::Instant::now() >= deadline {
