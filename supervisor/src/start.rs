@@ -171,7 +171,7 @@ async fn spawn_process(
     let fail = StartError::Failed;
     let (ours, theirs) = transport::socketpair().map_err(|e| fail(format!("socketpair: {e}")))?;
     let cgroup = match cgroup {
-        Some(cg) => cg.procs_files().map_err(|e| fail(format!("cgroup: {e}")))?,
+        Some(cg) => cg.join_files().map_err(|e| fail(format!("cgroup: {e}")))?,
         None => Vec::new(),
     };
     let direct = spec

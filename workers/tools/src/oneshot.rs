@@ -269,7 +269,7 @@ pub fn run_with_egress(spec: &OneShot, egress: Option<OneShotEgress>) -> Result<
         }
     };
     let cgroup_files = match &cgroup {
-        Some(cg) => cg.procs_files().map_err(OneShotError::RunDir)?,
+        Some(cg) => cg.join_files().map_err(OneShotError::RunDir)?,
         None => Vec::new(),
     };
     let join: Vec<i32> = cgroup_files.iter().map(|f| f.as_raw_fd()).collect();
