@@ -28,9 +28,14 @@ pub fn require_egress_tier(
     require_tier_b(list, tier_b)
 }
 
-/// One record as a line: `allowed http_connect pypi.org:443 rule pypi.org → 151.101.0.223:443
+/// One record as a line, safe for a terminal (every part that came from a command passes
+/// `term::sanitize_line_for_terminal`): `allowed http_connect pypi.org:443 rule pypi.org → 151.101.0.223:443
 /// (closed), 1.2 kB up, 30.5 kB down, 120 ms` or `denied socks5 10.0.0.1:22: ip_literal (…)`.
 pub fn record_line(r: &EgressRecord) -> String {
+    crate::term::sanitize_line_for_terminal(&record_text(r)).into_owned()
+}
+
+fn record_text(r: &EgressRecord) -> String {
     let target = if r.host.contains(':') {
         format!("[{}]:{}", r.host, r.port)
     } else {
@@ -186,6 +191,26 @@ mod tests {
         assert!(e.to_string().contains("no userns"), "{e}");
         assert!(require_egress_tier(&list, IsolationMode::Auto, Ok(())).is_ok());
         assert!(require_egress_tier(&AllowList::none(), IsolationMode::TierA, Ok(())).is_ok());
+    }
+
+    #[test]
+    fn a_record_line_carries_no_terminal_control_from_a_command() {
+        let r = EgressRecord {
+            id: 1,
+            protocol: EgressProtocol::HttpConnect,
+            host: "a\u{1b}]0;pwned\u{7}b".into(),
+            port: 443,
+            outcome: EgressOutcome::Denied {
+                reason: EgressDenial::InvalidHost,
+                rule: None,
+                detail: "bad host \u{1b}[2J\r\nforged line".into(),
+            },
+            bytes_up: 0,
+            bytes_down: 0,
+            duration_ms: 0,
+        };
+        let line = record_line(&r);
+        assert!(!line.chars().any(|c| c.is_control()), "{line:?}");
     }
 
     #[test]

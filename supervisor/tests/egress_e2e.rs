@@ -309,6 +309,47 @@ fn the_command_holds_neither_end_of_the_control_socket_nor_the_listener() {
     assert!(out.stdout.contains("open-fds=[]"), "{}", out.stdout);
 }
 
+/// A client that sends a `CONNECT` whose host carries terminal control sequences.
+const HOSTILE_CONNECT: &str = r#"
+import os, socket
+port = int(os.environ["HTTP_PROXY"].rsplit(":", 1)[1])
+s = socket.create_connection(("127.0.0.1", port))
+s.sendall(b"CONNECT a\x1b]0;pwned\x07\x1b[2Jb.example:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+print("answer=%r" % s.recv(64)[:12])
+"#;
+
+#[test]
+fn a_hostile_request_cannot_reach_the_terminal_through_the_records() {
+    require_tier_b();
+    let f = fixture();
+    let ws = f.ws.display().to_string();
+    let out = f.hanzo(&[
+        "sandbox",
+        "--workspace",
+        &ws,
+        "--network-allow",
+        "pypi.org",
+        "--",
+        "/usr/bin/python3",
+        "-c",
+        HOSTILE_CONNECT,
+    ]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("answer=b'HTTP/1.1 40"),
+        "{}",
+        out.stdout
+    );
+    let recs = records(&out);
+    assert_eq!(recs.len(), 1, "{}", out.stderr);
+    assert!(recs[0].starts_with("denied "), "{recs:?}");
+    assert!(
+        !out.stderr.contains('\u{1b}') && !out.stderr.contains('\u{7}'),
+        "{:?}",
+        out.stderr
+    );
+}
+
 #[test]
 fn without_a_list_the_command_has_no_proxy_and_no_forwarder() {
     require_tier_b();
