@@ -135,18 +135,23 @@ pub struct SandboxConfig {
     pub isolation: IsolationMode,
     pub extra_read_paths: Vec<String>,
     pub extra_write_paths: Vec<String>,
-    /// The effective allow-list (`hanzo_policy::network::effective_allow_list` of the tiers):
-    /// canonical entries, in order.
+    /// `sandbox.network_allow` as the files write it, concatenated like the path lists (the
+    /// canonical form the config-merge vectors fix). **Not** what is enforced: see
+    /// `network_effective`.
     pub network_allow: Vec<String>,
-    /// Each entry of `network_allow` with the tier it came from.
+    /// The allow-list commands get (`hanzo_policy::network::effective_allow_list` of the tiers:
+    /// the user tier grants, project and local only narrow, an untrusted workspace gets none,
+    /// `--network-allow` adds): canonical entries, in order.
+    pub network_effective: Vec<String>,
+    /// Each entry of `network_effective` with the tier it came from.
     pub network_sources: Vec<(String, crate::network::EntrySource)>,
 }
 
 impl SandboxConfig {
-    /// The parsed allow-list (its entries parsed when merged; an entry that no longer parses
-    /// is dropped, so nothing is ever widened).
+    /// The enforced allow-list, parsed (its entries parsed when merged; one that no longer
+    /// parses is dropped, so nothing is ever widened).
     pub fn allow_list(&self) -> crate::network::AllowList {
-        crate::network::AllowList::parse_lenient(&self.network_allow).0
+        crate::network::AllowList::parse_lenient(&self.network_effective).0
     }
 }
 
@@ -542,6 +547,11 @@ impl Merger {
                 &sb.extra_write_paths,
                 &mut self.sandbox.extra_write_paths,
             ),
+            (
+                "sandbox.network_allow",
+                &sb.network_allow,
+                &mut self.sandbox.network_allow,
+            ),
         ];
         for (key, items, list) in lists {
             if let Some(items) = items {
@@ -641,16 +651,7 @@ impl Merger {
             let file = file_of(w.tier);
             self.warn(&file, w.message.clone());
         }
-        for (i, (_, tier)) in effective.sources.iter().enumerate() {
-            let src = match tier {
-                EntrySource::User => Source::User,
-                EntrySource::Project => Source::Project,
-                EntrySource::Local => Source::Local,
-                EntrySource::Cli => Source::Cli,
-            };
-            self.set_source(format!("sandbox.network_allow[{i}]"), src);
-        }
-        self.sandbox.network_allow = effective.list.entries();
+        self.sandbox.network_effective = effective.list.entries();
         self.sandbox.network_sources = effective.sources;
     }
 
@@ -842,6 +843,7 @@ mod tests {
 
     #[test]
     fn network_allow_user_grants_project_narrows_with_warnings_cli_adds() {
+        use crate::network::EntrySource;
         let files = [
             tier(
                 Scope::User,
@@ -858,11 +860,16 @@ mod tests {
         };
         let m = merge(&files, &BTreeMap::new(), &cli, true).expect("merges");
         assert_eq!(
-            m.config.sandbox.network_allow,
+            m.config.sandbox.network_effective,
             ["static.crates.io", "api.example.com:8443"]
         );
-        assert_eq!(m.sources["sandbox.network_allow[0]"], Source::Project);
-        assert_eq!(m.sources["sandbox.network_allow[1]"], Source::Cli);
+        assert_eq!(
+            m.config.sandbox.network_sources,
+            [
+                ("static.crates.io".to_string(), EntrySource::Project),
+                ("api.example.com:8443".to_string(), EntrySource::Cli)
+            ]
+        );
         let warned: Vec<_> = m
             .warnings
             .iter()
@@ -870,11 +877,18 @@ mod tests {
             .collect();
         assert_eq!(warned.len(), 1, "{:?}", m.warnings);
         assert!(warned[0].message.contains("only narrow"), "{:?}", warned[0]);
+        assert_eq!(warned[0].file, "project");
         assert!(!m.config.sandbox.allow_list().is_empty());
+        // The canonical form keeps what the files wrote.
+        assert!(m
+            .config
+            .sandbox
+            .network_allow
+            .contains(&"evil.example".to_string()));
     }
 
     #[test]
-    fn network_allow_in_an_untrusted_workspace_is_empty_even_from_the_user_tier() {
+    fn network_allow_in_an_untrusted_workspace_enforces_nothing_even_from_the_user_tier() {
         let files = [
             tier(
                 Scope::User,
@@ -882,28 +896,23 @@ mod tests {
             ),
             tier(
                 Scope::Project,
-                r#"{"sandbox": {"network_allow": ["pypi.org"]}}"#,
+                r#"{"sandbox": {"network_allow": ["evil.example"]}}"#,
             ),
         ];
         let m = merge(&files, &BTreeMap::new(), &CliOverrides::default(), false).expect("merges");
         assert_eq!(m.config.trust, TrustStatus::Untrusted);
-        assert!(m.config.sandbox.network_allow.is_empty());
+        assert!(m.config.sandbox.network_effective.is_empty());
+        assert!(m.config.sandbox.allow_list().is_empty());
         assert!(
             m.warnings.iter().any(|w| w.message.contains("not trusted")),
             "{:?}",
             m.warnings
         );
-        let only_user = [tier(
-            Scope::User,
-            r#"{"sandbox": {"network_allow": ["pypi.org"]}}"#,
-        )];
-        let m = merge(
-            &only_user,
-            &BTreeMap::new(),
-            &CliOverrides::default(),
-            false,
-        )
-        .expect("merges");
-        assert_eq!(m.config.sandbox.network_allow, ["pypi.org"]);
+        let cli = CliOverrides {
+            network_allow: vec!["pypi.org".into()],
+            ..Default::default()
+        };
+        let m = merge(&files, &BTreeMap::new(), &cli, false).expect("merges");
+        assert_eq!(m.config.sandbox.network_effective, ["pypi.org"]);
     }
 }
