@@ -14,6 +14,7 @@ pub mod network;
 pub mod permission;
 pub mod profile;
 pub mod record;
+pub mod secret;
 pub mod secret_names;
 pub mod settings;
 pub mod shell;

@@ -22,13 +22,12 @@ mod error;
 mod read;
 mod rows;
 mod schema;
-pub mod secrets;
 pub mod types;
 mod write;
 
 pub use error::{Result, StoreError};
+pub use hanzo_policy::secret::{SecretValues, REDACTED};
 pub use schema::SCHEMA_VERSION;
-pub use secrets::{SecretValues, REDACTED};
 pub use types::{
     Agent, AgentDef, ApprovalMode, CallEnd, CallId, CallStatus, DecidedBy, EventRecord, HookResult,
     NewRun, RunId, RunRecord, RunStatus, RunSummary, StepEnd, StepId, StepRecord, TokenUsage,
@@ -137,7 +136,7 @@ impl RunStore {
     }
 
     /// Values that must never be written (e.g. the broker's credentials, or a canary). Values
-    /// shorter than [`secrets::MIN_SECRET_LEN`] are ignored. Replaces any earlier list.
+    /// shorter than [`hanzo_policy::secret::MIN_SECRET_LEN`] are ignored. Replaces any earlier list.
     pub fn set_known_secrets<I, S>(&mut self, secrets: I)
     where
         I: IntoIterator<Item = S>,

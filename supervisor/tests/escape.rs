@@ -665,6 +665,10 @@ fn hanzo_dev_sandbox_works_for_a_real_non_root_user_in_both_tiers() {
             "{mode}: {out}{err}"
         );
         assert!(!out.contains("SHADOW-READ"), "{mode}: {out}");
+        assert!(
+            !err.contains("uid 0"),
+            "{mode}: no root warning for a user: {err}"
+        );
         use std::os::unix::fs::MetadataExt;
         let written = std::fs::metadata(ws.path().join("out.txt")).expect("the command's file");
         assert_eq!(written.uid(), uid, "{mode}: the file belongs to the user");

@@ -215,6 +215,13 @@ fn the_demo_on_a_terminal_says_the_model_is_a_recording() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("the model is a RECORDING"), "{stderr}");
     assert!(stderr.contains("succeeded"), "{stderr}");
+    // The uid-0 warning comes at the start of the run, exactly when the run is root's.
+    let root = nix::unistd::geteuid().is_root();
+    assert_eq!(
+        stderr.contains("warning: commands will run as uid 0 (root)"),
+        root,
+        "{stderr}"
+    );
     let ws = stderr
         .lines()
         .find_map(|l| l.strip_prefix("Workspace: "))

@@ -14,39 +14,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// A secret string: never shown by `Debug`, redacted in every output this crate produces, and
-/// deliberately not `Serialize`, so it cannot be written out by accident.
-#[derive(Clone, PartialEq, Eq, Deserialize)]
-#[serde(transparent)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(s: impl Into<String>) -> Self {
-        Secret(s.into())
-    }
-    /// The secret itself, for the one place that hands it to the broker.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
-
-impl JsonSchema for Secret {
-    fn schema_name() -> Cow<'static, str> {
-        "Secret".into()
-    }
-    fn inline_schema() -> bool {
-        true
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        schemars::json_schema!({"type": "string"})
-    }
-}
+pub use crate::secret::Secret;
 
 /// An opaque secret object (OAuth credentials), redacted like [`Secret`].
 #[derive(Clone, PartialEq, Deserialize)]

@@ -180,7 +180,7 @@ fn execute(args: &Args, env: &StartEnv) -> Result<String, Failure> {
             check_new_definition(&def)?;
             // Nothing secret is stored: a prompt holding the value of a secret variable of this
             // environment (an API key pasted by mistake) is refused by the store.
-            store.set_known_secrets(secret_values(env));
+            store.set_secret_values(env.secret_values());
             let agent = store.create_agent(&def).map_err(|e| match e {
                 StoreError::AgentExists(_) => Failure::Failed(format!(
                     "an agent named {name:?} already exists in org {org}; delete it first \
@@ -304,16 +304,6 @@ fn check_new_definition(def: &AgentDef) -> Result<(), Failure> {
         return Err(Failure::Usage("the system prompt is empty".into()));
     }
     Ok(())
-}
-
-/// The values of this environment's secret variables (the same names the supervisor scrubs).
-fn secret_values(env: &StartEnv) -> Vec<String> {
-    let extra = env.extra_secret_names();
-    env.vars
-        .iter()
-        .filter(|(k, _)| hanzo_policy::profile::is_secret_env(k, &extra))
-        .map(|(_, v)| v.clone())
-        .collect()
 }
 
 fn model_label(model: &str) -> String {

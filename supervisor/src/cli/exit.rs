@@ -121,10 +121,26 @@ pub fn code_of(e: &anyhow::Error) -> i32 {
 
 /// What to print for an error: its own message for a [`CliError`], the whole chain otherwise,
 /// made safe for a terminal (it may quote a model's or a tool's text).
+///
+/// A cause whose text the message already ends with is not repeated: our error types say
+/// `"cannot run X: {source}"` *and* keep the source for callers that walk the chain, which
+/// `{:#}` would print twice.
 pub fn message_of(e: &anyhow::Error) -> String {
     let text = match e.downcast_ref::<CliError>() {
         Some(c) => c.message.clone(),
-        None => format!("{e:#}"),
+        None => {
+            let mut text = String::new();
+            for cause in e.chain() {
+                let part = cause.to_string();
+                if text.is_empty() {
+                    text = part;
+                } else if !text.ends_with(&part) {
+                    text.push_str(": ");
+                    text.push_str(&part);
+                }
+            }
+            text
+        }
     };
     crate::term::sanitize_for_terminal(&text).into_owned()
 }
@@ -162,5 +178,25 @@ mod tests {
             message_of(&anyhow::anyhow!("tool said \x1b]0;x\x07")),
             "tool said ␛]0;x␇"
         );
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot run /nope: {source}")]
+    struct SpawnFailed {
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn a_cause_already_in_the_message_is_printed_once_and_context_is_kept() {
+        let io = || std::io::Error::from(std::io::ErrorKind::NotFound);
+        let e = anyhow::Error::new(SpawnFailed { source: io() });
+        assert_eq!(message_of(&e), format!("cannot run /nope: {}", io()));
+        let e = anyhow::Error::new(SpawnFailed { source: io() }).context("sandbox");
+        assert_eq!(
+            message_of(&e),
+            format!("sandbox: cannot run /nope: {}", io())
+        );
+        let e = anyhow::Error::new(io()).context("reading settings");
+        assert_eq!(message_of(&e), format!("reading settings: {}", io()));
     }
 }

@@ -296,6 +296,10 @@ fn prepare(
             eprintln!("warning: {w}");
         }
     }
+    // On stderr in every mode: a CI job running as root with --json should see it too.
+    if let Some(w) = super::sandbox::root_warning() {
+        eprintln!("warning: {w}");
+    }
     let config = &loaded.merged.config;
     let policy = if demo.is_some() {
         demo_policy()?

@@ -455,18 +455,13 @@ impl Broker {
             .any(|s| !s.is_empty() && find(hay, s.expose().as_bytes()).is_some())
     }
 
-    /// Replace every held secret in `bytes` with `[redacted]` (error bodies that echo a key).
-    pub fn scrub(&self, mut bytes: Vec<u8>) -> Vec<u8> {
-        for s in self.read_creds().secrets() {
-            let needle = s.expose().as_bytes();
-            if needle.is_empty() {
-                continue;
-            }
-            while let Some(i) = find(&bytes, needle) {
-                bytes.splice(i..i + needle.len(), b"[redacted]".iter().copied());
-            }
-        }
-        bytes
+    /// Replace every held secret in `bytes` with `[redacted]` (error bodies that echo a key),
+    /// through the project's one scrubber.
+    pub fn scrub(&self, bytes: Vec<u8>) -> Vec<u8> {
+        let held = hanzo_policy::secret::SecretValues::new(
+            self.read_creds().secrets().map(|s| s.expose().to_string()),
+        );
+        held.scrub_bytes(bytes)
     }
 
     pub(crate) fn scrub_text(&self, s: &str) -> String {

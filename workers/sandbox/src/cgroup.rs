@@ -142,9 +142,29 @@ pub struct Support {
     /// The hierarchy that would be used, if any.
     pub version: Option<Version>,
     /// Where process-count groups go, or why there are none.
+    #[serde(serialize_with = "bound")]
     pub pids: Result<PathBuf, String>,
     /// Where memory groups go, or why there are none.
+    #[serde(serialize_with = "bound")]
     pub memory: Result<PathBuf, String>,
+}
+
+/// `Ok(dir)` → `{"available": true, "path": dir}`; `Err(why)` → `{"available": false,
+/// "reason": why}` (the shape of every availability in `doctor --json`).
+fn bound<S: serde::Serializer>(v: &Result<PathBuf, String>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(None)?;
+    match v {
+        Ok(dir) => {
+            m.serialize_entry("available", &true)?;
+            m.serialize_entry("path", dir)?;
+        }
+        Err(why) => {
+            m.serialize_entry("available", &false)?;
+            m.serialize_entry("reason", why)?;
+        }
+    }
+    m.end()
 }
 
 /// Where groups would be made on this host, and why a bound would be absent. Makes (and

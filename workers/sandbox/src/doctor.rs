@@ -15,6 +15,9 @@ pub struct KernelReport {
     /// Seccomp filter mode is available.
     pub seccomp: bool,
     /// Creating user, mount, pid, net and ipc namespaces without privileges works, or why not.
+    /// Serialised as `{"available": true}` or `{"available": false, "reason": "…"}`, the shape
+    /// of every availability in `doctor --json`.
+    #[serde(serialize_with = "availability")]
     pub user_namespaces: Result<(), String>,
     /// The container runtime we run in (`docker`, `podman`, `k8s`), if any, and how we know.
     pub container: Option<String>,
@@ -25,6 +28,20 @@ pub struct KernelReport {
     /// Effective uid 0: capabilities are really held, so dropping them (and the bounding set)
     /// matters.
     pub running_as_root: bool,
+}
+
+/// `Ok(())` → `{"available": true}`; `Err(why)` → `{"available": false, "reason": why}`.
+fn availability<S: serde::Serializer>(v: &Result<(), String>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(None)?;
+    match v {
+        Ok(()) => m.serialize_entry("available", &true)?,
+        Err(why) => {
+            m.serialize_entry("available", &false)?;
+            m.serialize_entry("reason", why)?;
+        }
+    }
+    m.end()
 }
 
 impl KernelReport {

@@ -1,9 +1,66 @@
-//! Known secret values: the one helper that both redacts them from what leaves the agent loop
-//! and refuses to store a record that still holds one.
+//! Secrets, in one place for every crate: [`Secret`], the one type that holds a secret value
+//! (zeroized when dropped, never shown by `Debug` or `Display`, never `Serialize`), and
+//! [`SecretValues`], the one scrubber — it redacts known values from what leaves the agent loop
+//! (text, JSON, the broker's error bodies as bytes) and refuses to store a record that still
+//! holds one.
 
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use std::borrow::Cow;
 use std::fmt;
+use zeroize::Zeroizing;
+
+/// A secret string (an API key, a token, a password): zeroized when dropped, printed as
+/// `[redacted]` by `Debug` and `Display` so a stray `{:?}` in a log or an error cannot leak it,
+/// and deliberately not `Serialize`, so it cannot be written out by accident.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Zeroizing<String>);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(Zeroizing::new(value.into()))
+    }
+
+    /// The value itself, for the one place that uses it (a request header, the broker's hand).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
+impl<'de> Deserialize<'de> for Secret {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Secret, D::Error> {
+        String::deserialize(d).map(Secret::new)
+    }
+}
+
+impl JsonSchema for Secret {
+    fn schema_name() -> Cow<'static, str> {
+        "Secret".into()
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({"type": "string"})
+    }
+}
 
 /// What a known secret value is replaced with.
 pub const REDACTED: &str = "[redacted]";
@@ -87,6 +144,20 @@ impl SecretValues {
         out
     }
 
+    /// [`SecretValues::scrub`] over raw bytes (a body that may not be UTF-8).
+    pub fn scrub_bytes(&self, mut bytes: Vec<u8>) -> Vec<u8> {
+        for v in &self.values {
+            let needle = v.as_bytes();
+            let mut from = 0;
+            while let Some(i) = find(&bytes[from..], needle) {
+                let at = from + i;
+                bytes.splice(at..at + needle.len(), REDACTED.bytes());
+                from = at + REDACTED.len();
+            }
+        }
+        bytes
+    }
+
     /// [`SecretValues::scrub`] over every string and key of a JSON value.
     pub fn scrub_json(&self, value: Value) -> Value {
         if self.values.is_empty() {
@@ -105,9 +176,37 @@ impl SecretValues {
     }
 }
 
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() || needle.len() > hay.len() {
+        return None;
+    }
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_is_never_shown_and_bytes_are_scrubbed_whole() {
+        let s = Secret::new("sk-live-abcdef");
+        assert_eq!(format!("{s:?} {s}"), "[redacted] [redacted]");
+        assert_eq!(s.expose(), "sk-live-abcdef");
+        let parsed: Secret = serde_json::from_str(r#""sk-live-abcdef""#).expect("parse");
+        assert_eq!(parsed, s);
+        let v = SecretValues::new(["sk-live-abcdef", "sk-live"]);
+        let body = b"\xff key=sk-live-abcdef, again sk-live-abcdef and sk-live!".to_vec();
+        assert_eq!(
+            v.scrub_bytes(body),
+            b"\xff key=[redacted], again [redacted] and [redacted]!".to_vec()
+        );
+        // A value that reappears inside the replacement is not looped on.
+        let v = SecretValues::new(["dact"]);
+        assert_eq!(
+            v.scrub_bytes(b"dact dact".to_vec()),
+            b"[redacted] [redacted]".to_vec()
+        );
+    }
     use serde_json::json;
 
     #[test]
