@@ -715,7 +715,9 @@ pub enum NetAccess {
     None,
     /// Tier B's private network namespace: `AF_INET`/`AF_INET6` on its own `lo`, nothing else.
     Loopback,
-    /// The broker's egress proxy, reached from tier B's namespace (not built yet: refused).
+    /// The broker's egress proxy, reached from tier B's namespace through the forwarder on its
+    /// `127.0.0.1`: the same socket policy as `Loopback` (the namespace has nothing else), given
+    /// only when the run's allow-list is not empty.
     Egress,
 }
 
@@ -753,7 +755,10 @@ pub enum ProfileError {
          the host's loopback)"
     )]
     LoopbackNeedsTierB,
-    #[error("egress for commands goes through the broker's proxy, which is not available here")]
+    #[error(
+        "network for commands goes through the broker's proxy in tier B's namespace; tier A has \
+         no egress (run where user namespaces work, or remove sandbox.network_allow)"
+    )]
     EgressUnavailable,
 }
 
@@ -769,7 +774,8 @@ pub fn command_profile(
         (NetAccess::None, _) => SocketPolicy::None,
         (NetAccess::Loopback, Tier::B) => SocketPolicy::InetOnly,
         (NetAccess::Loopback, Tier::A) => return Err(ProfileError::LoopbackNeedsTierB),
-        (NetAccess::Egress, _) => return Err(ProfileError::EgressUnavailable),
+        (NetAccess::Egress, Tier::B) => SocketPolicy::InetOnly,
+        (NetAccess::Egress, Tier::A) => return Err(ProfileError::EgressUnavailable),
     };
     let mut fs = system_grants("programs and libraries");
     if cmd.devices {
@@ -1058,7 +1064,13 @@ mod tests {
         );
         cmd.network = NetAccess::Egress;
         assert_eq!(
-            command_profile(Role::Tools, &cmd, &ctx(), Tier::B),
+            command_profile(Role::Tools, &cmd, &ctx(), Tier::B)
+                .expect("egress in tier B")
+                .sockets,
+            SocketPolicy::InetOnly
+        );
+        assert_eq!(
+            command_profile(Role::Tools, &cmd, &ctx(), Tier::A),
             Err(ProfileError::EgressUnavailable)
         );
         let hook =

@@ -6,6 +6,7 @@ pub mod agent;
 pub mod cli;
 pub mod demo;
 pub mod mcp;
+pub mod egress;
 pub mod pair;
 pub mod secrets;
 pub mod spawner;

@@ -80,6 +80,8 @@ pub struct CliOverrides {
     pub model: Option<String>,
     pub input_mode: Option<InputMode>,
     pub isolation: Option<IsolationMode>,
+    /// `--network-allow HOST` (repeatable): added to the allow-list for this invocation.
+    pub network_allow: Vec<String>,
 }
 
 /// Whether the workspace's privileged settings (hooks, MCP launch fields, allow rules, sandbox
@@ -133,7 +135,24 @@ pub struct SandboxConfig {
     pub isolation: IsolationMode,
     pub extra_read_paths: Vec<String>,
     pub extra_write_paths: Vec<String>,
+    /// `sandbox.network_allow` as the files write it, concatenated like the path lists (the
+    /// canonical form the config-merge vectors fix). **Not** what is enforced: see
+    /// `network_effective`.
     pub network_allow: Vec<String>,
+    /// The allow-list commands get (`hanzo_policy::network::effective_allow_list` of the tiers:
+    /// the user tier grants, project and local only narrow, an untrusted workspace gets none,
+    /// `--network-allow` adds): canonical entries, in order.
+    pub network_effective: Vec<String>,
+    /// Each entry of `network_effective` with the tier it came from.
+    pub network_sources: Vec<(String, crate::network::EntrySource)>,
+}
+
+impl SandboxConfig {
+    /// The enforced allow-list, parsed (its entries parsed when merged; one that no longer
+    /// parses is dropped, so nothing is ever widened).
+    pub fn allow_list(&self) -> crate::network::AllowList {
+        crate::network::AllowList::parse_lenient(&self.network_effective).0
+    }
 }
 
 /// The effective configuration.
@@ -324,6 +343,10 @@ struct Merger {
     hooks: Vec<ConfiguredHook>,
     sandbox: SandboxConfig,
     lsp_servers: BTreeMap<String, LspServerEntry>,
+    /// `sandbox.network_allow` per tier (user, project, local) as written, with the file that
+    /// set it last; combined in `finish` (workspace tiers only narrow).
+    network: [Option<(Vec<String>, String)>; 3],
+    network_cli: Vec<String>,
 }
 
 impl Merger {
@@ -351,6 +374,8 @@ impl Merger {
             hooks: Vec::new(),
             sandbox: SandboxConfig::default(),
             lsp_servers: BTreeMap::new(),
+            network: [None, None, None],
+            network_cli: Vec::new(),
         }
     }
 
@@ -521,6 +546,14 @@ impl Merger {
                 self.set_source("sandbox.isolation", src);
             }
         }
+        if let Some(hosts) = &sb.network_allow {
+            let slot = match f.tier {
+                Scope::User => 0,
+                Scope::Project => 1,
+                Scope::Local => 2,
+            };
+            self.network[slot] = Some((hosts.clone(), f.file.clone()));
+        }
         if gated {
             return;
         }
@@ -605,6 +638,42 @@ impl Merger {
             self.sandbox.isolation = iso;
             self.set_source("sandbox.isolation", Source::Cli);
         }
+        self.network_cli = cli.network_allow.clone();
+    }
+
+    /// `sandbox.network_allow`: the user tier grants, the workspace tiers only narrow, an
+    /// untrusted workspace gets none, `--network-allow` adds
+    /// (`crate::network::effective_allow_list`); each ignored entry is a warning naming its file.
+    fn finish_network(&mut self) {
+        use crate::network::{effective_allow_list, EntrySource, TierEntries};
+        let [user, project, local] = std::mem::take(&mut self.network);
+        let list = |t: &Option<(Vec<String>, String)>| t.as_ref().map(|(v, _)| v.clone());
+        let (u, p, l) = (list(&user), list(&project), list(&local));
+        let effective = effective_allow_list(&TierEntries {
+            user: u.as_deref(),
+            project: p.as_deref(),
+            local: l.as_deref(),
+            cli: &self.network_cli,
+            trusted: self.trust != TrustStatus::Untrusted,
+        });
+        let file_of = |tier: EntrySource| -> String {
+            let named = match tier {
+                EntrySource::User => &user,
+                EntrySource::Project => &project,
+                EntrySource::Local => &local,
+                EntrySource::Cli => return "--network-allow".to_string(),
+            };
+            named
+                .as_ref()
+                .map(|(_, f)| f.clone())
+                .unwrap_or_else(|| "settings".to_string())
+        };
+        for w in &effective.warnings {
+            let file = file_of(w.tier);
+            self.warn(&file, w.message.clone());
+        }
+        self.sandbox.network_effective = effective.list.entries();
+        self.sandbox.network_sources = effective.sources;
     }
 
     /// The servers in effect: an enabled one needs exactly one of `command` and `url`.
@@ -653,6 +722,7 @@ impl Merger {
 
     fn finish(mut self, trust_content: TrustContent) -> Result<Merged, SettingsError> {
         let mcp_servers = self.finish_mcp_servers()?;
+        self.finish_network();
         Ok(Merged {
             config: Config {
                 model: self.model,
@@ -822,5 +892,80 @@ mod tests {
         };
         assert_eq!(eval("npm test"), crate::PermissionMode::Prompt);
         assert_eq!(eval("rm -rf /"), crate::PermissionMode::Deny);
+    }
+
+    #[test]
+    fn network_allow_user_grants_project_narrows_with_warnings_cli_adds() {
+        use crate::network::EntrySource;
+        let files = [
+            tier(
+                Scope::User,
+                r#"{"sandbox": {"network_allow": ["pypi.org", "*.crates.io"]}}"#,
+            ),
+            tier(
+                Scope::Project,
+                r#"{"sandbox": {"network_allow": ["static.crates.io", "evil.example"]}}"#,
+            ),
+        ];
+        let cli = CliOverrides {
+            network_allow: vec!["api.example.com:8443".into()],
+            ..Default::default()
+        };
+        let m = merge(&files, &BTreeMap::new(), &cli, true).expect("merges");
+        assert_eq!(
+            m.config.sandbox.network_effective,
+            ["static.crates.io", "api.example.com:8443"]
+        );
+        assert_eq!(
+            m.config.sandbox.network_sources,
+            [
+                ("static.crates.io".to_string(), EntrySource::Project),
+                ("api.example.com:8443".to_string(), EntrySource::Cli)
+            ]
+        );
+        let warned: Vec<_> = m
+            .warnings
+            .iter()
+            .filter(|w| w.message.contains("evil.example"))
+            .collect();
+        assert_eq!(warned.len(), 1, "{:?}", m.warnings);
+        assert!(warned[0].message.contains("only narrow"), "{:?}", warned[0]);
+        assert_eq!(warned[0].file, "project");
+        assert!(!m.config.sandbox.allow_list().is_empty());
+        // The canonical form keeps what the files wrote.
+        assert!(m
+            .config
+            .sandbox
+            .network_allow
+            .contains(&"evil.example".to_string()));
+    }
+
+    #[test]
+    fn network_allow_in_an_untrusted_workspace_enforces_nothing_even_from_the_user_tier() {
+        let files = [
+            tier(
+                Scope::User,
+                r#"{"sandbox": {"network_allow": ["pypi.org"]}}"#,
+            ),
+            tier(
+                Scope::Project,
+                r#"{"sandbox": {"network_allow": ["evil.example"]}}"#,
+            ),
+        ];
+        let m = merge(&files, &BTreeMap::new(), &CliOverrides::default(), false).expect("merges");
+        assert_eq!(m.config.trust, TrustStatus::Untrusted);
+        assert!(m.config.sandbox.network_effective.is_empty());
+        assert!(m.config.sandbox.allow_list().is_empty());
+        assert!(
+            m.warnings.iter().any(|w| w.message.contains("not trusted")),
+            "{:?}",
+            m.warnings
+        );
+        let cli = CliOverrides {
+            network_allow: vec!["pypi.org".into()],
+            ..Default::default()
+        };
+        let m = merge(&files, &BTreeMap::new(), &cli, false).expect("merges");
+        assert_eq!(m.config.sandbox.network_effective, ["pypi.org"]);
     }
 }

@@ -197,7 +197,8 @@ impl CommandsReport {
     fn probe(kernel: &KernelReport) -> CommandsReport {
         let b = match kernel.tier_b() {
             Ok(()) => "a private loopback (`lo` of its own network namespace); no route out; \
-                       no egress proxy yet"
+                       with sandbox.network_allow or --network-allow, exactly the listed hosts \
+                       through the egress proxy (`hanzo-dev sandbox`; not yet in `run`)"
                 .to_string(),
             Err(why) => format!("tier B unavailable ({why})"),
         };
@@ -205,7 +206,12 @@ impl CommandsReport {
             root_warning: hanzo_sandbox::doctor::root_warning(),
             cgroup: hanzo_sandbox::cgroup::probe(),
             egress: vec![
-                ("A", "no sockets at all; no egress proxy yet".to_string()),
+                (
+                    "A",
+                    "no sockets at all; no egress: a run or sandbox asking for network fails \
+                     closed"
+                        .to_string(),
+                ),
                 ("B", b),
             ],
         }

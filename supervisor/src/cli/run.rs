@@ -84,6 +84,10 @@ pub struct Args {
     /// How much isolation to insist on (settings `sandbox.isolation` when not given).
     #[arg(long, value_parser = super::isolation_parser())]
     pub isolation: Option<IsolationMode>,
+    /// Let commands reach HOST (`host`, `*.host`, `host:port`, an IP literal) for this run
+    /// (repeatable; adds to `sandbox.network_allow`). Network needs tier B.
+    #[arg(long = "network-allow", value_name = "HOST")]
+    pub network_allow: Vec<String>,
     /// Stop after this many model turns (at least 1).
     #[arg(long, default_value_t = 50, value_parser = positive_u32, allow_negative_numbers = true)]
     pub max_steps: u32,
@@ -204,6 +208,8 @@ struct Prepared {
     agent_name: String,
     stages: Vec<AgentDef>,
     dangerous: Vec<String>,
+    /// The run's network allow-list (entries; empty: no network).
+    network_allow: Vec<String>,
 }
 
 async fn run_in(args: &Args, env: &StartEnv, demo: Option<&Path>) -> anyhow::Result<i32> {
@@ -276,9 +282,14 @@ fn prepare(
         env.vars.iter().cloned().collect(),
         CliOverrides {
             model: args.model.clone(),
+            network_allow: args.network_allow.clone(),
             ..CliOverrides::default()
         },
     );
+    for entry in &args.network_allow {
+        hanzo_policy::network::parse_entry(entry)
+            .map_err(|e| usage(format!("--network-allow {entry:?}: {e}")))?;
+    }
     let loaded = load(&src).map_err(|e| usage(e.to_string()))?;
     if !args.json {
         for w in loaded.warnings() {
@@ -316,6 +327,20 @@ fn prepare(
             return Ok(Err(exit::ISOLATION_UNAVAILABLE));
         }
     }
+    // Network for commands needs tier B: fail closed before anything starts.
+    let network = config.sandbox.allow_list();
+    if let Err(e) = crate::egress::require_egress_tier(&network, isolation, kernel.tier_b()) {
+        eprintln!("error: {e}");
+        return Ok(Err(exit::ISOLATION_UNAVAILABLE));
+    }
+    if !network.is_empty() {
+        eprintln!(
+            "warning: sandbox.network_allow lists {} (tier B), but the egress proxy is not wired \
+             into `hanzo-dev run` yet: commands in this run have no network. \
+             `hanzo-dev sandbox --network-allow HOST -- CMD` runs one command with it.",
+            network.entries().join(", ")
+        );
+    }
 
     // ---- the run store and the agent ----
     let mut store =
@@ -343,6 +368,7 @@ fn prepare(
         agent_name,
         stages,
         dangerous: dangers.0,
+        network_allow: network.entries(),
     }))
 }
 
@@ -367,6 +393,16 @@ async fn drive(
         eprintln!(
             "error: --isolation strict: the tools worker came up without namespaces (tier \
              {tier}). Run `hanzo-dev doctor` for details."
+        );
+        return Ok(exit::ISOLATION_UNAVAILABLE);
+    }
+    if tier == Tier::A && !prep.network_allow.is_empty() {
+        // `auto` fell back to tier A after all: no network, and no run either.
+        eprintln!(
+            "error: the settings allow network for commands ({}), but the tools worker came up \
+             in tier A, which has no egress. Run `hanzo-dev doctor` for details, or remove the \
+             entries to run without network.",
+            prep.network_allow.join(", ")
         );
         return Ok(exit::ISOLATION_UNAVAILABLE);
     }

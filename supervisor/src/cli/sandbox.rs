@@ -1,6 +1,12 @@
 //! `hanzo-dev sandbox [--isolation tier-a|auto|strict] [--workspace DIR] [--allow-write PATH]…
-//! [--allow-read PATH]… [--allow-dangerous-workspace] -- CMD ARGS…`: run one command under the
-//! tools confinement and exit with its status.
+//! [--allow-read PATH]… [--allow-dangerous-workspace] [--network-allow HOST]… -- CMD ARGS…`: run
+//! one command under the tools confinement and exit with its status.
+//!
+//! Network: the settings' `sandbox.network_allow` (user tier grants, workspace tiers narrow, an
+//! untrusted workspace gets none) plus `--network-allow` entries. When the list is not empty the
+//! command runs in tier B with the egress forwarder in its namespace and the proxy environment;
+//! this process serves the proxy (`crate::egress::SandboxProxy`) and prints one line per
+//! connection attempt on stderr (`hanzo-dev sandbox: egress: …`). Tier A fails closed (exit 3).
 //!
 //! No supervisor and no worker are started: this process (still single-threaded — the dispatch
 //! must not start a runtime first) enters tier B's namespaces when it can (`auto`) or must
@@ -40,6 +46,10 @@ pub struct Args {
     /// still hides them from the command; tier A cannot, and refuses without this).
     #[arg(long = "allow-dangerous-workspace")]
     pub allow_dangerous_workspace: bool,
+    /// Let the command reach HOST (`host`, `*.host`, `host:port`, an IP literal) through the
+    /// egress proxy, for this invocation (repeatable; adds to `sandbox.network_allow`).
+    #[arg(long = "network-allow", value_name = "HOST")]
+    pub network_allow: Vec<String>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -92,12 +102,38 @@ pub fn root_warning() -> Option<String> {
 /// the tier it got in `HANZO_SANDBOX_TIER` (`A` or `B`).
 pub fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     let spec = one_shot(args, &env)?;
+    let allow = network_allow(args, &spec.workspace, &env)?;
     // The secrets kept for a broker are of no use here; nothing forked from now on copies them.
     drop(env);
     if let Some(w) = root_warning() {
         eprintln!("hanzo-dev sandbox: warning: {w}");
     }
-    match oneshot::run(&spec) {
+    let egress = if allow.is_empty() {
+        None
+    } else {
+        if let Err(e) = crate::egress::require_egress_tier(
+            &allow,
+            args.isolation,
+            hanzo_sandbox::doctor::probe_kernel().tier_b(),
+        ) {
+            eprintln!("hanzo-dev sandbox: {e}");
+            return Ok(ISOLATION_UNAVAILABLE);
+        }
+        let list = allow.clone();
+        Some(oneshot::OneShotEgress {
+            hosts: allow.entries(),
+            serve: Box::new(move |control, forwarder| {
+                let proxy = crate::egress::SandboxProxy::start(
+                    &list,
+                    control,
+                    forwarder,
+                    "hanzo-dev sandbox",
+                )?;
+                Ok(Box::new(proxy) as Box<dyn std::any::Any>)
+            }),
+        })
+    };
+    match oneshot::run_with_egress(&spec, egress) {
         Ok(code) => Ok(code),
         Err(OneShotError::Namespaces(e)) if args.isolation == IsolationMode::Strict => {
             eprintln!(
@@ -106,6 +142,41 @@ pub fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
             );
             Ok(ISOLATION_UNAVAILABLE)
         }
+        Err(e @ OneShotError::EgressNeedsTierB { .. }) => {
+            eprintln!("hanzo-dev sandbox: {e}");
+            Ok(ISOLATION_UNAVAILABLE)
+        }
         Err(e) => Err(e.into()),
     }
+}
+
+/// The allow-list for this command: the settings of `workspace` (tiers combined; warnings on
+/// stderr) plus `--network-allow`. An entry given on the command line that does not parse is an
+/// error; one in a settings file is a warning.
+fn network_allow(
+    args: &Args,
+    workspace: &std::path::Path,
+    env: &StartEnv,
+) -> anyhow::Result<hanzo_policy::network::AllowList> {
+    use hanzo_policy::settings::load::{load, SettingsSources};
+    use hanzo_policy::settings::CliOverrides;
+    for entry in &args.network_allow {
+        hanzo_policy::network::parse_entry(entry)
+            .map_err(|e| anyhow::anyhow!("--network-allow {entry:?}: {e}"))?;
+    }
+    let src = SettingsSources::resolve(
+        workspace,
+        env.vars.iter().cloned().collect(),
+        CliOverrides {
+            network_allow: args.network_allow.clone(),
+            ..CliOverrides::default()
+        },
+    );
+    let loaded = load(&src).context("settings")?;
+    for w in loaded.warnings() {
+        if w.message.contains("network") {
+            eprintln!("hanzo-dev sandbox: warning: {w}");
+        }
+    }
+    Ok(loaded.merged.config.sandbox.allow_list())
 }

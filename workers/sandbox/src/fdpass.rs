@@ -178,6 +178,18 @@ pub fn fork_helper(
     auto_reap: bool,
     body: impl FnOnce() -> i32,
 ) -> io::Result<libc::pid_t> {
+    fork_helper_keeping(&[keep], auto_reap, body)
+}
+
+/// [`fork_helper`] keeping every descriptor of `keep` (each above 2) besides stdio.
+pub fn fork_helper_keeping(
+    keep: &[RawFd],
+    auto_reap: bool,
+    body: impl FnOnce() -> i32,
+) -> io::Result<libc::pid_t> {
+    let mut keep: Vec<RawFd> = keep.iter().copied().filter(|&fd| fd > 2).collect();
+    keep.sort_unstable();
+    keep.dedup();
     let threads = std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -216,10 +228,15 @@ pub fn fork_helper(
         if libc::getppid() != parent {
             libc::_exit(1);
         }
-        if keep > 3 {
-            libc::syscall(libc::SYS_close_range, 3u32, (keep - 1) as u32, 0u32);
+        // Close every gap between the kept descriptors, then everything above the last.
+        let mut next = 3;
+        for &fd in &keep {
+            if fd > next {
+                libc::syscall(libc::SYS_close_range, next as u32, (fd - 1) as u32, 0u32);
+            }
+            next = fd + 1;
         }
-        libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32);
+        libc::syscall(libc::SYS_close_range, next as u32, u32::MAX, 0u32);
         // Stdio open (on /dev/null if closed), so that no descriptor received later lands on
         // 0-2, where a spawned child's stdio would replace it.
         for fd in 0..3 {

@@ -126,6 +126,31 @@ pub(crate) fn parse_environ(raw: &[u8]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The child of `parent` (a pid in our namespace) whose pid in its own, innermost pid namespace
+/// is `ns_pid` (the last `NSpid` field), as our pid: how the caller of tier B finds a process
+/// pid 1 forked (the egress forwarder) without anything inside telling it.
+pub fn child_with_ns_pid(parent: u32, ns_pid: u32) -> Option<u32> {
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+            continue;
+        };
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+        };
+        let ppid = field("PPid:").and_then(|v| v.first().and_then(|p| p.parse::<u32>().ok()));
+        let inner = field("NSpid:").and_then(|v| v.last().and_then(|p| p.parse::<u32>().ok()));
+        if ppid == Some(parent) && inner == Some(ns_pid) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,5 +212,19 @@ mod tests {
                 ("C".to_string(), String::new())
             ]
         );
+    }
+
+    #[test]
+    fn a_child_is_found_by_its_pid_in_its_own_namespace() {
+        let mut child = std::process::Command::new("/bin/sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let me = std::process::id();
+        // Same pid namespace: its innermost pid is its pid.
+        assert_eq!(child_with_ns_pid(me, child.id()), Some(child.id()));
+        assert_eq!(child_with_ns_pid(me + 1_000_000, child.id()), None);
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }

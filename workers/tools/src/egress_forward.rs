@@ -43,6 +43,54 @@ pub enum ForwardError {
     Send(#[source] io::Error),
 }
 
+/// Why the forwarder could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen on the egress proxy endpoint 127.0.0.1 in tier B's namespace: {0}")]
+    Bind(#[source] io::Error),
+    #[error("cannot start the egress forwarder: {0}")]
+    Fork(#[source] io::Error),
+}
+
+/// Exit code of a forwarder that could not confine itself (it never serves unconfined).
+pub const NOT_CONFINED: i32 = 92;
+
+/// The forwarder's pid inside the namespace: it is the first process pid 1 forks, so the
+/// supervisor (or the one-shot's caller) can find it from outside (see
+/// [`hanzo_sandbox::procfs::child_with_ns_pid`]).
+pub const NS_PID: u32 = 2;
+
+/// Start the forwarder from tier B's pid 1 (the `namespaces::enter_with` hook: `lo` up,
+/// single-threaded, unconfined, nothing forked yet): bind [`bind`]`(0)`, fork a helper that keeps
+/// exactly the listener and `control`, confines itself with `profile::egress_forwarder()` (no
+/// file, no `socket(2)`) and runs [`serve`]. Returns the port; pid 1's copies of both descriptors
+/// are closed when this returns, so nothing else in the namespace holds the control socket.
+pub fn start(control: OwnedFd) -> Result<u16, StartError> {
+    use std::os::fd::AsRawFd;
+    let listener = bind(0).map_err(StartError::Bind)?;
+    let port = listener.local_addr().map_err(StartError::Bind)?.port();
+    let keep = [listener.as_raw_fd(), control.as_raw_fd()];
+    fdpass::fork_helper_keeping(&keep, true, move || {
+        let profile = hanzo_policy::profile::egress_forwarder();
+        match hanzo_sandbox::confine::confine_current_process(&profile) {
+            Ok(a) if a.seccomp.installed => {}
+            Ok(_) => {
+                eprintln!("hanzo-dev egress forwarder: seccomp is unavailable; not serving");
+                return NOT_CONFINED;
+            }
+            Err(e) => {
+                eprintln!("hanzo-dev egress forwarder: cannot confine itself ({e}); not serving");
+                return NOT_CONFINED;
+            }
+        }
+        let e = serve(listener, control);
+        eprintln!("hanzo-dev egress forwarder: {e}");
+        0
+    })
+    .map_err(StartError::Fork)?;
+    Ok(port)
+}
+
 /// The listener for [`serve`]: `127.0.0.1:port` in the calling process's network namespace
 /// (`port` 0 picks a free one; [`TcpListener::local_addr`] tells which). Call it inside tier B,
 /// with `lo` up.

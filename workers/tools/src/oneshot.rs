@@ -31,7 +31,7 @@ use hanzo_sandbox::keeper::Keeper;
 use hanzo_sandbox::namespaces::{self, Side, TierB, WaitAs};
 use hanzo_sandbox::spawn::CommandConfinement;
 use std::ffi::OsString;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
@@ -73,6 +73,15 @@ pub enum OneShotError {
     NotConfined(String),
     #[error("cannot enter tier B: {0}")]
     Namespaces(#[source] hanzo_sandbox::namespaces::NamespaceError),
+    #[error(
+        "network was asked for ({hosts}), but commands get network only in tier B, through the \
+         broker's proxy in its namespace, and tier B is unavailable here ({why}); refusing to run \
+         the command. Run where user namespaces work (`hanzo-dev doctor` says what is missing), \
+         or drop --network-allow / sandbox.network_allow"
+    )]
+    EgressNeedsTierB { hosts: String, why: String },
+    #[error("egress: {0}")]
+    Egress(String),
     #[error("cannot run {program}: {source}")]
     Spawn {
         program: String,
@@ -103,6 +112,25 @@ pub struct OneShot {
     pub allow_dangerous_workspace: bool,
     pub command: Vec<OsString>,
 }
+
+/// The proxy side of a one-shot command's egress, run by the caller (outside the namespaces):
+/// called once tier B is set up, with the proxy's end of the control pair (`SO_PASSCRED` already
+/// set) and the forwarder's pid as the caller sees it. It starts serving on threads of its own
+/// and returns a guard, dropped after the command ended (which ends the serving and flushes the
+/// records).
+pub type EgressServe =
+    Box<dyn FnOnce(std::os::fd::OwnedFd, u32) -> Result<Box<dyn std::any::Any>, String>>;
+
+/// Network for a one-shot command: the entries (for messages) and who serves the proxy.
+pub struct OneShotEgress {
+    /// The allow-list's entries (not empty).
+    pub hosts: Vec<String>,
+    pub serve: EgressServe,
+}
+
+/// How long the caller looks for the forwarder pid 1 forks (bounds a broken set-up; never a
+/// measurement).
+const FORWARDER_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A private directory for one command in tier A (`HOME`, `TMPDIR`), removed when dropped.
 struct RunDir(PathBuf);
@@ -147,15 +175,20 @@ fn canon(p: &Path) -> Result<PathBuf, OneShotError> {
 
 /// The command's profile in `tier`: the workspace read-write, the extra trees, the device nodes,
 /// and in tier B the namespace's loopback.
-fn one_shot_profile(allow_write: &[PathBuf], allow_read: &[PathBuf], tier: Tier) -> CommandProfile {
+fn one_shot_profile(
+    allow_write: &[PathBuf],
+    allow_read: &[PathBuf],
+    tier: Tier,
+    egress: bool,
+) -> CommandProfile {
     CommandProfile {
         fs: FsScope::WorkspaceRw,
         extra_read: allow_read.to_vec(),
         extra_write: allow_write.to_vec(),
-        network: if tier == Tier::B {
-            NetAccess::Loopback
-        } else {
-            NetAccess::None
+        network: match (tier, egress) {
+            (Tier::B, true) => NetAccess::Egress,
+            (Tier::B, false) => NetAccess::Loopback,
+            (Tier::A, _) => NetAccess::None,
         },
         devices: true,
     }
@@ -166,6 +199,16 @@ fn one_shot_profile(allow_write: &[PathBuf], allow_read: &[PathBuf], tier: Tier)
 /// Call it from a process that has nothing else to do (the `sandbox` subcommand, a test's
 /// child): it must be single-threaded, and in tier B it forks into the namespaces.
 pub fn run(spec: &OneShot) -> Result<i32, OneShotError> {
+    run_with_egress(spec, None)
+}
+
+/// [`run`], with network for the command when `egress` is given: in tier B, pid 1 starts the
+/// forwarder ([`crate::egress_forward::start`]) before it forks the command, the caller serves
+/// the proxy (`egress.serve`) on the other end of the control pair, and the command gets the
+/// proxy environment and inet sockets (its namespace has nothing but its own `lo`). Tier A has no
+/// egress: with `egress` given, a run that would end up in tier A fails closed
+/// ([`OneShotError::EgressNeedsTierB`]).
+pub fn run_with_egress(spec: &OneShot, egress: Option<OneShotEgress>) -> Result<i32, OneShotError> {
     let (program, _) = spec.command.split_first().ok_or(OneShotError::NoCommand)?;
     // A ^C typed from now on is held and passed to the command once it runs.
     hanzo_sandbox::signals::hold();
@@ -245,19 +288,86 @@ pub fn run(spec: &OneShot) -> Result<i32, OneShotError> {
         );
         cfg.join_cgroups = join.clone();
         cfg.forward_signals = true;
-        match namespaces::enter_with(&cfg, |_| {}) {
+        // The control pair: the proxy's end passes credentials from the start, so that every
+        // message the forwarder sends carries its pid.
+        let pair = match &egress {
+            Some(_) => {
+                let (proxy_end, forwarder_end) = hanzo_sandbox::fdpass::seqpacket_pair(false)
+                    .map_err(|e| OneShotError::Egress(format!("control socket: {e}")))?;
+                hanzo_ipc::transport::pass_credentials(proxy_end.as_fd())
+                    .map_err(|e| OneShotError::Egress(format!("control socket: {e}")))?;
+                Some((proxy_end, forwarder_end))
+            }
+            None => None,
+        };
+        let proxy_raw = pair.as_ref().map(|(p, _)| p.as_raw_fd());
+        let (proxy_end, forwarder_end) = match pair {
+            Some((p, f)) => (Some(p), Some(f)),
+            None => (None, None),
+        };
+        let mut port: Option<Result<u16, String>> = None;
+        let entered = namespaces::enter_with(&cfg, |lo_up| {
+            // Pid 1: the proxy's end is the caller's; this copy closes (the `OwnedFd` in this
+            // process is forgotten below, never closed twice).
+            if let Some(raw) = proxy_raw {
+                let _ = nix::unistd::close(raw);
+            }
+            if let Some(control) = forwarder_end {
+                port = Some(if lo_up {
+                    crate::egress_forward::start(control).map_err(|e| e.to_string())
+                } else {
+                    Err("the namespace's lo did not come up".to_string())
+                });
+            }
+        });
+        match entered {
             Ok(Side::Parent(parent)) => {
                 drop(cgroup_files);
+                let guard = match (egress, proxy_end) {
+                    (Some(egress), Some(proxy_end)) => {
+                        match start_proxy(egress, proxy_end, parent.pid1()) {
+                            Ok(g) => Some(g),
+                            Err(e) => {
+                                // The command must not run without the proxy it was promised.
+                                let _ = nix::sys::signal::kill(
+                                    nix::unistd::Pid::from_raw(parent.pid1()),
+                                    nix::sys::signal::SIGKILL,
+                                );
+                                let _ = parent.wait(WaitAs {
+                                    confine: false,
+                                    forward_signals: false,
+                                });
+                                drop(cgroup);
+                                return Err(e);
+                            }
+                        }
+                    }
+                    _ => None,
+                };
                 let code = parent.wait(WaitAs {
                     confine: false,
                     forward_signals: true,
                 });
+                drop(guard);
                 drop(cgroup);
                 return Ok(code);
             }
             Ok(Side::Child) => {
+                std::mem::forget(proxy_end);
                 // Pid 2: become the command; only an error comes back.
-                let e = exec_in_tier_b(spec, &workspace, &allow_write, &allow_read, program);
+                let egress_port = match port {
+                    None => None,
+                    Some(Ok(p)) => Some(p),
+                    Some(Err(e)) => return Err(OneShotError::Egress(e)),
+                };
+                let e = exec_in_tier_b(
+                    spec,
+                    &workspace,
+                    &allow_write,
+                    &allow_read,
+                    program,
+                    egress_port,
+                );
                 return Err(e);
             }
             Err(e) if spec.isolation == IsolationMode::Auto && e.can_fall_back() => {
@@ -267,7 +377,19 @@ pub fn run(spec: &OneShot) -> Result<i32, OneShotError> {
         }
     }
 
-    // Tier A.
+    // Tier A: no namespace to put the proxy endpoint in, so no egress at all.
+    if let Some(egress) = &egress {
+        return Err(OneShotError::EgressNeedsTierB {
+            hosts: egress.hosts.join(", "),
+            why: match spec.isolation {
+                IsolationMode::TierA => "--isolation tier-a".to_string(),
+                _ => hanzo_sandbox::doctor::probe_kernel()
+                    .tier_b()
+                    .err()
+                    .unwrap_or_else(|| "setting up the namespaces failed".to_string()),
+            },
+        });
+    }
     refuse_tier_a()?;
     let run_dir = RunDir::create().map_err(OneShotError::RunDir)?;
     let ctx = ProfileContext {
@@ -281,7 +403,7 @@ pub fn run(spec: &OneShot) -> Result<i32, OneShotError> {
         spec.limits.command_rlimits(),
     );
     exec.tier = Tier::A;
-    let cmd_profile = one_shot_profile(&allow_write, &allow_read, Tier::A);
+    let cmd_profile = one_shot_profile(&allow_write, &allow_read, Tier::A, false);
     let spawn = one_shot_spawn(spec, &mut exec, &workspace, cmd_profile.clone())?;
     let profile = command_profile(Role::Tools, &cmd_profile, &ctx, Tier::A)
         .map_err(|e| OneShotError::NotConfined(e.to_string()))?;
@@ -330,7 +452,7 @@ fn one_shot_spawn(
     profile: CommandProfile,
 ) -> Result<Spawn, OneShotError> {
     let (program, args) = spec.command.split_first().ok_or(OneShotError::NoCommand)?;
-    exec.extra_env = spec.extra_env.clone();
+    exec.extra_env.extend(spec.extra_env.iter().cloned());
     exec.extra_env
         .push((TIER_ENV.to_string(), exec.tier.to_string()));
     exec.prepare_dirs().map_err(OneShotError::RunDir)?;
@@ -355,6 +477,7 @@ fn exec_in_tier_b(
     allow_write: &[PathBuf],
     allow_read: &[PathBuf],
     program: &OsString,
+    egress_port: Option<u16>,
 ) -> OneShotError {
     let spawn_error = |source| OneShotError::Spawn {
         program: program.to_string_lossy().into_owned(),
@@ -373,7 +496,10 @@ fn exec_in_tier_b(
         spec.limits.command_rlimits(),
     );
     exec.tier = Tier::B;
-    let cmd_profile = one_shot_profile(allow_write, allow_read, Tier::B);
+    let cmd_profile = one_shot_profile(allow_write, allow_read, Tier::B, egress_port.is_some());
+    if let Some(port) = egress_port {
+        exec.extra_env = crate::egress_forward::proxy_env(port);
+    }
     let spawn = match one_shot_spawn(spec, &mut exec, workspace, cmd_profile.clone()) {
         Ok(s) => s,
         Err(e) => return e,
@@ -398,4 +524,28 @@ fn exec_in_tier_b(
         nix::unistd::getppid().as_raw(),
     );
     spawn_error(cmd.exec())
+}
+
+/// In the caller, once tier B is set up: find the forwarder pid 1 forked (its first child, pid
+/// [`crate::egress_forward::NS_PID`] inside), and hand the proxy's end to `egress.serve`.
+fn start_proxy(
+    egress: OneShotEgress,
+    proxy_end: std::os::fd::OwnedFd,
+    pid1: libc::pid_t,
+) -> Result<Box<dyn std::any::Any>, OneShotError> {
+    let deadline = std::time::Instant::now() + FORWARDER_PATIENCE;
+    let forwarder = loop {
+        if let Some(pid) =
+            hanzo_sandbox::procfs::child_with_ns_pid(pid1 as u32, crate::egress_forward::NS_PID)
+        {
+            break pid;
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(OneShotError::Egress(
+                "the egress forwarder did not start in tier B's namespace".to_string(),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    };
+    (egress.serve)(proxy_end, forwarder).map_err(OneShotError::Egress)
 }
