@@ -5,8 +5,8 @@
 pub mod agent;
 pub mod cli;
 pub mod demo;
-pub mod mcp;
 pub mod egress;
+pub mod mcp;
 pub mod pair;
 pub mod secrets;
 pub mod spawner;
