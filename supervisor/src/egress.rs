@@ -145,7 +145,12 @@ impl SandboxProxy {
                 };
                 let forward = async move {
                     while let Some(record) = rx.recv().await {
-                        eprintln!("{label}: egress: {}", record_line(&record));
+                        // One write per line: the command shares this stderr, and `eprintln!`
+                        // may write a line in pieces, which a command's own message (curl's
+                        // error for the refusal just recorded) can then split. A pipe write of
+                        // at most PIPE_BUF bytes is atomic.
+                        let line = format!("{label}: egress: {}\n", record_line(&record));
+                        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
                     }
                 };
                 tokio::join!(serve, forward);

@@ -185,7 +185,7 @@ fn agents_create_list_show_delete() {
     expect_code(&o, 0);
     let v = json_of(&o);
     assert_eq!(v["builtin"], true);
-    assert_eq!(v["tools"], json!(["read_file", "list_dir", "glob", "grep"]));
+    assert_eq!(v["tools"], json!(hanzo_dev::agent::defs::READ_ONLY_TOOLS));
     let o = hanzo(d, &["agents", "show", "auto", "--json"]);
     expect_code(&o, 0);
     assert_eq!(json_of(&o)["stages"], json!(["plan", "code", "review"]));

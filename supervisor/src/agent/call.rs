@@ -438,17 +438,27 @@ where
 }
 
 /// Whether `agent` may be offered (and call) `name`: a tool on its list, or an MCP tool
-/// (`mcp__*`, of a configured server) for an agent that has tools at all. MCP tools are then
-/// judged by the permission policy like any other (`mcp__github__*` rules).
+/// (`mcp__*`, of a configured server) for an agent that may change things (a tool beyond the
+/// read-only set on its list): an MCP tool can do anything its server does, so the read-only
+/// agents (`solve`, `review`) and agents without tools get none. MCP tools are then judged by the
+/// permission policy like any other (`mcp__github__*` rules).
 pub(crate) fn agent_may_call(agent: &hanzo_store::AgentDef, name: &str) -> bool {
     agent.tools.iter().any(|t| t == name)
-        || (super::workers::is_mcp_tool(name) && !agent.tools.is_empty())
+        || (super::workers::is_mcp_tool(name) && may_change_things(agent))
+}
+
+fn may_change_things(agent: &hanzo_store::AgentDef) -> bool {
+    agent
+        .tools
+        .iter()
+        .any(|t| !super::defs::READ_ONLY_TOOLS.contains(&t.as_str()))
 }
 
 fn not_in_agent(agent: &hanzo_store::AgentDef, name: &str) -> String {
     if name.starts_with("mcp__") {
         return format!(
-            "{name} is an MCP tool, and the {} agent has no tools at all",
+            "{name} is an MCP tool, and MCP tools are not available to the {} agent: it has only \
+             read-only tools, and an MCP tool can change anything its server reaches",
             agent.name
         );
     }

@@ -452,7 +452,11 @@ mod tests {
             ["plan", "built-in", "(provider", "default)", "0", "-"]
         );
         assert_eq!(rows[3][0], "code");
-        assert_eq!(rows[3][4], "8", "{t}");
+        assert_eq!(
+            rows[3][4],
+            crate::agent::defs::ALL_TOOLS.len().to_string(),
+            "{t}"
+        );
         // The pipeline has no model or tools of its own: its stages are shown instead.
         assert_eq!(rows[5], ["auto", "built-in", "-", "plan→code→review", "-"]);
         assert_eq!(
@@ -475,7 +479,10 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("tools:   read_file, list_dir, glob, grep\n"),
+            text.contains(&format!(
+                "tools:   {}\n",
+                crate::agent::defs::READ_ONLY_TOOLS.join(", ")
+            )),
             "{text}"
         );
         assert!(
