@@ -108,7 +108,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         let mut length: Option<usize> = None;
         let mut in_header = false;
         loop {
-            let (line, ended) = match self.read_line().await? {
+            let (line, ended) = match self.read_line(in_header).await? {
                 None if in_header => return Err(FrameError::Truncated),
                 None => return Ok(None),
                 Some(l) => l,
@@ -199,7 +199,11 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// Reads up to and including `\n`, keeping at most `max_header_line` bytes. Returns the line
     /// without `\r\n`/`\n` and whether the stream ended before the terminator; `None` at EOF with
     /// nothing read.
-    async fn read_line(&mut self) -> Result<Option<(Line, bool)>, FrameError> {
+    ///
+    /// A line that is already too long fails as soon as the verdict is certain, not at its end:
+    /// a server writing bytes without a newline (and never closing) is cut off once the line
+    /// would overrun the garbage budget, or at once inside a header, where no long line is valid.
+    async fn read_line(&mut self, in_header: bool) -> Result<Option<(Line, bool)>, FrameError> {
         let cap = self.limits.max_header_line;
         let mut kept: Vec<u8> = Vec::new();
         let mut total = 0usize;
@@ -222,6 +226,16 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             self.inner.consume(used);
             if found {
                 return Ok(Some((finish_line(kept, total, cap), false)));
+            }
+            if total > cap + 1 {
+                if in_header {
+                    return Err(FrameError::MalformedHeader);
+                }
+                if self.garbage.saturating_add(total) > self.limits.max_garbage {
+                    return Err(FrameError::Garbage {
+                        limit: self.limits.max_garbage,
+                    });
+                }
             }
         }
     }
@@ -421,6 +435,44 @@ mod tests {
         assert_eq!(err, None);
         let (_, err) = read_all(&input, small());
         assert_eq!(err, Some(FrameError::Garbage { limit: 200 }));
+    }
+
+    /// A server that writes without a newline and never closes its output is cut off by the
+    /// garbage budget while it is still writing (before, the line's bytes were counted only when
+    /// it ended, which an endless line never does).
+    #[test]
+    fn an_endless_line_on_an_open_stream_is_cut_off() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            use tokio::io::AsyncWriteExt;
+            let (mut tx, rx) = tokio::io::duplex(4096);
+            let writer = tokio::spawn(async move {
+                let chunk = [b'x'; 1024];
+                let mut sent = 0usize;
+                while tx.write_all(&chunk).await.is_ok() {
+                    sent += chunk.len();
+                }
+                sent
+            });
+            let mut r = FrameReader::new(rx, small());
+            assert_eq!(r.next().await, Err(FrameError::Garbage { limit: 200 }));
+            drop(r);
+            // The writer stops once the reader is gone; it got at most a few buffers out.
+            let sent = writer.await.expect("writer");
+            assert!(sent < 1 << 20, "{sent} bytes were read before the cut-off");
+        });
+    }
+
+    #[test]
+    fn an_endless_line_inside_a_header_is_malformed_at_once() {
+        let mut input = b"Content-Length: 2\r\n".to_vec();
+        input.extend(std::iter::repeat_n(b'y', 4096));
+        let (msgs, err) = read_all(&input, small());
+        assert!(msgs.is_empty());
+        assert_eq!(err, Some(FrameError::MalformedHeader));
     }
 
     proptest! {

@@ -175,6 +175,25 @@ async fn a_sandboxed_server_flooding_output_is_cut_off_and_restarted() {
     servers.shutdown().await;
 }
 
+/// Bytes without a newline, never ending: the framing's garbage budget ends the connection while
+/// the server is still writing, a protocol error rather than the request's timeout.
+#[tokio::test]
+async fn a_sandboxed_server_writing_without_newlines_is_cut_off() {
+    let sb = Sandbox::new();
+    let events = Events::default();
+    let servers = sb.servers(hostile(&sb, "rawflood"), &events, |_| {});
+    let file = write(&sb.ws, "f.evil", "x\n");
+    let err = servers
+        .hover(&file, Position::new(1, 1))
+        .await
+        .expect_err("cut off");
+    assert!(
+        matches!(&err, LspError::Protocol { detail, .. } if detail.contains("not a message")),
+        "{err}"
+    );
+    servers.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_sandboxed_server_that_hangs_times_out_and_is_replaced() {
     let sb = Sandbox::new();
