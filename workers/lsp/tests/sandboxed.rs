@@ -223,6 +223,68 @@ async fn a_sandboxed_server_that_hangs_times_out_and_is_replaced() {
     servers.shutdown().await;
 }
 
+/// The pids of the processes whose command line contains every one of `needles`.
+fn pids_with_cmdline(needles: &[&str]) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let line = String::from_utf8_lossy(&raw).replace('\0', " ");
+        if needles.iter().all(|n| line.contains(n)) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// A sandboxed server killed with SIGKILL while a request is in flight (found the way an
+/// operator would: by its command line, since the worker signals only through the keeper): the
+/// request fails with a typed error naming the signal, and the next request starts a new server,
+/// which answers.
+#[tokio::test]
+async fn a_sandboxed_server_killed_mid_request_is_replaced() {
+    let sb = Sandbox::new();
+    let events = Events::default();
+    let servers = Arc::new(sb.servers(hostile(&sb, "hang"), &events, |_| {}));
+    let file = write(&sb.ws, "f.evil", "x\n");
+    let s = servers.clone();
+    let (f, p) = (file.clone(), Position::new(1, 1));
+    let request = tokio::spawn(async move { s.hover(&f, p).await });
+    eventually("the hover is in flight", || {
+        servers.status().iter().any(|s| s.pending_requests > 0)
+    })
+    .await;
+    let marker = sb.outside.join("secret.txt").display().to_string();
+    let pids = pids_with_cmdline(&["hostile_lsp.py", "hang", &marker]);
+    assert_eq!(pids.len(), 1, "one server process: {pids:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pids[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill -9");
+    let err = request.await.expect("task").expect_err("the server died");
+    assert!(
+        matches!(&err, LspError::ServerExited { server, detail } if server == "hostile" && detail.contains("signal 9")),
+        "{err}"
+    );
+    // The hanging server answers everything but hovers: a definition request gets an answer
+    // from a new process.
+    let defs = servers
+        .definition(&file, Position::new(1, 1))
+        .await
+        .expect("a new server answers");
+    assert!(defs.is_empty(), "{defs:?}");
+    assert_eq!(servers.status()[0].starts, 2);
+    let now = pids_with_cmdline(&["hostile_lsp.py", "hang", &marker]);
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_ne!(now[0], pids[0]);
+    servers.shutdown().await;
+}
+
 /// `test-deps/lsp/node_modules` inside the workspace (hard links where the filesystem allows,
 /// else copies): a project with its language servers installed locally, the layout a sandboxed
 /// server can read (the workspace and the system directories only).
