@@ -122,6 +122,8 @@ fn an_edit_that_breaks_types_returns_the_diagnostics_and_the_lsp_tools_answer() 
     std::fs::write(
         &cassette,
         anthropic_cassette(&[
+            // The read warms pyright up (started in the background, the read not held up).
+            ScriptTurn::tool("t0", "read_file", json!({"path": "app.py"})),
             ScriptTurn::tool(
                 "t1",
                 "edit_file",
@@ -169,6 +171,11 @@ fn an_edit_that_breaks_types_returns_the_diagnostics_and_the_lsp_tools_answer() 
             .find(|c| c.call.name == name)
             .unwrap_or_else(|| panic!("no {name} call in {calls:#?}"))
     };
+    // A read's result is the file, with no block: only edits are diagnosed.
+    let read = by("read_file");
+    let text = read.call.output.as_deref().unwrap_or("");
+    assert!(text.contains("print(double(2))"), "{read:?}");
+    assert!(!text.contains("<diagnostics"), "{text}");
     // The edit's result carries the block: the model's next request has it, and so does the record.
     let edit = by("edit_file");
     let output = edit.call.output.as_deref().unwrap_or("");

@@ -277,7 +277,18 @@ impl<'a> LspLink<'a> {
     /// worker reports it missing once, unavailable after); any other failure of the language
     /// servers leaves the result as it is.
     pub async fn enrich(&self, tool: &str, input_json: &str, result: &mut ToolResult) {
-        if result.is_error || self.block_bytes == 0 {
+        if result.is_error {
+            return;
+        }
+        if let Some(path) = read_path(tool, input_json) {
+            // The first read of a file starts its server, so its answers are ready by the time
+            // the model asks (the worker answers at once and starts it in the background).
+            if let Err(e) = self.ask(lsp::Request::Touch { path }).await {
+                tracing::debug!("the lsp worker could not warm up a server: {e}");
+            }
+            return;
+        }
+        if self.block_bytes == 0 {
             return;
         }
         let paths = changed_paths(tool, input_json);
@@ -331,6 +342,15 @@ impl<'a> LspLink<'a> {
     }
 }
 
+/// The file a successful `read_file` call read, whose server the read warms up.
+pub fn read_path(tool: &str, input_json: &str) -> Option<String> {
+    if tool != "read_file" {
+        return None;
+    }
+    let input = serde_json::from_str::<Value>(input_json).ok()?;
+    input.get("path")?.as_str().map(str::to_string)
+}
+
 /// The workspace paths a successful file-tool call changed (`write_file`/`edit_file`: `path`;
 /// `apply_patch`: the `---`/`+++` headers of the patch).
 pub fn changed_paths(tool: &str, input_json: &str) -> Vec<String> {
@@ -376,6 +396,17 @@ pub fn changed_paths(tool: &str, input_json: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_read_file_call_warms_up_its_server() {
+        assert_eq!(
+            read_path("read_file", r#"{"path":"src/app.py"}"#).as_deref(),
+            Some("src/app.py")
+        );
+        assert_eq!(read_path("write_file", r#"{"path":"a.py"}"#), None);
+        assert_eq!(read_path("read_file", r#"{"path":7}"#), None);
+        assert_eq!(read_path("read_file", "not json"), None);
+    }
 
     #[test]
     fn changed_paths_of_each_editing_tool() {

@@ -359,6 +359,18 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Handler<LspProtocol, W> for LspHand
                 .await
                 .map(Response::Common),
             Request::Configure { servers_json } => self.configure(&servers_json).await,
+            Request::Touch { path } => {
+                // A warm-up, answered at once: the server starts (and opens the file) in the
+                // background, so the read that prompted it is not delayed by a server's start. A
+                // failure shows on the next real call, which waits for the same start.
+                let servers = self.servers()?;
+                tokio::spawn(async move {
+                    if let Err(e) = servers.touch(Path::new(&path)).await {
+                        tracing::debug!("warming up the server of {path}: {e}");
+                    }
+                });
+                Ok(Response::Done)
+            }
             other => {
                 let servers = self.servers()?;
                 Ok(serve_request(&servers, other).await)
