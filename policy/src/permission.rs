@@ -167,11 +167,6 @@ impl ToolPattern {
         self.arg.is_some()
     }
 
-    /// Does the tool name match, ignoring any argument pattern?
-    pub fn matches_name(&self, tool: &str) -> bool {
-        self.name.matches(tool)
-    }
-
     /// `arg` is the primary argument of the call (for bash: one simple command), if any. This is
     /// the literal match of the contract: no shell normalisation (see [`PermissionPolicy`]).
     pub fn matches(&self, tool: &str, arg: Option<&str>) -> bool {

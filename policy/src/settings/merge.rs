@@ -5,7 +5,7 @@ use super::file::{
     SettingsFile, Warning,
 };
 use super::SettingsError;
-use crate::hooks::{HookConfig, HookSet};
+use crate::hooks::HookConfig;
 use crate::permission::{PermissionRule, RuleError, RuleList, Scope, TieredPolicy};
 use crate::suggest::did_you_mean;
 use crate::trust::TrustContent;
@@ -265,12 +265,6 @@ impl Config {
             RuleList::new(self.permissions.local.clone())?,
             self.trust != TrustStatus::Untrusted,
         ))
-    }
-
-    /// The hooks in effect (already validated when parsed).
-    pub fn hook_set(&self) -> Result<HookSet, String> {
-        HookSet::new(self.hooks.iter().map(|h| h.hook.clone()).collect())
-            .map_err(|(i, e)| format!("hooks[{i}]: {e}"))
     }
 
     /// Servers that should run.

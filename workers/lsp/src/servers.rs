@@ -223,14 +223,6 @@ impl LanguageServers {
         lock(&slot.state).client.clone().filter(|c| c.is_alive())
     }
 
-    /// The server that handles a file, by name (`None`: no server is configured for it).
-    pub fn server_for(&self, path: &Path) -> Result<Option<&str>, LspError> {
-        let abs = self.resolve(path)?;
-        Ok(self
-            .index_for(&abs)
-            .map(|i| self.slots[i].spec.name.as_str()))
-    }
-
     /// Opens the file on its server (starting the server if needed).
     pub async fn touch(&self, path: &Path) -> Result<(), LspError> {
         let (client, abs) = self.route(path).await?;

@@ -206,13 +206,6 @@ impl LspHandler {
         }
     }
 
-    /// With another configuration template (client options, restart policy, search path).
-    pub fn with_config(mut self, config: LanguageServersConfig) -> Self {
-        lock(&self.state).registry = config.registry.clone();
-        self.template = config;
-        self
-    }
-
     fn servers(&self) -> Result<Arc<LanguageServers>, RemoteError> {
         let root = self
             .root

@@ -58,15 +58,6 @@ fn set_nonblocking(fd: RawFd) -> io::Result<()> {
     Ok(())
 }
 
-/// Shut down the sending direction of `sock` (its peer reads end-of-file).
-pub fn shutdown_write(sock: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: shutdown takes an fd and a constant.
-    if unsafe { libc::shutdown(sock.as_raw_fd(), libc::SHUT_WR) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// Send one message: `data` (non-empty) with `fds` attached. Never raises `SIGPIPE`.
 pub fn send(sock: BorrowedFd<'_>, data: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
     if fds.len() > MAX_FDS {

@@ -92,11 +92,6 @@ impl CommandConfinement {
             grants,
         })
     }
-
-    /// How many seccomp programs the child installs.
-    pub fn program_count(&self) -> usize {
-        self.programs.len()
-    }
 }
 
 /// Everything one spawn gets. `keeper`: run the command under a keeper (see
