@@ -5,6 +5,13 @@
 //! (frame types, handshake, envelopes), [`roles`] (each role's message set), and with the
 //! `transport` feature [`transport`] (inherited socketpair fds, async frame I/O) and [`channel`]
 //! (request/response client and worker-side server).
+// The cast lints (issue 11), enforced crate by crate until every member passes them.
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss,
+    clippy::cast_lossless
+)]
 #![cfg_attr(not(feature = "transport"), forbid(unsafe_code))]
 #![cfg_attr(feature = "transport", deny(unsafe_code))]
 

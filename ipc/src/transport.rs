@@ -237,7 +237,7 @@ pub fn pass_credentials(sock: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
             libc::SOL_SOCKET,
             libc::SO_PASSCRED,
             (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            SOCKLEN_INT,
         )
     };
     if r < 0 {
@@ -245,6 +245,10 @@ pub fn pass_credentials(sock: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// The size of a `c_int` option value, as `setsockopt` takes it.
+#[allow(clippy::cast_possible_truncation, reason = "4 bytes")]
+const SOCKLEN_INT: libc::socklen_t = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
 
 /// Receive one message from a unix socket without blocking (`EWOULDBLOCK` when none is
 /// queued): its data into `buf`, up to `max_fds` descriptors (`SCM_RIGHTS`), and the sender's
@@ -258,9 +262,14 @@ pub fn recv_with_credentials(
     use std::os::fd::{AsRawFd, FromRawFd, RawFd};
     let fd_bytes = max_fds.max(1) * std::mem::size_of::<RawFd>();
     let cred_bytes = std::mem::size_of::<libc::ucred>();
+    let too_many = |_| io::Error::other("too many descriptors asked for");
+    let (fd_len, cred_len) = (
+        u32::try_from(fd_bytes).map_err(too_many)?,
+        u32::try_from(cred_bytes).map_err(too_many)?,
+    );
     // SAFETY: CMSG_SPACE computes a size from an integer.
-    let space =
-        unsafe { libc::CMSG_SPACE(fd_bytes as u32) + libc::CMSG_SPACE(cred_bytes as u32) } as usize;
+    let space = unsafe { libc::CMSG_SPACE(fd_len) + libc::CMSG_SPACE(cred_len) };
+    let space = usize::try_from(space).map_err(too_many)?;
     // u64 elements keep the control buffer aligned for `cmsghdr`.
     let mut control = vec![0u64; space.div_ceil(8)];
     let mut iov = libc::iovec {
@@ -283,8 +292,8 @@ pub fn recv_with_credentials(
                 libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT,
             )
         };
-        if r >= 0 {
-            break r as usize;
+        if let Ok(n) = usize::try_from(r) {
+            break n;
         }
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {

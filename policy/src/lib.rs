@@ -2,6 +2,13 @@
 //! rules with audit records, the hook contract, the network allow-list, and the sandbox profile of
 //! every worker role.
 //! It holds data and decision logic only; it never spawns a process.
+// The cast lints (issue 11), enforced crate by crate until every member passes them.
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss,
+    clippy::cast_lossless
+)]
 #![forbid(unsafe_code)]
 
 pub mod audit;

@@ -582,7 +582,10 @@ fn classify_v6(a: Ipv6Addr) -> Option<NonPublic> {
             embedded: Some((form, v4)),
         })
     };
+    // The 32 bits at `bits`, and the low 32 bits: where IPv6 forms embed an IPv4 address.
+    #[allow(clippy::cast_possible_truncation, reason = "takes 32 bits on purpose")]
     let high = |bits: u32| (n >> bits) as u32;
+    let low = high(0);
     if n == 0 {
         return plain("::/128", "unspecified");
     }
@@ -590,10 +593,10 @@ fn classify_v6(a: Ipv6Addr) -> Option<NonPublic> {
         return plain("::1/128", "loopback");
     }
     if in_v6(n, 0xffff_0000_0000, 96) {
-        return embedded("IPv4-mapped (::ffff:0:0/96)", n as u32);
+        return embedded("IPv4-mapped (::ffff:0:0/96)", low);
     }
     if in_v6(n, 0x0064_ff9b << 96, 96) {
-        return embedded("NAT64 (64:ff9b::/96)", n as u32);
+        return embedded("NAT64 (64:ff9b::/96)", low);
     }
     if in_v6(n, 0x0064_ff9b_0001 << 80, 48) {
         return plain("64:ff9b:1::/48", "local-use NAT64");
@@ -610,7 +613,7 @@ fn classify_v6(a: Ipv6Addr) -> Option<NonPublic> {
     if in_v6(n, 0x2001_0000 << 96, 32) {
         // Teredo: the server's IPv4 address in bits 32–63, the client's (the real endpoint)
         // inverted in the low 32 bits.
-        return embedded("Teredo (2001::/32)", !(n as u32))
+        return embedded("Teredo (2001::/32)", !low)
             .or_else(|| embedded("Teredo (2001::/32)", high(64)));
     }
     if in_v6(n, 0x2001 << 112, 23) {

@@ -17,6 +17,13 @@
 //! assert!(first <= Duration::from_millis(100));
 //! assert_eq!(backoff.attempt(), 1);
 //! ```
+// The cast lints (issue 11), enforced crate by crate until every member passes them.
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss,
+    clippy::cast_lossless
+)]
 #![forbid(unsafe_code)]
 
 use std::hash::{BuildHasher, Hasher};
@@ -50,7 +57,13 @@ pub fn jitter_ms(ceiling: u64, rand: &mut impl FnMut() -> u64) -> u64 {
     let threshold = span.wrapping_neg() % span;
     let mut product = u128::from(rand()) * u128::from(span);
     for _ in 0..16 {
-        if (product as u64) >= threshold {
+        // The low half of the product (Lemire's method compares it with the threshold).
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "keeps the low 64 bits on purpose"
+        )]
+        let low = product as u64;
+        if low >= threshold {
             break;
         }
         product = u128::from(rand()) * u128::from(span);
@@ -317,7 +330,8 @@ mod tests {
         let mut rng = JitterSource::from_seed(42);
         let mut counts = [0u32; 4];
         for _ in 0..40_000 {
-            counts[jitter_ms(3, &mut || rng.next_u64()) as usize] += 1;
+            let draw = jitter_ms(3, &mut || rng.next_u64());
+            counts[usize::try_from(draw).expect("a draw of at most 3")] += 1;
         }
         for c in counts {
             assert!(
@@ -443,7 +457,7 @@ mod tests {
             let exact: u128 = if base == 0 { 0 }
                 else if n >= 64 { u128::MAX }
                 else { u128::from(base) * (1u128 << n) };
-            let want = exact.min(u128::from(max)) as u64;
+            let want = u64::try_from(exact.min(u128::from(max))).expect("at most max, a u64");
             prop_assert_eq!(ceiling_ms(base, max, n), want);
         }
 

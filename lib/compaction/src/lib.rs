@@ -19,6 +19,13 @@
 //!   summarizer fails, the fixed [`truncation_notice`].
 //! - The result is not guaranteed to fit: if the kept turns alone exceed the budget, the caller
 //!   decides what to do (the loop fails the step with a clear error).
+// The cast lints (issue 11), enforced crate by crate until every member passes them.
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss,
+    clippy::cast_lossless
+)]
 #![forbid(unsafe_code)]
 
 use serde::{Deserialize, Serialize};

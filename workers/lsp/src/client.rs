@@ -165,18 +165,24 @@ fn offered(v: Option<&Value>) -> bool {
     !matches!(v, None | Some(Value::Null) | Some(Value::Bool(false)))
 }
 
+/// A `TextDocumentSyncKind` (0 none, 1 full, 2 incremental) as announced; an absent or
+/// out-of-range number reads as `default`.
+fn sync_kind(n: Option<i64>, default: i32) -> i32 {
+    n.and_then(|n| i32::try_from(n).ok()).unwrap_or(default)
+}
+
 impl ServerCaps {
     fn parse(caps: &Value) -> Self {
         let sync = caps.get("textDocumentSync");
         let (open_close, change, save, save_text) = match sync {
-            Some(Value::Number(n)) => (true, n.as_i64().unwrap_or(1) as i32, false, false),
+            Some(Value::Number(n)) => (true, sync_kind(n.as_i64(), 1), false, false),
             Some(Value::Object(o)) => {
                 let save = o.get("save");
                 (
                     // Absent means "do not send" in the specification; servers that leave it out
                     // still expect documents, and an extra notification is harmless.
                     o.get("openClose").and_then(Value::as_bool).unwrap_or(true),
-                    o.get("change").and_then(Value::as_i64).unwrap_or(0) as i32,
+                    sync_kind(o.get("change").and_then(Value::as_i64), 0),
                     offered(save),
                     save.and_then(|s| s.get("includeText"))
                         .and_then(Value::as_bool)
@@ -1006,7 +1012,7 @@ fn end_position(text: &str, enc: Encoding) -> Value {
         line += 1;
         last = rest;
     }
-    let chars = last.chars().count() as u32;
+    let chars = u32::try_from(last.chars().count()).unwrap_or(u32::MAX);
     json!({"line": line, "character": text::to_server_column(last, chars, enc)})
 }
 

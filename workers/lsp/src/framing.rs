@@ -183,7 +183,10 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 limit: self.limits.max_message,
             });
         }
-        Ok(len as usize)
+        usize::try_from(len).map_err(|_| FrameError::TooLarge {
+            len,
+            limit: self.limits.max_message,
+        })
     }
 
     fn add_garbage(&mut self, n: usize) -> Result<(), FrameError> {

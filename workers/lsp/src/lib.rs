@@ -6,6 +6,13 @@
 //! tests), restarts it with backoff when it crashes, and reports a missing one once.
 //! [`LspClient`] speaks to one server; [`format_diagnostics_block`] turns diagnostics into the
 //! block the next model turn sees; [`check()`] is `hanzo-dev lsp check`.
+// The cast lints (issue 11), enforced crate by crate until every member passes them.
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss,
+    clippy::cast_lossless
+)]
 #![forbid(unsafe_code)]
 
 pub mod check;

@@ -135,10 +135,10 @@ impl ServerProcess for TokioProcess {
     }
 
     fn start_kill(&mut self) -> io::Result<()> {
-        if let Some(pid) = self.child.id() {
+        if let Some(pid) = self.child.id().and_then(|p| i32::try_from(p).ok()) {
             // The group first: a server's helpers (tsserver under typescript-language-server)
             // must not outlive it. The child leads its own group (process_group(0)).
-            let group = nix::unistd::Pid::from_raw(pid as i32);
+            let group = nix::unistd::Pid::from_raw(pid);
             let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
         }
         match self.child.start_kill() {

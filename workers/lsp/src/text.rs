@@ -68,6 +68,10 @@ impl Encoding {
         }
     }
 
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "a char is at most 4 bytes, 2 UTF-16 units"
+    )]
     fn width(self, c: char) -> u32 {
         match self {
             Encoding::Utf8 => c.len_utf8() as u32,

@@ -4,6 +4,13 @@
 //! It holds no secret, opens no socket and no file: HTTP goes through the broker on the direct
 //! channel ([`transport::BrokerTransport`]) or comes from a cassette ([`cassette::ReplayTransport`]),
 //! and both feed the same parser ([`turn::run_turn`]).
+// The cast lints (issue 11), enforced crate by crate until every member passes them.
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss,
+    clippy::cast_lossless
+)]
 #![forbid(unsafe_code)]
 
 pub mod anthropic;

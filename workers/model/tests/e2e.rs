@@ -78,7 +78,7 @@ fn spawn_worker(
                 .map(|(fd, target)| (fd.as_raw_fd(), *target))
                 .collect(),
             rlimits: profile_for(role, &ctx).rlimits,
-            parent_pid: std::process::id() as i32,
+            parent_pid: i32::try_from(std::process::id()).expect("a pid fits pid_t"),
             new_session: true,
             join_cgroups: Vec::new(),
         },

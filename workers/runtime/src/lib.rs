@@ -8,6 +8,13 @@
 //!
 //! The `test-support` feature adds fault injection ([`Fault`], the `--fault` option) and the
 //! test-only common requests; release builds never enable it.
+// The cast lints (issue 11), enforced crate by crate until every member passes them.
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss,
+    clippy::cast_lossless
+)]
 #![forbid(unsafe_code)]
 
 use hanzo_ipc::attest::Attestation;

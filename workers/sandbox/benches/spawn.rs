@@ -33,7 +33,7 @@ fn spawn(c: &mut Criterion) {
                 ChildSetup {
                     fds: vec![(theirs.as_raw_fd(), 3)],
                     rlimits: profile.rlimits,
-                    parent_pid: std::process::id() as i32,
+                    parent_pid: hanzo_sandbox::own_pid(),
                     new_session: true,
                     join_cgroups: Vec::new(),
                 },

@@ -755,7 +755,7 @@ mod tests {
                     nofile: 64,
                     fsize: None,
                 },
-                parent_pid: std::process::id() as i32,
+                parent_pid: crate::own_pid(),
                 new_session: true,
                 join_cgroups: files.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect(),
             },

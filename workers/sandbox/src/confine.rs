@@ -442,7 +442,7 @@ fn read_back_seccomp(
         if trapped(&probe).is_some() {
             Some(AllowListAttestation {
                 name: list.name.to_string(),
-                syscalls: list.syscalls.len() as u32,
+                syscalls: u32::try_from(list.syscalls.len()).unwrap_or(u32::MAX),
                 digest: list.digest(),
             })
         } else {

@@ -9,6 +9,10 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 /// Most descriptors one message carries.
 pub const MAX_FDS: usize = 4;
 
+/// The bytes of `MAX_FDS` descriptors in a control message.
+#[allow(clippy::cast_possible_truncation, reason = "a few dozen bytes")]
+const MAX_FD_BYTES: u32 = (MAX_FDS * std::mem::size_of::<RawFd>()) as u32;
+
 /// A connected `SOCK_SEQPACKET` pair, close-on-exec; the first end non-blocking when asked.
 pub fn seqpacket_pair(first_nonblocking: bool) -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as RawFd; 2];
@@ -68,8 +72,11 @@ pub fn send(sock: BorrowedFd<'_>, data: &[u8], fds: &[BorrowedFd<'_>]) -> io::Re
     }
     let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
     let fd_bytes = std::mem::size_of_val(raw.as_slice());
+    // At most MAX_FDS descriptors (checked above): a few bytes.
+    let fd_len =
+        u32::try_from(fd_bytes).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: CMSG_SPACE computes a size from an integer.
-    let space = unsafe { libc::CMSG_SPACE(fd_bytes as u32) } as usize;
+    let space = unsafe { libc::CMSG_SPACE(fd_len) } as usize;
     // u64 elements keep the control buffer aligned for `cmsghdr`.
     let mut control = vec![0u64; space.div_ceil(8).max(1)];
     let mut iov = libc::iovec {
@@ -89,7 +96,7 @@ pub fn send(sock: BorrowedFd<'_>, data: &[u8], fds: &[BorrowedFd<'_>]) -> io::Re
             let cmsg = libc::CMSG_FIRSTHDR(&msg);
             (*cmsg).cmsg_level = libc::SOL_SOCKET;
             (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-            (*cmsg).cmsg_len = libc::CMSG_LEN(fd_bytes as u32) as _;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(fd_len) as _;
             std::ptr::copy_nonoverlapping(
                 raw.as_ptr().cast::<u8>(),
                 libc::CMSG_DATA(cmsg),
@@ -114,7 +121,7 @@ pub fn send(sock: BorrowedFd<'_>, data: &[u8], fds: &[BorrowedFd<'_>]) -> io::Re
 /// (close-on-exec). A message longer than `buf` is an error (`EMSGSIZE`), its fds closed.
 pub fn recv(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
     // SAFETY: CMSG_SPACE computes a size from an integer.
-    let space = unsafe { libc::CMSG_SPACE((MAX_FDS * std::mem::size_of::<RawFd>()) as u32) };
+    let space = unsafe { libc::CMSG_SPACE(MAX_FD_BYTES) };
     let mut control = vec![0u64; (space as usize).div_ceil(8)];
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
@@ -129,8 +136,8 @@ pub fn recv(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Vec<Owne
     let n = loop {
         // SAFETY: msg points at our buffers, alive for the call.
         let r = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-        if r >= 0 {
-            break r as usize;
+        if let Ok(n) = usize::try_from(r) {
+            break n;
         }
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {
@@ -223,11 +230,17 @@ pub fn fork_helper_keeping(
         let mut next = 3;
         for &fd in &keep {
             if fd > next {
-                libc::syscall(libc::SYS_close_range, next as u32, (fd - 1) as u32, 0u32);
+                // Both are at least 3 here: `unsigned_abs` is the value itself, without a cast.
+                libc::syscall(
+                    libc::SYS_close_range,
+                    next.unsigned_abs(),
+                    (fd - 1).unsigned_abs(),
+                    0u32,
+                );
             }
             next = fd + 1;
         }
-        libc::syscall(libc::SYS_close_range, next as u32, u32::MAX, 0u32);
+        libc::syscall(libc::SYS_close_range, next.unsigned_abs(), u32::MAX, 0u32);
         // Stdio open (on /dev/null if closed), so that no descriptor received later lands on
         // 0-2, where a spawned child's stdio would replace it.
         for fd in 0..3 {

@@ -221,7 +221,7 @@ pub(crate) fn fork_keeper(plan: &KeeperPlan, command_ruleset: Option<RawFd>) -> 
         return Ok(());
     }
     keeper_main(
-        pid as libc::pid_t,
+        crate::sys::syscall_int(pid),
         plan.line.as_raw_fd(),
         plan.ruleset.is_some(),
     )
@@ -234,9 +234,14 @@ fn keeper_main(command: libc::pid_t, kill: RawFd, scoped: bool) -> ! {
     // SAFETY: close_range closes fds of our own table.
     unsafe {
         if kill > 0 {
-            libc::syscall(libc::SYS_close_range, 0u32, (kill - 1) as u32, 0u32);
+            libc::syscall(libc::SYS_close_range, 0u32, (kill - 1).unsigned_abs(), 0u32);
         }
-        libc::syscall(libc::SYS_close_range, (kill + 1) as u32, u32::MAX, 0u32);
+        libc::syscall(
+            libc::SYS_close_range,
+            (kill + 1).unsigned_abs(),
+            u32::MAX,
+            0u32,
+        );
     }
     // Terminal signals forwarded to the command's process group (the one-shot sandbox does so)
     // are for the command, not for the keeper, which must live to sweep.
@@ -247,7 +252,8 @@ fn keeper_main(command: libc::pid_t, kill: RawFd, scoped: bool) -> ! {
         }
     }
     // SAFETY: pidfd_open takes a pid and flags; failure (old kernel) leaves us polling on a timer.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, command, 0u32) } as RawFd;
+    let pidfd =
+        crate::sys::syscall_int(unsafe { libc::syscall(libc::SYS_pidfd_open, command, 0u32) });
     let mut status: Option<libc::c_int> = None;
     loop {
         let mut fds = [

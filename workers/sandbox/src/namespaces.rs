@@ -274,7 +274,7 @@ pub fn enter_with(cfg: &TierB, pid1: impl FnOnce(bool)) -> Result<Side, Namespac
     let pid = unsafe {
         libc::syscall(
             libc::SYS_clone,
-            (flags | libc::SIGCHLD) as libc::c_ulong,
+            libc::c_ulong::from((flags | libc::SIGCHLD).cast_unsigned()),
             0,
             0,
             0,
@@ -291,7 +291,7 @@ pub fn enter_with(cfg: &TierB, pid1: impl FnOnce(bool)) -> Result<Side, Namespac
         // pid1_main returns only in pid 2.
         return Ok(Side::Child);
     }
-    let pid = pid as libc::pid_t;
+    let pid = crate::sys::syscall_int(pid);
     drop(go_read);
     drop(ready_write);
     // Wait until pid 1 is dumpable ("D"): it inherits this process's dumpable flag, and the
@@ -479,6 +479,10 @@ fn reap_until(worker: libc::pid_t, forward_signals: bool) -> ! {
     }
 }
 
+/// `IFF_UP`, which libc types as an `int`, in the `short` of `ifr_flags`.
+#[allow(clippy::cast_possible_truncation, reason = "IFF_UP is 1")]
+const IFF_UP: libc::c_short = libc::IFF_UP as libc::c_short;
+
 /// `ip link set lo up`, without `ip`: read the flags of `lo`, add `IFF_UP`, write them back.
 /// Raw: no crate wraps `SIOCGIFFLAGS`/`SIOCSIFFLAGS`.
 fn bring_loopback_up() -> io::Result<()> {
@@ -492,14 +496,14 @@ fn bring_loopback_up() -> io::Result<()> {
     // SAFETY: an all-zero ifreq is valid (an empty name, zero flags).
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
-        *dst = *src as libc::c_char;
+        *dst = libc::c_char::from_ne_bytes([*src]);
     }
     // SAFETY: SIOCGIFFLAGS reads the name and writes the flags of our ifreq.
     if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut req) } < 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: the kernel filled the union's flags member.
-    unsafe { req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
+    unsafe { req.ifr_ifru.ifru_flags |= IFF_UP };
     // SAFETY: SIOCSIFFLAGS reads our ifreq.
     if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS as _, &req) } < 0 {
         return Err(io::Error::last_os_error());

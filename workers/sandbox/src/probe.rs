@@ -346,7 +346,7 @@ fn io_uring_setup() -> nix::Result<()> {
         return Err(Errno::last());
     }
     // SAFETY: the fd was just returned by the kernel and is ours.
-    drop(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) });
+    drop(unsafe { OwnedFd::from_raw_fd(crate::sys::syscall_int(fd)) });
     Ok(())
 }
 
@@ -361,14 +361,14 @@ fn bpf_prog_load() -> nix::Result<()> {
             libc::SYS_bpf,
             BPF_PROG_LOAD,
             attr.as_mut_ptr(),
-            attr.len() as libc::c_uint,
+            libc::c_uint::try_from(attr.len()).unwrap_or(0),
         )
     };
     if fd < 0 {
         return Err(Errno::last());
     }
     // SAFETY: the fd was just returned by the kernel and is ours.
-    drop(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) });
+    drop(unsafe { OwnedFd::from_raw_fd(crate::sys::syscall_int(fd)) });
     Ok(())
 }
 
@@ -376,7 +376,7 @@ fn bpf_prog_load() -> nix::Result<()> {
 #[cfg(target_arch = "x86_64")]
 fn x32_getpid() -> ProbeOutcome {
     in_child(|| {
-        let nr = libc::SYS_getpid | crate::seccomp::X32_SYSCALL_BIT as libc::c_long;
+        let nr = libc::SYS_getpid | libc::c_long::from(crate::seccomp::X32_SYSCALL_BIT);
         // SAFETY: getpid has no arguments and no effect, under either ABI.
         let r = unsafe { libc::syscall(nr) };
         if r < 0 {
@@ -410,7 +410,7 @@ fn clone_new_namespace() -> nix::Result<()> {
         // SAFETY: in the new child: leave at once.
         unsafe { libc::_exit(0) };
     }
-    let _ = waitpid(Pid::from_raw(pid as libc::pid_t), None);
+    let _ = waitpid(Pid::from_raw(crate::sys::syscall_int(pid)), None);
     Ok(())
 }
 

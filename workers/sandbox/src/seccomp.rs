@@ -91,7 +91,7 @@ fn compile(
 }
 
 fn errno(e: i32) -> SeccompAction {
-    SeccompAction::Errno(e as u32)
+    SeccompAction::Errno(e.cast_unsigned())
 }
 
 /// `(arg & bit) == bit` on the low 32 bits of argument `index`.
@@ -174,8 +174,8 @@ pub fn build(profile: &SandboxProfile) -> Result<FilterSet, FilterError> {
             if rules.is_empty() && profile.denied_syscalls().contains(&name) {
                 continue; // refused outright already
             }
-            rules.push(bit_set(index, libc::S_ISUID as u64)?);
-            rules.push(bit_set(index, libc::S_ISGID as u64)?);
+            rules.push(bit_set(index, u64::from(libc::S_ISUID))?);
+            rules.push(bit_set(index, u64::from(libc::S_ISGID))?);
         }
     }
     if !deny.is_empty() {
@@ -200,7 +200,12 @@ pub fn build(profile: &SandboxProfile) -> Result<FilterSet, FilterError> {
         )),
         SocketPolicy::InetOnly => {
             let not = |family: i32| {
-                SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, family as u64)
+                SeccompCondition::new(
+                    0,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::Ne,
+                    u64::from(family.cast_unsigned()),
+                )
             };
             // The conditions of one rule must all hold: neither inet family.
             Some((

@@ -14,7 +14,7 @@
 //! purpose), and [`quiet`] exits without the report (a probe child attempting a forbidden
 //! operation for `doctor`; its parent reports the refusal).
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
 /// Exit status of a worker stopped for a syscall outside its allow-list (128 + `SIGSYS`, what a
 /// shell shows for a death by that signal).
@@ -27,14 +27,14 @@ const MODE_QUIET: u8 = 2;
 static MODE: AtomicU8 = AtomicU8::new(MODE_REPORT);
 static TRAPPED: AtomicI64 = AtomicI64::new(-1);
 static WHO: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
-static WHO_LEN: AtomicI64 = AtomicI64::new(0);
+static WHO_LEN: AtomicUsize = AtomicUsize::new(0);
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 /// Install the handler (once per process; a forked child keeps it). `who` names the process and
 /// its list in the report, e.g. `"tools worker (policy/seccomp/tools.txt)"`.
 pub fn install(who: &'static str) -> std::io::Result<()> {
     WHO.store(who.as_ptr().cast_mut(), Ordering::SeqCst);
-    WHO_LEN.store(who.len() as i64, Ordering::SeqCst);
+    WHO_LEN.store(who.len(), Ordering::SeqCst);
     if INSTALLED.swap(true, Ordering::SeqCst) {
         return Ok(());
     }
@@ -111,7 +111,7 @@ fn write_all(bytes: &[u8]) {
         if n <= 0 {
             return;
         }
-        rest = &rest[n as usize..];
+        rest = &rest[n.unsigned_abs()..];
     }
 }
 
@@ -125,7 +125,7 @@ fn decimal(mut n: i64, buf: &mut [u8; 20]) -> &[u8] {
     let negative = n < 0;
     while n != 0 && i > 1 {
         i -= 1;
-        buf[i] = b'0' + (n % 10).unsigned_abs() as u8;
+        buf[i] = b'0' + u8::try_from((n % 10).unsigned_abs()).unwrap_or(0);
         n /= 10;
     }
     if negative {
@@ -152,7 +152,7 @@ extern "C" fn on_sigsys(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mu
             let len = WHO_LEN.load(Ordering::SeqCst);
             if !who.is_null() && len > 0 {
                 // SAFETY: `who`/`len` were stored together from a `&'static str`.
-                write_all(unsafe { std::slice::from_raw_parts(who, len as usize) });
+                write_all(unsafe { std::slice::from_raw_parts(who, len) });
             }
             write_all(b": seccomp stopped the process at syscall ");
             write_all(crate::syscalls::name(nr).as_bytes());

@@ -261,7 +261,7 @@ fn child_setup(setup: &ChildSetup, scratch: &mut [RawFd], max_target: RawFd) -> 
             set_cloexec(fd);
         }
     }
-    let first = (max_target + 1) as libc::c_uint;
+    let first = (max_target + 1).unsigned_abs();
     // SAFETY: close_range with the CLOEXEC flag only changes fd flags in our own table.
     let r = unsafe {
         libc::syscall(
@@ -397,7 +397,9 @@ fn drop_capabilities_raw() -> io::Result<()> {
 /// not documented as async-signal-safe). `no_new_privs` is set (step 7).
 fn install_filter_raw(program: &BpfProgram) -> io::Result<()> {
     let fprog = libc::sock_fprog {
-        len: program.len() as libc::c_ushort,
+        // The kernel takes at most BPF_MAXINSNS (4096) instructions.
+        len: libc::c_ushort::try_from(program.len())
+            .map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?,
         filter: program.as_ptr().cast_mut().cast(),
     };
     // SAFETY: seccomp(SET_MODE_FILTER) reads `fprog` and the `len` instructions it points to,

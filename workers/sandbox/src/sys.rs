@@ -5,6 +5,21 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
 /// The calling thread's `errno` after a failed call.
+/// A raw `syscall` result that is a pid or a descriptor: the kernel returns an `int`, which the
+/// C library widens to a `long`.
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "an int widened to a long, narrowed back"
+)]
+pub(crate) fn syscall_int(r: libc::c_long) -> libc::c_int {
+    r as libc::c_int
+}
+
+/// This process's id as a `pid_t` (`std::process::id` gives a `u32`).
+pub fn own_pid() -> libc::pid_t {
+    nix::unistd::getpid().as_raw()
+}
+
 pub(crate) fn errno() -> i32 {
     io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
@@ -110,7 +125,7 @@ pub(crate) fn clone3_probe_refused_with_enosys() -> bool {
 /// `ENOSYS`). Raw: an x32 number is not a syscall any wrapper makes.
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn x32_getpid_refused() -> bool {
-    let nr = libc::SYS_getpid | crate::seccomp::X32_SYSCALL_BIT as libc::c_long;
+    let nr = libc::SYS_getpid | libc::c_long::from(crate::seccomp::X32_SYSCALL_BIT);
     // SAFETY: getpid takes no arguments and has no effect, under any ABI.
     let r = unsafe { libc::syscall(nr) };
     r < 0 && errno() == libc::EPERM

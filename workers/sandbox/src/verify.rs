@@ -301,7 +301,7 @@ mod tests {
                 allow_list: match profile.syscalls {
                     Syscalls::AllowList(l) => Some(AllowListAttestation {
                         name: l.name.to_string(),
-                        syscalls: l.syscalls.len() as u32,
+                        syscalls: u32::try_from(l.syscalls.len()).unwrap_or(u32::MAX),
                         digest: l.digest(),
                     }),
                     Syscalls::DenyList { .. } => None,

@@ -143,7 +143,7 @@ fn worker_setup(profile: &SandboxProfile, fds: Vec<(RawFd, RawFd)>) -> ChildSetu
     ChildSetup {
         fds,
         rlimits: profile.rlimits,
-        parent_pid: std::process::id() as i32,
+        parent_pid: hanzo_sandbox::own_pid(),
         new_session: true,
         join_cgroups: Vec::new(),
     }
@@ -620,7 +620,7 @@ fn spawned_child_gets_session_fds_rlimits_pdeathsig_nnp() {
     let leak = unsafe { OwnedFd::from_raw_fd(libc::dup(ours3.as_raw_fd())) };
     let (mut child, report) = inspect(
         vec![(theirs3.as_raw_fd(), 3), (theirs4.as_raw_fd(), 4)],
-        std::process::id() as i32,
+        hanzo_sandbox::own_pid(),
     );
     let status = child.wait().expect("wait");
     assert!(status.success(), "{status:?} {report:?}");
@@ -649,7 +649,7 @@ fn fd_passed_at_its_own_number_survives_exec() {
     let same =
         unsafe { OwnedFd::from_raw_fd(libc::fcntl(theirs.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 60)) };
     let n = same.as_raw_fd();
-    let (mut child, report) = inspect(vec![(n, n)], std::process::id() as i32);
+    let (mut child, report) = inspect(vec![(n, n)], hanzo_sandbox::own_pid());
     assert!(child.wait().expect("wait").success(), "{report:?}");
     assert_eq!(value(&report, "sockets"), n.to_string());
     assert_eq!(value(&report, "open_fds"), format!("0,1,2,{n}"));
@@ -687,7 +687,7 @@ fn child_dies_with_its_spawning_thread() {
             .read_line(&mut line)
             .expect("read ready");
         assert_eq!(line.trim(), "ready");
-        child.id() as libc::pid_t
+        libc::pid_t::try_from(child.id()).expect("a pid fits pid_t")
     });
     let pid = spawner.join().expect("spawner thread");
     let mut status = 0;

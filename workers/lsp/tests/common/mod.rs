@@ -162,7 +162,11 @@ pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 }
 
 pub fn signal(pid: u32, sig: nix::sys::signal::Signal) {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig).expect("signal");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(pid).expect("a pid fits pid_t")),
+        sig,
+    )
+    .expect("signal");
 }
 
 pub fn process_exists(pid: u32) -> bool {
