@@ -549,11 +549,16 @@ fn locked_flags(path: &Path) -> MsFlags {
         (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
         (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
         (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
-        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
     ] {
         if f.contains(st_flag) {
             flags |= ms_flag;
         }
+    }
+    // `ST_RELATIME` by its value (linux/statfs.h): nix defines the constant for glibc only, and
+    // the musl build must keep the flag too.
+    const ST_RELATIME: libc::c_ulong = 0x1000;
+    if f.bits() & ST_RELATIME != 0 {
+        flags |= MsFlags::MS_RELATIME;
     }
     flags
 }
