@@ -27,8 +27,11 @@ impl Env {
             std::fs::create_dir_all(root.path().join(d)).expect("mkdir");
         }
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(root.path().join("run"), std::fs::Permissions::from_mode(0o700))
-            .expect("chmod");
+        std::fs::set_permissions(
+            root.path().join("run"),
+            std::fs::Permissions::from_mode(0o700),
+        )
+        .expect("chmod");
         Env { root }
     }
     fn path(&self, p: &str) -> PathBuf {
@@ -53,8 +56,15 @@ impl Env {
             .command(&["serve", "token", "create", "--org", org])
             .output()
             .expect("token create");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).expect("utf8").trim().to_string()
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .expect("utf8")
+            .trim()
+            .to_string()
     }
     fn cassette(&self, turns: &[ScriptTurn]) -> String {
         let p = self.path("model.jsonl");
@@ -216,7 +226,11 @@ impl Resp {
         let chunked = headers
             .iter()
             .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
-        let body = if chunked { dechunk(body) } else { body.to_string() };
+        let body = if chunked {
+            dechunk(body)
+        } else {
+            body.to_string()
+        };
         Resp {
             status,
             headers,
@@ -224,11 +238,13 @@ impl Resp {
         }
     }
     fn json(&self) -> Value {
-        serde_json::from_str(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
     fn code(&self) -> String {
-        self.json()["error"]["code"].as_str().unwrap_or("").to_string()
+        self.json()["error"]["code"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
     }
     fn header(&self, name: &str) -> Option<&str> {
         self.headers
@@ -344,14 +360,25 @@ fn agents_are_created_listed_read_changed_and_deleted_over_the_default_socket() 
         Some(&json!({"model": "m2", "tools": ["glob"]}).to_string()),
     );
     assert_eq!(r.status, 200, "{}", r.body);
-    let got = s.request("GET", "/v1/agents/reviewer", Some(&tok), None).json();
+    let got = s
+        .request("GET", "/v1/agents/reviewer", Some(&tok), None)
+        .json();
     assert_eq!(
-        (got["model"].clone(), got["tools"].clone(), got["system_prompt"].clone()),
+        (
+            got["model"].clone(),
+            got["tools"].clone(),
+            got["system_prompt"].clone()
+        ),
         (json!("m2"), json!(["glob"]), json!("Review."))
     );
     // The store agrees, in acme's own file; the body's org named nothing.
     assert_eq!(
-        env.store("acme").get_agent("reviewer").expect("get").expect("some").def.model,
+        env.store("acme")
+            .get_agent("reviewer")
+            .expect("get")
+            .expect("some")
+            .def
+            .model,
         "m2"
     );
     assert!(env.store("victim").list_agents().expect("list").is_empty());
@@ -407,7 +434,10 @@ fn a_run_started_over_tcp_streams_its_events_to_the_end_and_resumes_after_an_id(
     );
     assert_eq!(r.status, 202, "{} {}", r.body, s.log());
     let id = r.json()["run_id"].as_i64().expect("run id");
-    assert_eq!(r.header("location"), Some(format!("/v1/runs/{id}").as_str()));
+    assert_eq!(
+        r.header("location"),
+        Some(format!("/v1/runs/{id}").as_str())
+    );
 
     let (resp, events) = follow(&s, &tok, id, None);
     assert_eq!(resp.status, 200);
@@ -420,7 +450,10 @@ fn a_run_started_over_tcp_streams_its_events_to_the_end_and_resumes_after_an_id(
     for k in ["tool_call", "tool_decision", "tool_result", "step_finished"] {
         assert!(kinds.contains(&k), "{k} missing from {kinds:?}");
     }
-    let result = events.iter().find(|e| e.event == "tool_result").expect("result");
+    let result = events
+        .iter()
+        .find(|e| e.event == "tool_result")
+        .expect("result");
     assert!(result.data["preview"]
         .as_str()
         .expect("preview")
@@ -449,12 +482,16 @@ fn a_run_started_over_tcp_streams_its_events_to_the_end_and_resumes_after_an_id(
     );
     assert_eq!((r.status, r.code().as_str()), (400, "invalid_request"));
 
-    let run = s.request("GET", &format!("/v1/runs/{id}"), Some(&tok), None).json();
+    let run = s
+        .request("GET", &format!("/v1/runs/{id}"), Some(&tok), None)
+        .json();
     assert_eq!(run["run"]["status"], "succeeded");
     assert_eq!(run["run"]["input"], task);
     assert_eq!(run["active"], false);
     assert_eq!(run["steps"].as_array().expect("steps").len(), 2);
-    let runs = s.request("GET", "/v1/agents/code/runs", Some(&tok), None).json();
+    let runs = s
+        .request("GET", "/v1/agents/code/runs", Some(&tok), None)
+        .json();
     assert_eq!(runs["runs"][0]["id"], id);
     assert_eq!(
         env.store("acme").get_run(RunId(id)).expect("run").status,
@@ -464,14 +501,17 @@ fn a_run_started_over_tcp_streams_its_events_to_the_end_and_resumes_after_an_id(
 }
 
 #[test]
-fn a_stream_opened_while_the_run_is_live_gets_every_event_as_it_is_recorded() {
+fn a_stream_opened_while_the_run_is_live_gets_each_event_as_it_is_recorded() {
     let env = Env::new();
     let tok = env.token("acme");
-    // The command sleeps, so the stream is open while the run is still running.
+    // The command waits on a FIFO the test holds, so the run is provably live while the
+    // stream is read, and the test decides when it may go on (no timing involved).
+    let gate = env.path("ws/gate");
+    nix::unistd::mkfifo(&gate, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
     let s = replay_server(
         &env,
         &[
-            ScriptTurn::tool("t1", "bash", json!({"command": "sleep 1; echo done"})),
+            ScriptTurn::tool("t1", "bash", json!({"command": "cat gate"})),
             ScriptTurn::text("Done."),
         ],
         &["--approval", "allow"],
@@ -484,17 +524,69 @@ fn a_stream_opened_while_the_run_is_live_gets_every_event_as_it_is_recorded() {
     );
     assert_eq!(r.status, 202, "{}", r.body);
     let id = r.json()["run_id"].as_i64().expect("id");
-    let live = s.request("GET", &format!("/v1/runs/{id}"), Some(&tok), None).json();
+    let Addr::Unix(sock) = s.addr.clone() else {
+        panic!("the default is a unix socket")
+    };
+    let mut stream = UnixStream::connect(&sock).expect("connect");
+    stream.set_read_timeout(Some(HANG_GUARD)).expect("timeout");
+    write!(
+        stream,
+        "GET /v1/runs/{id}/events HTTP/1.1\r\nHost: l\r\nAuthorization: Bearer {tok}\r\n\r\n"
+    )
+    .expect("request");
+    // Read until the tool call is there: it was pushed while the command still waits.
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&raw).contains("event: tool_call") {
+        let n = stream.read(&mut buf).expect("read the live stream");
+        assert!(
+            n > 0,
+            "the stream ended early: {}",
+            String::from_utf8_lossy(&raw)
+        );
+        raw.extend_from_slice(&buf[..n]);
+    }
+    let live = s
+        .request("GET", &format!("/v1/runs/{id}"), Some(&tok), None)
+        .json();
     assert_eq!(live["run"]["status"], "running");
     assert_eq!(live["active"], true);
-    let (_, events) = follow(&s, &tok, id, None);
+    assert!(!String::from_utf8_lossy(&raw).contains("run_finished"));
+    // Open the gate (the open blocks until `cat` has the FIFO open for reading).
+    let writer = std::thread::spawn(move || {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&gate)
+            .expect("open gate");
+        f.write_all(b"released\n").expect("write gate");
+    });
+    loop {
+        let n = stream.read(&mut buf).expect("read");
+        raw.extend_from_slice(&buf[..n]);
+        // The stream ends with the run: the terminating chunk.
+        if n == 0 || String::from_utf8_lossy(&raw).ends_with("0\r\n\r\n") {
+            break;
+        }
+    }
+    writer.join().expect("writer");
+    let events = parse_sse(&Resp::parse(&raw).body);
     let last = events.last().expect("events");
     assert_eq!(last.event, "run_finished");
     assert_eq!(last.data["status"], "succeeded");
-    let result = events.iter().find(|e| e.event == "tool_result").expect("result");
+    let result = events
+        .iter()
+        .find(|e| e.event == "tool_result")
+        .expect("result");
     assert_eq!(result.data["is_error"], false, "{result:?}");
+    assert!(result.data["preview"]
+        .as_str()
+        .expect("preview")
+        .contains("released"));
     let stored = env.store("acme").load_run(RunId(id)).expect("run").events;
-    assert_eq!(events.len(), stored.len());
+    assert_eq!(
+        events.iter().map(|e| e.id).collect::<Vec<_>>(),
+        stored.iter().map(|e| e.id).collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -530,7 +622,11 @@ fn tenancy_fails_closed_tokens_orgs_and_run_ids() {
     for id in &b_runs {
         for path in [format!("/v1/runs/{id}"), format!("/v1/runs/{id}/events")] {
             let r = s.request("GET", &path, Some(&a), None);
-            assert_eq!((r.status, r.code().as_str()), (404, "run_not_found"), "{path}");
+            assert_eq!(
+                (r.status, r.code().as_str()),
+                (404, "run_not_found"),
+                "{path}"
+            );
             assert!(!r.body.contains("secret task"));
         }
     }
@@ -538,13 +634,18 @@ fn tenancy_fails_closed_tokens_orgs_and_run_ids() {
         let r = s.request("GET", path, Some(&a), None);
         assert!(!r.body.contains("b only"), "{path}: {}", r.body);
     }
-    assert_eq!(s.request("GET", "/v1/agents/b-agent", Some(&a), None).status, 404);
+    assert_eq!(
+        s.request("GET", "/v1/agents/b-agent", Some(&a), None)
+            .status,
+        404
+    );
     assert_eq!(
         s.request("GET", "/v1/agents", Some(&a), None).json()["agents"],
         json!([])
     );
     assert_eq!(
-        s.request("GET", "/v1/agents/code/runs", Some(&a), None).json()["runs"],
+        s.request("GET", "/v1/agents/code/runs", Some(&a), None)
+            .json()["runs"],
         json!([])
     );
     // A header naming the other org changes nothing.
@@ -565,15 +666,30 @@ fn tenancy_fails_closed_tokens_orgs_and_run_ids() {
     };
     let mut forged = a.clone();
     forged.replace_range(10..11, if &a[10..11] == "A" { "B" } else { "A" });
-    for path in ["/v1/agents", "/v1/runs/1", "/v1/runs/1/events", "/v1/agents/code/runs"] {
+    for path in [
+        "/v1/agents",
+        "/v1/runs/1",
+        "/v1/runs/1/events",
+        "/v1/agents/code/runs",
+    ] {
         let r = s.request("GET", path, None, None);
-        assert_eq!((r.status, r.code().as_str()), (401, "unauthorized"), "{path}");
+        assert_eq!(
+            (r.status, r.code().as_str()),
+            (401, "unauthorized"),
+            "{path}"
+        );
         assert_eq!(r.header("www-authenticate"), Some("Bearer"));
         for bad in [forged.as_str(), hash.as_str(), "hzd_", ""] {
             let r = s.request("GET", path, Some(bad), None);
             assert_eq!(r.status, 401, "{path} with {bad:?}");
         }
-        let r = s.raw("GET", path, None, None, &[("Authorization", &format!("Basic {a}"))]);
+        let r = s.raw(
+            "GET",
+            path,
+            None,
+            None,
+            &[("Authorization", &format!("Basic {a}"))],
+        );
         assert_eq!(r.status, 401);
     }
     let r = s.request(
@@ -655,11 +771,28 @@ fn oversize_bodies_wide_approval_and_traversal_refs_are_refused() {
         "/v1/agents/%2Fetc%2Fpasswd",
         "/v1/agents/..",
     ] {
-        let method = if path.ends_with("/run") { "POST" } else { "GET" };
-        let r = s.request(method, path, Some(&tok), Some(&json!({"task": "x"}).to_string()));
-        assert_eq!((r.status, r.code().as_str()), (404, "agent_not_found"), "{path}");
+        let method = if path.ends_with("/run") {
+            "POST"
+        } else {
+            "GET"
+        };
+        let r = s.request(
+            method,
+            path,
+            Some(&tok),
+            Some(&json!({"task": "x"}).to_string()),
+        );
+        assert_eq!(
+            (r.status, r.code().as_str()),
+            (404, "agent_not_found"),
+            "{path}"
+        );
     }
-    for path in ["/v1/agents/../runs/1", "/v1/runs/..%2F1", "/v1/runs/1%2Fevents"] {
+    for path in [
+        "/v1/agents/../runs/1",
+        "/v1/runs/..%2F1",
+        "/v1/runs/1%2Fevents",
+    ] {
         let r = s.request("GET", path, Some(&tok), None);
         assert_eq!(r.status, 404, "{path}");
     }
@@ -734,7 +867,10 @@ fn serve_fails(env: &Env, args: &[&str]) -> (Option<i32>, String) {
         .stderr(Stdio::piped())
         .output()
         .expect("serve");
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -749,7 +885,10 @@ fn the_socket_path_refuses_a_planted_link_a_file_a_live_server_and_a_wide_addres
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("not a socket"), "{err}");
     assert_eq!(std::fs::read_to_string(&victim).expect("victim"), "keep me");
-    assert!(std::fs::symlink_metadata(&sock).expect("link").file_type().is_symlink());
+    assert!(std::fs::symlink_metadata(&sock)
+        .expect("link")
+        .file_type()
+        .is_symlink());
     // A dangling link, too (bind would not follow it, but nothing may replace it).
     std::fs::remove_file(&sock).expect("rm");
     std::os::unix::fs::symlink(env.path("home/not-there"), &sock).expect("symlink");
@@ -769,7 +908,12 @@ fn the_socket_path_refuses_a_planted_link_a_file_a_live_server_and_a_wide_addres
     let (code, err) = serve_fails(&env, &[]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("symbolic link"), "{err}");
-    assert_eq!(std::fs::read_dir(env.path("home/elsewhere")).expect("dir").count(), 0);
+    assert_eq!(
+        std::fs::read_dir(env.path("home/elsewhere"))
+            .expect("dir")
+            .count(),
+        0
+    );
     std::fs::remove_file(env.path("run/hanzo-dev")).expect("rm");
 
     // A live server keeps its socket; a second one is refused.
@@ -805,8 +949,17 @@ fn a_missing_agent_or_task_starts_no_run() {
         Some(&json!({"task": "x"}).to_string()),
     );
     assert_eq!((r.status, r.code().as_str()), (404, "agent_not_found"));
-    for body in [json!({"task": "  "}), json!({"task": "x", "max_steps": 0}), json!({})] {
-        let r = s.request("POST", "/v1/agents/code/run", Some(&tok), Some(&body.to_string()));
+    for body in [
+        json!({"task": "  "}),
+        json!({"task": "x", "max_steps": 0}),
+        json!({}),
+    ] {
+        let r = s.request(
+            "POST",
+            "/v1/agents/code/run",
+            Some(&tok),
+            Some(&body.to_string()),
+        );
         assert_eq!(r.status, 400, "{body}");
     }
     assert!(env.store("acme").list_runs(10).expect("runs").is_empty());

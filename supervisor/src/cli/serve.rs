@@ -112,7 +112,10 @@ fn token(cmd: &TokenCommand, env: &StartEnv) -> anyhow::Result<i32> {
 async fn serve(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     let data_dir = super::store::data_dir(&env)?;
     let (addr, default_path) = match &args.listen {
-        Some(l) => (ListenAddr::parse(l).map_err(|e| usage(e.to_string()))?, false),
+        Some(l) => (
+            ListenAddr::parse(l).map_err(|e| usage(e.to_string()))?,
+            false,
+        ),
         None => (
             ListenAddr::default_unix(env_var(&env, "XDG_RUNTIME_DIR"))
                 .map_err(|e| usage(e.to_string()))?,

@@ -107,7 +107,11 @@ async fn pump(f: Follow, tx: tokio::sync::mpsc::Sender<Bytes>) {
         }
         if idle >= KEEPALIVE_POLLS {
             idle = 0;
-            if tx.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() {
+            if tx
+                .send(Bytes::from_static(b": keep-alive\n\n"))
+                .await
+                .is_err()
+            {
                 return;
             }
         }

@@ -172,7 +172,10 @@ where
         (Route::Run(id), Method::GET) => {
             let registry = state.registry.clone();
             let org = who.org.clone();
-            with_store(state, &who, move |s| get_run(s, id, registry.is_active(&org, id))).await
+            with_store(state, &who, move |s| {
+                get_run(s, id, registry.is_active(&org, id))
+            })
+            .await
         }
         (Route::RunEvents(id), Method::GET) => follow_run(state, &who, id, &parts.headers).await,
         _ => Err(method_not_allowed()),
@@ -186,7 +189,11 @@ fn openapi_response() -> Response<Body> {
 }
 
 /// Run `f` on the principal's store, off the async threads (SQLite blocks).
-async fn with_store<F>(state: &Arc<State>, who: &Principal, f: F) -> Result<Response<Body>, ApiError>
+async fn with_store<F>(
+    state: &Arc<State>,
+    who: &Principal,
+    f: F,
+) -> Result<Response<Body>, ApiError>
 where
     F: FnOnce(&mut RunStore) -> Result<Response<Body>, ApiError> + Send + 'static,
 {
@@ -202,7 +209,9 @@ where
 
 fn store_error(e: StoreError) -> ApiError {
     match e {
-        StoreError::InvalidAgentName { .. } => ApiError::bad_request("invalid_agent", e.to_string()),
+        StoreError::InvalidAgentName { .. } => {
+            ApiError::bad_request("invalid_agent", e.to_string())
+        }
         StoreError::AgentExists(_) => {
             ApiError::new(StatusCode::CONFLICT, "agent_exists", e.to_string())
         }
@@ -263,7 +272,10 @@ fn check_tools(tools: &[String]) -> Result<Vec<String>, ApiError> {
 
 fn check_prompt(p: &str) -> Result<(), ApiError> {
     if p.trim().is_empty() {
-        return Err(ApiError::bad_request("invalid_agent", "the system prompt is empty"));
+        return Err(ApiError::bad_request(
+            "invalid_agent",
+            "the system prompt is empty",
+        ));
     }
     Ok(())
 }
@@ -293,7 +305,10 @@ fn create_agent(s: &mut RunStore, b: AgentBody) -> Result<Response<Body>, ApiErr
 }
 
 fn get_agent(s: &mut RunStore, name: &str) -> Result<Response<Body>, ApiError> {
-    let agent = s.get_agent(name).map_err(store_error)?.ok_or_else(agent_not_found)?;
+    let agent = s
+        .get_agent(name)
+        .map_err(store_error)?
+        .ok_or_else(agent_not_found)?;
     Ok(json_response(StatusCode::OK, &agent))
 }
 
@@ -391,10 +406,16 @@ async fn start_run(
     b: RunBody,
 ) -> Result<Response<Body>, ApiError> {
     if b.task.trim().is_empty() {
-        return Err(ApiError::bad_request("invalid_request", "the task is empty"));
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            "the task is empty",
+        ));
     }
     if b.max_steps == Some(0) {
-        return Err(ApiError::bad_request("invalid_request", "max_steps must be at least 1"));
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            "max_steps must be at least 1",
+        ));
     }
     let approval = approval_of(b.approval.as_deref(), state.approval)?;
     if defs::builtin(&agent).is_none() && agent != "auto" {
@@ -402,7 +423,11 @@ async fn start_run(
         let st = state.clone();
         let org = who.org.clone();
         let exists = tokio::task::spawn_blocking(move || -> Result<bool, ApiError> {
-            Ok(st.open_store(&org)?.get_agent(&name).map_err(store_error)?.is_some())
+            Ok(st
+                .open_store(&org)?
+                .get_agent(&name)
+                .map_err(store_error)?
+                .is_some())
         })
         .await
         .map_err(|_| ApiError::internal())??;
@@ -514,7 +539,12 @@ mod tests {
             ["code"]["enum"]
             .as_array()
             .expect("codes");
-        for code in ["unauthorized", "payload_too_large", "run_not_found", "run_not_started"] {
+        for code in [
+            "unauthorized",
+            "payload_too_large",
+            "run_not_found",
+            "run_not_started",
+        ] {
             assert!(codes.iter().any(|c| c == code), "{code}");
         }
     }
@@ -530,12 +560,25 @@ mod tests {
             route("/v1/agents/a%20b/run").expect("run"),
             Route::AgentRun("a b".into())
         );
-        assert_eq!(route("/v1/runs/7/events").expect("events"), Route::RunEvents(RunId(7)));
+        assert_eq!(
+            route("/v1/runs/7/events").expect("events"),
+            Route::RunEvents(RunId(7))
+        );
         for bad in ["/v1/runs/-1", "/v1/runs/x", "/v1/runs/0"] {
             assert_eq!(route(bad).expect_err(bad).code, "run_not_found");
         }
-        for bad in ["/", "/v2/agents", "/v1/agents/", "/v1/agents/a/b/c", "/v1//agents"] {
-            assert_eq!(route(bad).expect_err(bad).status, StatusCode::NOT_FOUND, "{bad}");
+        for bad in [
+            "/",
+            "/v2/agents",
+            "/v1/agents/",
+            "/v1/agents/a/b/c",
+            "/v1//agents",
+        ] {
+            assert_eq!(
+                route(bad).expect_err(bad).status,
+                StatusCode::NOT_FOUND,
+                "{bad}"
+            );
         }
         assert_eq!(route("/v1/agents/%zz").expect_err("bad").code, "bad_path");
         assert_eq!(route("/v1/agents/%ff").expect_err("bad").code, "bad_path");
@@ -543,14 +586,27 @@ mod tests {
 
     #[test]
     fn a_request_cannot_widen_the_servers_approval_mode() {
-        assert_eq!(approval_of(None, ApprovalMode::AllowListed), Ok(ApprovalMode::AllowListed));
+        assert_eq!(
+            approval_of(None, ApprovalMode::AllowListed),
+            Ok(ApprovalMode::AllowListed)
+        );
         assert_eq!(
             approval_of(Some("deny"), ApprovalMode::Allow),
             Ok(ApprovalMode::Deny)
         );
         let e = approval_of(Some("allow"), ApprovalMode::AllowListed).expect_err("wider");
         assert_eq!(e.code, "approval_not_permitted");
-        assert_eq!(approval_of(Some("prompt"), ApprovalMode::Allow).expect_err("p").code, "invalid_request");
-        assert_eq!(approval_of(Some("yes"), ApprovalMode::Allow).expect_err("y").code, "invalid_request");
+        assert_eq!(
+            approval_of(Some("prompt"), ApprovalMode::Allow)
+                .expect_err("p")
+                .code,
+            "invalid_request"
+        );
+        assert_eq!(
+            approval_of(Some("yes"), ApprovalMode::Allow)
+                .expect_err("y")
+                .code,
+            "invalid_request"
+        );
     }
 }

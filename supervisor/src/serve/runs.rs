@@ -202,7 +202,10 @@ impl Pump {
         for line in lines.by_ref() {
             let Ok(line) = line else { break };
             let Ok(event) = serde_json::from_str::<Value>(&line) else {
-                eprintln!("run process {}: a line of its --json output is not JSON", child.id());
+                eprintln!(
+                    "run process {}: a line of its --json output is not JSON",
+                    child.id()
+                );
                 continue;
             };
             if run.is_none() {
@@ -303,7 +306,10 @@ mod tests {
             exe: "/bin/hanzo-dev".into(),
             workspace: "/ws".into(),
             replay: None,
-            env: vec![("HANZO_ORG".into(), "other".into()), ("PATH".into(), "/bin".into())],
+            env: vec![
+                ("HANZO_ORG".into(), "other".into()),
+                ("PATH".into(), "/bin".into()),
+            ],
         };
         let r = RunRequest {
             org: "a".into(),
@@ -313,11 +319,17 @@ mod tests {
             max_steps: None,
         };
         let c = command(&t, &r);
-        let args: Vec<_> = c.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        let args: Vec<_> = c
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
         let dd = args.iter().position(|a| a == "--").expect("--");
         assert_eq!(args[dd + 1..], ["--allow-dangerous-workspace".to_string()]);
         assert!(!args[..dd].contains(&"--allow-dangerous-workspace".to_string()));
-        let envs: Vec<_> = c.get_envs().filter_map(|(k, v)| v.map(|_| k.to_string_lossy().into_owned())).collect();
+        let envs: Vec<_> = c
+            .get_envs()
+            .filter_map(|(k, v)| v.map(|_| k.to_string_lossy().into_owned()))
+            .collect();
         assert!(!envs.contains(&"HANZO_ORG".to_string()));
     }
 }

@@ -220,10 +220,19 @@ mod tests {
         assert!(!text.contains(&a) && !text.contains(&a[TOKEN_PREFIX.len()..]));
         assert!(text.contains(&entry_a.sha256));
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(store.path()).expect("meta").permissions().mode();
+        let mode = std::fs::metadata(store.path())
+            .expect("meta")
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
-        assert_eq!(store.verify(&a).expect("verify").expect("known").org, "org-a");
-        assert_eq!(store.verify(&b).expect("verify").expect("known").org, "org-b");
+        assert_eq!(
+            store.verify(&a).expect("verify").expect("known").org,
+            "org-a"
+        );
+        assert_eq!(
+            store.verify(&b).expect("verify").expect("known").org,
+            "org-b"
+        );
         // One character off, a prefix, the hash itself: none is a token.
         let mut off = a.clone();
         off.pop();
