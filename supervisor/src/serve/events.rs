@@ -59,9 +59,12 @@ pub fn response(f: Follow) -> Response<Body> {
 }
 
 /// Read a batch of rows after `after`, and whether the run was over before the read.
-fn read_batch(f: &Follow, after: i64) -> Result<(Vec<EventRecord>, bool), String> {
+fn read_batch(
+    f: &Follow,
+    store: &RunStore,
+    after: i64,
+) -> Result<(Vec<EventRecord>, bool), String> {
     let driving = f.registry.is_active(&f.org, f.run);
-    let store = RunStore::open(&f.data_dir, &f.org).map_err(|e| e.to_string())?;
     let status = store.get_run(f.run).map_err(|e| e.to_string())?.status;
     let rows = store
         .events_after(f.run, after, BATCH)
@@ -76,11 +79,24 @@ async fn pump(f: Follow, tx: tokio::sync::mpsc::Sender<Bytes>) {
     let mut watch = f.registry.watch(&f.org, f.run);
     let mut idle = 0u32;
     let f = std::sync::Arc::new(f);
+    // One connection for the whole stream, moved to a blocking thread for each read.
+    let mut store = None;
     loop {
         let ff = f.clone();
-        let batch = tokio::task::spawn_blocking(move || read_batch(&ff, after)).await;
+        let batch = tokio::task::spawn_blocking(move || {
+            let s = match store {
+                Some(s) => s,
+                None => RunStore::open(&ff.data_dir, &ff.org).map_err(|e| e.to_string())?,
+            };
+            let read = read_batch(&ff, &s, after);
+            read.map(|r| (s, r))
+        })
+        .await;
         let (rows, over) = match batch {
-            Ok(Ok(b)) => b,
+            Ok(Ok((s, b))) => {
+                store = Some(s);
+                b
+            }
             Ok(Err(e)) => {
                 eprintln!("event stream of run {}: {e}", f.run.0);
                 return;
