@@ -964,3 +964,145 @@ fn a_missing_agent_or_task_starts_no_run() {
     }
     assert!(env.store("acme").list_runs(10).expect("runs").is_empty());
 }
+
+/// ES256 JWTs for the tests, and the JWKS with their public key.
+struct JwtIssuer {
+    key: ring::signature::EcdsaKeyPair,
+}
+
+impl JwtIssuer {
+    fn new() -> JwtIssuer {
+        use ring::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 =
+            EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).expect("key");
+        let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
+            .expect("key");
+        JwtIssuer { key }
+    }
+    fn jwks(&self) -> Value {
+        use ring::signature::KeyPair;
+        let p = self.key.public_key().as_ref();
+        json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1",
+                          "x": b64(&p[1..33]), "y": b64(&p[33..65])}]})
+    }
+    fn sign(&self, alg: &str, kid: &str, claims: &Value) -> String {
+        let msg = format!(
+            "{}.{}",
+            b64(json!({"alg": alg, "kid": kid}).to_string().as_bytes()),
+            b64(claims.to_string().as_bytes())
+        );
+        let sig = self
+            .key
+            .sign(&ring::rand::SystemRandom::new(), msg.as_bytes())
+            .expect("sign");
+        format!("{msg}.{}", b64(sig.as_ref()))
+    }
+}
+
+fn b64(v: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v)
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+}
+
+#[test]
+fn a_signed_jwt_is_its_owners_principal_and_forged_ones_are_refused() {
+    let env = Env::new();
+    let issuer = JwtIssuer::new();
+    let jwks = env.path("jwks.json");
+    std::fs::write(&jwks, issuer.jwks().to_string()).expect("jwks");
+    let tok = env.token("jorg");
+    let jwks_s = jwks.display().to_string();
+    let s = Server::start(
+        &env,
+        &[
+            "--jwks",
+            &jwks_s,
+            "--jwt-issuer",
+            "https://id.local",
+            "--jwt-audience",
+            "hanzo-dev",
+        ],
+    );
+    let claims = |f: &dyn Fn(&mut Value)| {
+        let mut c = json!({"iss": "https://id.local", "aud": "hanzo-dev", "owner": "jorg",
+                           "sub": "user-1", "exp": now_secs() + 300});
+        f(&mut c);
+        c
+    };
+    let good = issuer.sign("ES256", "k1", &claims(&|_| {}));
+    let body = json!({"name": "via-jwt", "system_prompt": "p", "org": "other"}).to_string();
+    let r = s.request("POST", "/v1/agents", Some(&good), Some(&body));
+    assert_eq!(r.status, 201, "{} {}", r.body, s.log());
+    // The owner claim chose the store: the bearer token of the same org sees the agent.
+    let r = s.request("GET", "/v1/agents/via-jwt", Some(&tok), None);
+    assert_eq!(r.status, 200);
+    assert!(env.store("other").list_agents().expect("list").is_empty());
+
+    let (msg, sig) = good.rsplit_once('.').expect("jws");
+    let mut flipped = sig.as_bytes().to_vec();
+    flipped[5] = if flipped[5] == b'A' { b'B' } else { b'A' };
+    let bad_sig = format!("{msg}.{}", String::from_utf8(flipped).expect("ascii"));
+    let none = format!(
+        "{}.{}.",
+        b64(br#"{"alg":"none","kid":"k1"}"#),
+        b64(claims(&|_| {}).to_string().as_bytes())
+    );
+    let forged = [
+        ("bad signature", bad_sig),
+        ("alg none", none),
+        (
+            "expired",
+            issuer.sign(
+                "ES256",
+                "k1",
+                &claims(&|c| c["exp"] = json!(now_secs() - 3600)),
+            ),
+        ),
+        (
+            "wrong audience",
+            issuer.sign("ES256", "k1", &claims(&|c| c["aud"] = json!("other"))),
+        ),
+        (
+            "wrong issuer",
+            issuer.sign("ES256", "k1", &claims(&|c| c["iss"] = json!("https://x"))),
+        ),
+        ("unknown kid", issuer.sign("ES256", "k2", &claims(&|_| {}))),
+        (
+            "bad owner",
+            issuer.sign("ES256", "k1", &claims(&|c| c["owner"] = json!("../jorg"))),
+        ),
+    ];
+    for (what, jwt) in &forged {
+        let r = s.request("GET", "/v1/agents", Some(jwt), None);
+        assert_eq!(
+            (r.status, r.code().as_str()),
+            (401, "unauthorized"),
+            "{what}"
+        );
+    }
+    let log = s.log();
+    for why in [
+        "bad signature",
+        "expired",
+        "wrong audience",
+        "no key with kid",
+    ] {
+        assert!(log.contains(why), "{why} not logged: {log}");
+    }
+    drop(s);
+    // A server without a JWKS accepts no JWT at all.
+    let s = Server::start(&env, &[]);
+    assert_eq!(
+        s.request("GET", "/v1/agents", Some(&good), None).status,
+        401
+    );
+    assert_eq!(s.request("GET", "/v1/agents", Some(&tok), None).status, 200);
+}

@@ -30,6 +30,16 @@ pub struct Args {
     /// Every run plays this cassette instead of calling a provider (offline, tests).
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
+    /// Also accept JWTs (RS256, ES256) signed by a key of this JWKS file; their `owner` claim is
+    /// the org. Needs --jwt-issuer and --jwt-audience.
+    #[arg(long, value_name = "FILE", requires_all = ["jwt_issuer", "jwt_audience"])]
+    pub jwks: Option<PathBuf>,
+    /// The `iss` a JWT must carry.
+    #[arg(long, value_name = "ISS", requires = "jwks")]
+    pub jwt_issuer: Option<String>,
+    /// The `aud` a JWT must carry (or list).
+    #[arg(long, value_name = "AUD", requires = "jwks")]
+    pub jwt_audience: Option<String>,
     /// The largest request body accepted, in bytes (413 beyond).
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY)]
     pub max_body: usize,
@@ -147,6 +157,16 @@ async fn serve(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
         .map_err(|e| usage(e.to_string()))?;
     let state = Arc::new(State {
         tokens: TokenStore::in_data_dir(&data_dir),
+        jwt: match (&args.jwks, &args.jwt_issuer, &args.jwt_audience) {
+            (Some(p), Some(iss), Some(aud)) => Some(crate::serve::jwt::JwtConfig {
+                jwks_path: p
+                    .canonicalize()
+                    .map_err(|e| usage(format!("--jwks {}: {e}", p.display())))?,
+                issuer: iss.clone(),
+                audience: aud.clone(),
+            }),
+            _ => None,
+        },
         data_dir,
         secrets: env.secret_values(),
         approval: args.approval,

@@ -3,6 +3,7 @@
 //!
 //! - [`listen`]: where it listens, and creating the socket without trusting its path.
 //! - [`tokens`]: bearer tokens, stored hashed; a token is one org.
+//! - [`jwt`]: JWT principals (RS256/ES256 against a JWKS file); the `owner` claim is the org.
 //! - [`routes`]: the routes; every one but `/v1/openapi.json` needs a principal, and only the
 //!   principal's org store is ever opened.
 //! - [`runs`]: a run is a `hanzo-dev run --json` child (the same machinery as the CLI's); its
@@ -16,6 +17,7 @@
 
 pub mod events;
 pub mod http;
+pub mod jwt;
 pub mod listen;
 pub mod routes;
 pub mod runs;
@@ -37,6 +39,8 @@ pub struct State {
     /// The run store's data directory (one file per org under it).
     pub data_dir: PathBuf,
     pub tokens: tokens::TokenStore,
+    /// JWT principals, when the server was given a JWKS (`--jwks`).
+    pub jwt: Option<jwt::JwtConfig>,
     pub secrets: SecretValues,
     /// The widest approval mode a run may ask for, and the default.
     pub approval: ApprovalMode,

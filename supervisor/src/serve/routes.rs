@@ -104,6 +104,19 @@ fn authenticate<B>(state: &State, req: &Request<B>) -> Result<Principal, ApiErro
         .strip_prefix("Bearer ")
         .map(str::trim)
         .ok_or_else(ApiError::unauthorized)?;
+    if super::jwt::looks_like_jwt(token) {
+        let Some(cfg) = &state.jwt else {
+            return Err(ApiError::unauthorized());
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        return super::jwt::verify(cfg, token, now).map_err(|e| {
+            eprintln!("auth: a JWT was refused: {e}");
+            ApiError::unauthorized()
+        });
+    }
     match state.tokens.verify(token) {
         Ok(Some(p)) => Ok(p),
         Ok(None) => Err(ApiError::unauthorized()),
