@@ -1106,3 +1106,58 @@ fn a_signed_jwt_is_its_owners_principal_and_forged_ones_are_refused() {
     );
     assert_eq!(s.request("GET", "/v1/agents", Some(&tok), None).status, 200);
 }
+
+#[test]
+fn a_stream_of_a_run_whose_process_died_ends_and_the_run_reads_interrupted() {
+    let env = Env::new();
+    let tok = env.token("acme");
+    let gate = env.path("ws/gate");
+    nix::unistd::mkfifo(&gate, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    let cassette = env.cassette(&[
+        ScriptTurn::tool("t1", "bash", json!({"command": "cat gate"})),
+        ScriptTurn::text("never"),
+    ]);
+    // A run this server does not drive: a `hanzo-dev run` of the same org, killed mid-command.
+    let mut run = env
+        .command(&[
+            "run",
+            "--json",
+            "--org",
+            "acme",
+            "--approval",
+            "allow",
+            "--replay",
+            &cassette,
+            "--",
+            "wait",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run");
+    let mut id = None;
+    for line in BufReader::new(run.stdout.take().expect("stdout")).lines() {
+        let v: Value = serde_json::from_str(&line.expect("line")).expect("json");
+        if v["type"] == "run_started" {
+            id = v["run_id"].as_i64();
+        }
+        if v["type"] == "tool_call" {
+            break;
+        }
+    }
+    let id = id.expect("run id");
+    let s = Server::start(&env, &[]);
+    let r = s.request("GET", &format!("/v1/runs/{id}"), Some(&tok), None);
+    assert_eq!(r.json()["run"]["status"], "running");
+    run.kill().expect("kill -9");
+    run.wait().expect("wait");
+    // The stream does not wait for ever on a run nobody is running.
+    let (resp, _) = follow(&s, &tok, id, None);
+    assert_eq!(resp.status, 200);
+    let r = s.request("GET", &format!("/v1/runs/{id}"), Some(&tok), None);
+    assert_eq!(r.json()["run"]["status"], "interrupted");
+    assert_eq!(
+        env.store("acme").get_run(RunId(id)).expect("run").status,
+        RunStatus::Interrupted
+    );
+}

@@ -61,10 +61,16 @@ pub fn response(f: Follow) -> Response<Body> {
 /// Read a batch of rows after `after`, and whether the run was over before the read.
 fn read_batch(
     f: &Follow,
-    store: &RunStore,
+    store: &mut RunStore,
     after: i64,
+    sweep: bool,
 ) -> Result<(Vec<EventRecord>, bool), String> {
     let driving = f.registry.is_active(&f.org, f.run);
+    if sweep && !driving {
+        // A run whose process died (a killed server's child, a killed `hanzo-dev run`) would
+        // stay `running` and keep this stream open for ever: close it as interrupted.
+        store.mark_interrupted_runs().map_err(|e| e.to_string())?;
+    }
     let status = store.get_run(f.run).map_err(|e| e.to_string())?.status;
     let rows = store
         .events_after(f.run, after, BATCH)
@@ -78,17 +84,20 @@ async fn pump(f: Follow, tx: tokio::sync::mpsc::Sender<Bytes>) {
     let mut after = f.after;
     let mut watch = f.registry.watch(&f.org, f.run);
     let mut idle = 0u32;
+    let mut first = true;
     let f = std::sync::Arc::new(f);
     // One connection for the whole stream, moved to a blocking thread for each read.
     let mut store = None;
     loop {
         let ff = f.clone();
+        let sweep = first || idle + 1 >= KEEPALIVE_POLLS;
+        first = false;
         let batch = tokio::task::spawn_blocking(move || {
-            let s = match store {
+            let mut s = match store {
                 Some(s) => s,
                 None => RunStore::open(&ff.data_dir, &ff.org).map_err(|e| e.to_string())?,
             };
-            let read = read_batch(&ff, &s, after);
+            let read = read_batch(&ff, &mut s, after, sweep);
             read.map(|r| (s, r))
         })
         .await;

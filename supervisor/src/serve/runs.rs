@@ -225,8 +225,13 @@ impl Pump {
                         run = Some((RunId(id), store));
                     }
                     Err(e) => {
+                        // Keep reading (a child blocked on a full pipe would never end), but
+                        // this server cannot follow the run.
                         eprintln!("run {id}: cannot open the store to record its events: {e}");
-                        break;
+                        if let Some(tx) = started.take() {
+                            let _ = tx.send(Err(StartError::Exited("store unavailable".into())));
+                        }
+                        continue;
                     }
                 }
             }
