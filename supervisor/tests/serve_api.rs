@@ -192,6 +192,10 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        // Never signal a pid already reaped (it may be someone else's by now).
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return;
+        }
         if let Ok(pid) = i32::try_from(self.child.id()) {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid),
@@ -923,6 +927,8 @@ fn the_socket_path_refuses_a_planted_link_a_file_a_live_server_and_a_wide_addres
     assert!(err.contains("another server"), "{err}");
     assert_eq!(s.request("GET", "/v1/openapi.json", None, None).status, 200);
     drop(s);
+    // Stopped with SIGTERM, it removed its socket.
+    assert!(std::fs::symlink_metadata(&sock).is_err());
     // Its stale socket (a server killed without cleaning up) is replaced.
     let stale = std::os::unix::net::UnixListener::bind(&sock).expect("stale socket");
     drop(stale);
@@ -1159,5 +1165,56 @@ fn a_stream_of_a_run_whose_process_died_ends_and_the_run_reads_interrupted() {
     assert_eq!(
         env.store("acme").get_run(RunId(id)).expect("run").status,
         RunStatus::Interrupted
+    );
+}
+
+#[test]
+fn stopping_the_server_cancels_its_live_runs_and_they_are_recorded_cancelled() {
+    let env = Env::new();
+    let tok = env.token("acme");
+    let gate = env.path("ws/gate");
+    nix::unistd::mkfifo(&gate, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    let mut s = replay_server(
+        &env,
+        &[
+            ScriptTurn::tool("t1", "bash", json!({"command": "cat gate"})),
+            ScriptTurn::text("never"),
+        ],
+        &["--approval", "allow"],
+    );
+    let r = s.request(
+        "POST",
+        "/v1/agents/code/run",
+        Some(&tok),
+        Some(&json!({"task": "wait"}).to_string()),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.json()["run_id"].as_i64().expect("id");
+    // Wait (on the store, with a deadline) until the command is running.
+    let deadline = std::time::Instant::now() + HANG_GUARD;
+    while !env
+        .store("acme")
+        .load_run(RunId(id))
+        .expect("run")
+        .events
+        .iter()
+        .any(|e| e.kind == "tool_call")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the tool call never started"
+        );
+        // Polling the store with a deadline: the server records the event as the child reports it.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(s.child.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("sigterm");
+    let status = s.child.wait().expect("wait");
+    assert!(status.success(), "{status:?} {}", s.log());
+    assert_eq!(
+        env.store("acme").get_run(RunId(id)).expect("run").status,
+        RunStatus::Cancelled,
+        "{}",
+        s.log()
     );
 }

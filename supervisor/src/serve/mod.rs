@@ -136,7 +136,11 @@ pub async fn serve(listener: Listener, state: Arc<State>) -> std::io::Result<()>
         }
     }
     if let Listener::Unix(_, path) = &listener {
-        let _ = std::fs::remove_file(path);
+        // Only a socket: whatever else is at the path now is not ours to remove.
+        use std::os::unix::fs::FileTypeExt;
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+            let _ = std::fs::remove_file(path);
+        }
     }
     state.registry.cancel_all();
     for _ in 0..200 {

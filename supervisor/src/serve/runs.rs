@@ -18,6 +18,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{oneshot, watch};
 
+/// How long a run child may take to report its run id (it starts and attests its workers
+/// first) before it is killed and the request fails.
+const START_GUARD: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// What every run started by this server shares.
 #[derive(Debug, Clone)]
 pub struct RunTemplate {
@@ -166,10 +170,23 @@ pub async fn start(
     let pid = child.id();
     std::thread::spawn(move || log_stderr(pid, stderr));
     std::thread::spawn(move || pump.run(child, stdout, started_tx));
-    match started_rx.await {
-        Ok(Ok(id)) => Ok(id),
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(StartError::Exited("no report".into())),
+    match tokio::time::timeout(START_GUARD, started_rx).await {
+        Ok(Ok(Ok(id))) => Ok(id),
+        Ok(Ok(Err(e))) => Err(e),
+        Ok(Err(_)) => Err(StartError::Exited("no report".into())),
+        Err(_) => {
+            // A child that neither starts its run nor exits is killed, not left behind.
+            if let Ok(pid) = i32::try_from(pid) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            Err(StartError::Exited(format!(
+                "killed: no run id within {} s",
+                START_GUARD.as_secs()
+            )))
+        }
     }
 }
 
