@@ -1,4 +1,4 @@
-//! Agent definitions: create, get, list, delete.
+//! Agent definitions: create, get, list, update, delete.
 
 use crate::error::{Result, StoreError};
 use crate::rows::{agent_from_row, now_ms, to_i64, AGENT_COLUMNS};
@@ -76,6 +76,27 @@ impl RunStore {
             .prepare(&format!("SELECT {AGENT_COLUMNS} FROM agents ORDER BY name"))?;
         let rows = stmt.query_map([], agent_from_row)?;
         rows.map(|r| r?).collect()
+    }
+
+    /// Replace the model, system prompt and tools of the agent `def.name` (the name is the key
+    /// and does not change). Returns the stored agent, or `None` when there is no such agent.
+    pub fn update_agent(&mut self, def: &AgentDef) -> Result<Option<Agent>> {
+        let tools = serde_json::to_string(&def.tools).expect("a list of strings serializes");
+        for (field, text) in [
+            ("model", def.model.as_str()),
+            ("system_prompt", def.system_prompt.as_str()),
+            ("tools", tools.as_str()),
+        ] {
+            self.guard("agents", field, text)?;
+        }
+        let changed = self.conn.execute(
+            "UPDATE agents SET model = ?2, system_prompt = ?3, tools = ?4 WHERE name = ?1",
+            params![def.name, def.model, def.system_prompt, tools],
+        )?;
+        if changed == 0 {
+            return Ok(None);
+        }
+        self.get_agent(&def.name)
     }
 
     /// Delete an agent definition; its past runs stay. Returns whether it existed.

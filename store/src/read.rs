@@ -76,6 +76,32 @@ impl RunStore {
         rows.map(|r| r?).collect()
     }
 
+    /// The most recent runs of the agent named `agent`, newest first.
+    pub fn list_runs_of_agent(&self, agent: &str, limit: usize) -> Result<Vec<RunSummary>> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE agent = ?1 ORDER BY id DESC LIMIT ?2"
+        ))?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt.query_map(rusqlite::params![agent, limit], run_from_row)?;
+        rows.map(|r| r?).collect()
+    }
+
+    /// The run's events recorded after the event row `after` (0: from the first), oldest first,
+    /// at most `limit` of them. A run that does not exist is [`StoreError::RunNotFound`].
+    pub fn events_after(&self, run: RunId, after: i64, limit: usize) -> Result<Vec<EventRecord>> {
+        let tx = self.conn.unchecked_transaction()?;
+        get_run_in(&tx, run)?;
+        let mut stmt = tx.prepare(&format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3"
+        ))?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt.query_map(rusqlite::params![run.0, after, limit], event_from_row)?;
+        let out = rows.map(|r| r?).collect::<Result<Vec<_>>>()?;
+        drop(stmt);
+        tx.commit()?;
+        Ok(out)
+    }
+
     /// One run's header.
     pub fn get_run(&self, id: RunId) -> Result<RunSummary> {
         get_run_in(&self.conn, id)

@@ -9,6 +9,7 @@ pub mod egress;
 pub mod mcp;
 pub mod pair;
 pub mod secrets;
+pub mod serve;
 pub mod spawner;
 pub mod start;
 pub mod startup;

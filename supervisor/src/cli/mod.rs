@@ -14,6 +14,7 @@ pub mod provider;
 pub mod run;
 pub mod runs;
 pub mod sandbox;
+pub mod serve;
 pub mod store;
 pub mod trust;
 pub mod vectors;
@@ -96,6 +97,9 @@ pub enum Command {
     /// Language servers outside a run: `lsp check [PATH…] [--json]` prints diagnostics and exits
     /// 1 when there are errors.
     Lsp(lsp::Args),
+    /// The local agents API over a unix socket (or a loopback port), and its bearer tokens
+    /// (`serve token create --org ORG`).
+    Serve(serve::Args),
 }
 
 /// `hanzo-dev --version`: the version, the commit and date it was built from, the target, and
@@ -162,6 +166,7 @@ pub fn run(cli: Cli, env: StartEnv) -> anyhow::Result<i32> {
         Command::Logout(args) => runtime()?.block_on(login::logout(&args, env)),
         Command::Auth(args) => runtime()?.block_on(auth::run(&args, env)),
         Command::Lsp(args) => runtime()?.block_on(lsp::run(&args, env)),
+        Command::Serve(args) => serve::run(&args, env),
     }
 }
 
