@@ -10,6 +10,7 @@ use crate::tree::Supervisor;
 use hanzo_ipc::roles::mcp::{
     McpCallOutcome, McpServerState, McpServerStatus, McpToolCall, McpToolInfo, Request, Response,
 };
+use hanzo_ipc::roles::mcphttp::McpLogin;
 use hanzo_ipc::Role;
 use hanzo_policy::permission::{PermissionMode, RuleList, TieredPolicy};
 use hanzo_policy::settings::{load, CliOverrides, LoadedSettings, SettingsSources};
@@ -81,7 +82,12 @@ pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     };
     let kernel = hanzo_sandbox::doctor::probe_kernel();
     let (mut cfg, _run_dir) = supervisor_config(Some(cwd.clone()), &env, kernel.landlock_abi)?;
-    cfg.roles = Some(vec![Role::Mcp]);
+    // Remote servers are reached through the broker: it runs only when one is configured.
+    cfg.roles = Some(if crate::mcp::has_remote(&plan.config) {
+        vec![Role::Broker, Role::Mcp]
+    } else {
+        vec![Role::Mcp]
+    });
     let sup = Supervisor::start(cfg).await?;
     let code = with_tree(&sup, args, &plan, &loaded).await;
     sup.shutdown().await;
@@ -95,6 +101,9 @@ async fn with_tree(
     loaded: &LoadedSettings,
 ) -> anyhow::Result<i32> {
     sup.wait_ready().await?;
+    if crate::mcp::has_remote(&plan.config) {
+        crate::mcp::allow_remotes(sup, &plan.config, McpLogin::Never).await?;
+    }
     let statuses = match sup
         .mcp
         .call_within(Request::Configure(plan.config.clone()), CONFIGURE_WITHIN)
