@@ -51,12 +51,23 @@ pub enum McpCommand {
         #[arg(long)]
         json: bool,
     },
+    /// A client the official MCP conformance suite drives: the scenario comes from
+    /// `MCP_CONFORMANCE_SCENARIO`, the server URL is the last argument. Runs through the broker
+    /// and the mcp worker like every remote server; settings' servers are not started.
+    #[command(name = "conformance-client", hide = true)]
+    ConformanceClient {
+        /// The scenario server's URL (appended by the harness).
+        url: String,
+    },
 }
 
 /// How long starting the configured servers may take before the command gives up.
 const CONFIGURE_WITHIN: Duration = Duration::from_secs(120);
 
 pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
+    if let McpCommand::ConformanceClient { url } = &args.command {
+        return crate::cli::mcp_conformance::run(url, env).await;
+    }
     let cwd = std::env::current_dir()?;
     let src = SettingsSources::resolve(
         &cwd,
@@ -139,6 +150,7 @@ async fn with_tree(
             print_tools(&tools, *json);
             Ok(exit::OK)
         }
+        McpCommand::ConformanceClient { .. } => unreachable!("handled before the tree starts"),
         McpCommand::Call {
             server,
             tool,
