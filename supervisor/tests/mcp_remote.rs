@@ -175,7 +175,10 @@ fn everything() -> Server {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
             if line.contains("listening on port") {
                 let _ = tx.send(());
             }
@@ -238,11 +241,7 @@ fn a_remote_server_is_listed_called_and_used_in_a_run() {
     std::fs::write(
         &cassette,
         anthropic_cassette(&[
-            ScriptTurn::tool(
-                "t1",
-                "mcp__everything__get-sum",
-                json!({"a": 20, "b": 22}),
-            ),
+            ScriptTurn::tool("t1", "mcp__everything__get-sum", json!({"a": 20, "b": 22})),
             ScriptTurn::text("done"),
         ]),
     )
@@ -262,7 +261,10 @@ fn a_remote_server_is_listed_called_and_used_in_a_run() {
         .find(|e| e["type"] == "tool_result" && e["id"] == "t1")
         .unwrap_or_else(|| panic!("no result: {events:#?}"));
     assert_eq!(result["is_error"], false, "{result}");
-    assert!(result["preview"].as_str().unwrap().contains("42"), "{result}");
+    assert!(
+        result["preview"].as_str().unwrap().contains("42"),
+        "{result}"
+    );
     let store = hanzo_store::RunStore::open(&home.p("data/hanzo"), "local").expect("store");
     let started = events.iter().find(|e| e["type"] == "run_started").unwrap();
     let rec = store
@@ -317,8 +319,11 @@ fn the_token_reaches_the_server_only_and_a_flood_ends_one_call() {
     std::fs::write(
         &cassette,
         anthropic_cassette(&[
-            ScriptTurn::tool("t1", "mcp__hostile__huge", json!({}))
-                .and_tool("t2", "mcp__hostile__echo_auth", json!({})),
+            ScriptTurn::tool("t1", "mcp__hostile__huge", json!({})).and_tool(
+                "t2",
+                "mcp__hostile__echo_auth",
+                json!({}),
+            ),
             ScriptTurn::text("done"),
         ]),
     )
@@ -342,8 +347,18 @@ fn the_token_reaches_the_server_only_and_a_flood_ends_one_call() {
             .unwrap_or_else(|| panic!("no result for {id}: {events:#?}"))
             .clone()
     };
-    assert_eq!(result("t1")["is_error"], true, "the flood is an error: {}", result("t1"));
-    assert_eq!(result("t2")["is_error"], false, "the next call works: {}", result("t2"));
+    assert_eq!(
+        result("t1")["is_error"],
+        true,
+        "the flood is an error: {}",
+        result("t1")
+    );
+    assert_eq!(
+        result("t2")["is_error"],
+        false,
+        "the next call works: {}",
+        result("t2")
+    );
     assert!(result("t2")["preview"]
         .as_str()
         .unwrap()
@@ -353,7 +368,10 @@ fn the_token_reaches_the_server_only_and_a_flood_ends_one_call() {
     let rec = store
         .load_run(hanzo_store::RunId(started["run_id"].as_i64().unwrap()))
         .expect("run record");
-    assert!(!format!("{rec:?}").contains(TOKEN), "the token reached the record");
+    assert!(
+        !format!("{rec:?}").contains(TOKEN),
+        "the token reached the record"
+    );
     let huge = rec
         .steps
         .iter()

@@ -18,8 +18,8 @@ use crate::secrets::StartEnv;
 use crate::startup::supervisor_config;
 use crate::tree::Supervisor;
 use hanzo_ipc::roles::mcp::{
-    McpCallOutcome, McpConfig, McpServerConfig, McpServerState, McpToolCall, McpTransport,
-    Request, Response,
+    McpCallOutcome, McpConfig, McpServerConfig, McpServerState, McpToolCall, McpTransport, Request,
+    Response,
 };
 use hanzo_ipc::roles::mcphttp::McpLogin;
 use hanzo_ipc::Role;
@@ -121,7 +121,11 @@ async fn drive(
         .await
         .map_err(|e| e.to_string())?;
     let within = INITIALIZE_TIMEOUT + Duration::from_secs(10);
-    let statuses = match sup.mcp.call_within(Request::Configure(config), within).await {
+    let statuses = match sup
+        .mcp
+        .call_within(Request::Configure(config), within)
+        .await
+    {
         Ok(Response::Servers(s)) => s,
         Ok(other) => return Err(format!("the mcp worker answered Configure with {other:?}")),
         Err(e) => return Err(e.to_string()),

@@ -109,7 +109,9 @@ impl Broker {
         &self.mcp_client
     }
 
-    pub(crate) fn mcp_servers(&self) -> std::sync::RwLockReadGuard<'_, crate::mcp_http::McpServers> {
+    pub(crate) fn mcp_servers(
+        &self,
+    ) -> std::sync::RwLockReadGuard<'_, crate::mcp_http::McpServers> {
         self.mcp_servers.read().unwrap_or_else(|p| p.into_inner())
     }
 

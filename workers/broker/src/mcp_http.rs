@@ -308,7 +308,10 @@ impl Broker {
             Err(e) => {
                 return fail(
                     HttpFailureKind::BadRequest,
-                    format!("the request to MCP server {:?} is malformed: {e}", req.server),
+                    format!(
+                        "the request to MCP server {:?} is malformed: {e}",
+                        req.server
+                    ),
                 )
             }
         };
@@ -351,7 +354,10 @@ impl Broker {
             }
             (Ok(_), _) => Ok(resp),
             (Err(e), _) => {
-                eprintln!("hanzo-dev broker worker: MCP server {:?}: authorization failed", remote.server);
+                eprintln!(
+                    "hanzo-dev broker worker: MCP server {:?}: authorization failed",
+                    remote.server
+                );
                 Err(fail(
                     HttpFailureKind::NoCredential,
                     self.scrub_text(&format!(

@@ -7,8 +7,8 @@
 //! worker started without a broker (a command that runs the mcp worker alone) fails its remote
 //! servers with a clear error instead of waiting.
 
-use crate::http::{HttpBody, HttpClient, HttpError, HttpErrorKind, HttpHead, HttpRequest};
 use crate::http::HttpResponse;
+use crate::http::{HttpBody, HttpClient, HttpError, HttpErrorKind, HttpHead, HttpRequest};
 use crate::BoxFuture;
 use hanzo_ipc::channel::{Client, ResponseStream, StreamPart};
 use hanzo_ipc::frame::DEFAULT_MAX_FRAME;
@@ -180,9 +180,7 @@ impl HttpBody for BrokerBody {
                     message: "the broker sent a second response head".into(),
                 })),
                 Some(Ok(StreamPart::Done(http::Response::Done { .. }))) | None => None,
-                Some(Ok(StreamPart::Done(http::Response::Failed(f)))) => {
-                    Some(Err(from_failure(f)))
-                }
+                Some(Ok(StreamPart::Done(http::Response::Failed(f)))) => Some(Err(from_failure(f))),
                 Some(Err(e)) => Some(Err(HttpError {
                     kind: HttpErrorKind::Body,
                     message: format!("the broker failed mid-body: {e}"),

@@ -206,7 +206,8 @@ pub async fn legacy_mcp_metadata(
     origin: &str,
 ) -> Result<Option<AuthServerMetadata>, OAuthError> {
     let url = format!("{origin}/.well-known/oauth-authorization-server");
-    let Some(m) = get_json::<AuthServerMetadata>(http, "authorization-server metadata", &url).await?
+    let Some(m) =
+        get_json::<AuthServerMetadata>(http, "authorization-server metadata", &url).await?
     else {
         return Ok(None);
     };

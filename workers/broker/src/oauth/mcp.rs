@@ -14,8 +14,8 @@
 
 use super::config::ResolvedProvider;
 use super::discovery::{
-    auth_server_metadata, canonical_resource, parse_bearer_challenge, resource_metadata,
-    legacy_mcp_metadata, AuthServerMetadata, BearerChallenge,
+    auth_server_metadata, canonical_resource, legacy_mcp_metadata, parse_bearer_challenge,
+    resource_metadata, AuthServerMetadata, BearerChallenge,
 };
 use super::login::{code_flow, entry_for, Progress};
 use super::{check_endpoint, sanitize, OAuthError};
