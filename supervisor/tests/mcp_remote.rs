@@ -255,7 +255,7 @@ fn a_remote_server_is_listed_called_and_used_in_a_run() {
     ]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}\n{stdout}");
-    let events: Vec<Value> = stdout.lines().map(|l| json_of(l)).collect();
+    let events: Vec<Value> = stdout.lines().map(json_of).collect();
     let result = events
         .iter()
         .find(|e| e["type"] == "tool_result" && e["id"] == "t1")
@@ -339,7 +339,7 @@ fn the_token_reaches_the_server_only_and_a_flood_ends_one_call() {
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}\n{stdout}");
     assert!(!stdout.contains(TOKEN) && !stderr.contains(TOKEN));
-    let events: Vec<Value> = stdout.lines().map(|l| json_of(l)).collect();
+    let events: Vec<Value> = stdout.lines().map(json_of).collect();
     let result = |id: &str| {
         events
             .iter()
