@@ -215,14 +215,23 @@ fn fail(kind: HttpFailureKind, message: impl Into<String>) -> Response {
 /// the start of a secret is held back until the next chunk (or the end), so a secret split across
 /// two chunks is still caught, and nothing else is delayed.
 pub struct StreamScrubber {
+    /// The values the project's scrubber replaces (it ignores values too short to be secrets).
+    values: hanzo_policy::secret::SecretValues,
+    /// The same values, as bytes, for finding a partial one at the end of a chunk.
     secrets: Vec<Vec<u8>>,
     held: Vec<u8>,
 }
 
 impl StreamScrubber {
     pub fn new(secrets: Vec<Vec<u8>>) -> StreamScrubber {
+        let text: Vec<String> = secrets
+            .iter()
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .filter(|s| s.chars().count() >= hanzo_policy::secret::MIN_SECRET_LEN)
+            .collect();
         StreamScrubber {
-            secrets: secrets.into_iter().filter(|s| !s.is_empty()).collect(),
+            values: hanzo_policy::secret::SecretValues::new(text.iter().cloned()),
+            secrets: text.into_iter().map(String::into_bytes).collect(),
             held: Vec::new(),
         }
     }
@@ -244,15 +253,10 @@ impl StreamScrubber {
     }
 
     fn replace(&self, bytes: Vec<u8>) -> Vec<u8> {
-        if self.secrets.is_empty() {
+        if self.values.is_empty() {
             return bytes;
         }
-        hanzo_policy::secret::SecretValues::new(
-            self.secrets
-                .iter()
-                .map(|s| String::from_utf8_lossy(s).into_owned()),
-        )
-        .scrub_bytes(bytes)
+        self.values.scrub_bytes(bytes)
     }
 
     /// The length of the longest suffix of `buf` that is a proper prefix of a secret.
@@ -608,8 +612,11 @@ mod tests {
     fn a_secret_split_across_chunks_is_replaced() {
         let (out, _) = scrub_all(&["tok-SECRET-123"], &[b"data: tok-SEC", b"RET-123 end\n\n"]);
         assert_eq!(out, b"data: [redacted] end\n\n");
-        let (out, _) = scrub_all(&["abc"], &[b"a", b"b", b"c", b"ab"]);
+        let (out, _) = scrub_all(&["abcdefgh"], &[b"a", b"bcd", b"e", b"fgh", b"ab"]);
         assert_eq!(out, b"[redacted]ab");
+        // Too short to be treated as a secret anywhere in the project: passed on, not held.
+        let (_, sent) = scrub_all(&["ab"], &[b"xa"]);
+        assert_eq!(sent[0], b"xa");
     }
 
     #[test]
