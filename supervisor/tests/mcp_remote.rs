@@ -551,3 +551,86 @@ async fn the_broker_refuses_servers_and_addresses_not_in_the_settings() {
     assert!(unlisted.seen().is_empty(), "{:?}", unlisted.seen());
     sup.shutdown().await;
 }
+
+/// The mcp ↔ broker channel survives an mcp worker crash: the restarted worker gets a fresh pair
+/// (the broker is restarted to take its end, and forgets its allow-list until told again), and a
+/// remote call works afterwards.
+#[tokio::test]
+async fn a_restarted_mcp_worker_reaches_the_broker_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = hostile(dir.path(), "server", &[]);
+    let ws = tempfile::tempdir().unwrap();
+    let (mut cfg, _run) = common::tree_config(ws.path(), common::path_only());
+    cfg.roles = Some(vec![Role::Broker, Role::Mcp]);
+    let sup = Supervisor::start(cfg).await.expect("tree");
+    let config = McpConfig {
+        servers: vec![remote_config("web", &server.url)],
+        roots: vec![],
+        max_result_bytes: 1 << 20,
+        max_message_bytes: 8 << 20,
+    };
+    let configure = || async {
+        tokio::time::timeout(Duration::from_secs(60), sup.wait_ready())
+            .await
+            .expect("ready in time")
+            .expect("attested");
+        hanzo_dev::mcp::allow_remotes(&sup, &config, McpLogin::Never)
+            .await
+            .expect("allowed");
+        match sup
+            .mcp
+            .call_within(Request::Configure(config.clone()), Duration::from_secs(60))
+            .await
+            .expect("configured")
+        {
+            Response::Servers(s) => s[0].state.clone(),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(configure().await, McpServerState::Ready);
+    let pid_of = |role: Role| {
+        sup.worker_pids()
+            .into_iter()
+            .find(|(r, _)| *r == role)
+            .map(|(_, p)| p)
+    };
+    let (mcp, broker) = (pid_of(Role::Mcp).unwrap(), pid_of(Role::Broker).unwrap());
+    let killed = Command::new("kill")
+        .args(["-9", &mcp.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    // Polling with a deadline: the restarts happen on the supervising tasks' own schedule.
+    let mut restarted = false;
+    for _ in 0..600 {
+        let now = (pid_of(Role::Mcp), pid_of(Role::Broker));
+        if matches!(now, (Some(m), Some(b)) if m != mcp && b != broker) {
+            restarted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(restarted, "both workers were restarted");
+    assert_eq!(configure().await, McpServerState::Ready);
+    let outcome = sup
+        .mcp
+        .call(Request::CallTool(hanzo_ipc::roles::mcp::McpToolCall {
+            server: "web".into(),
+            tool: "echo_auth".into(),
+            arguments_json: "{}".into(),
+            timeout_ms: None,
+        }))
+        .await
+        .expect("answered");
+    assert!(
+        matches!(
+            outcome,
+            Response::Call(hanzo_ipc::roles::mcp::McpCallOutcome::Allowed {
+                is_error: false,
+                ..
+            })
+        ),
+        "{outcome:?}"
+    );
+    sup.shutdown().await;
+}
