@@ -509,6 +509,7 @@ async fn follow_authorization(url: String) {
         .redirect(reqwest::redirect::Policy::limited(HEADLESS_REDIRECTS))
         .no_proxy()
         .connect_timeout(Duration::from_secs(10))
+        .timeout(HEADLESS_LOGIN_TIMEOUT)
         .build();
     let Ok(client) = client else { return };
     if let Err(e) = client.get(&url).send().await {
