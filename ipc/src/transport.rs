@@ -86,10 +86,16 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 }
 
 /// Writes frames to a byte stream.
+///
+/// Cancel-safe: a [`FrameWriter::send`] dropped part-way (its request was cancelled while the
+/// socket was full) leaves the rest of its frame in `scratch`, and the next send writes that
+/// first, so the peer never sees half a frame followed by another.
 pub struct FrameWriter<W> {
     inner: W,
     max_frame: u32,
     scratch: Vec<u8>,
+    /// How much of `scratch` is already on the wire.
+    written: usize,
 }
 
 impl<W: AsyncWrite + Unpin> FrameWriter<W> {
@@ -98,19 +104,34 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
             inner,
             max_frame,
             scratch: Vec::with_capacity(256),
+            written: 0,
         }
+    }
+
+    /// Write what is left of the frame in `scratch`, recording progress after every write.
+    async fn finish_pending(&mut self) -> Result<(), IpcError> {
+        while self.written < self.scratch.len() {
+            let n = self.inner.write(&self.scratch[self.written..]).await?;
+            if n == 0 {
+                return Err(io::Error::from(io::ErrorKind::WriteZero).into());
+            }
+            self.written += n;
+        }
+        Ok(())
     }
 
     /// Write one frame (type + payload) completely.
     pub async fn send(&mut self, frame_type: u8, payload: &[u8]) -> Result<(), IpcError> {
+        self.finish_pending().await?;
         self.scratch.clear();
+        self.written = 0;
         encode_frame(frame_type, payload, self.max_frame, &mut self.scratch)?;
-        self.inner.write_all(&self.scratch).await?;
-        Ok(())
+        self.finish_pending().await
     }
 
     /// Write raw bytes (tests use this to play a misbehaving peer).
     pub async fn send_raw(&mut self, bytes: &[u8]) -> Result<(), IpcError> {
+        self.finish_pending().await?;
         self.inner.write_all(bytes).await?;
         Ok(())
     }
@@ -337,4 +358,37 @@ pub fn recv_with_credentials(
         sender,
         truncated: msg.msg_flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A send cancelled while the socket is full must not leave half a frame for the next one to
+    /// follow: the peer reads both frames whole.
+    #[tokio::test]
+    async fn a_cancelled_send_is_finished_before_the_next_frame() {
+        let (a, b) = tokio::io::duplex(64);
+        let mut writer = FrameWriter::new(a, 1 << 20);
+        let mut reader = FrameReader::new(b, 1 << 20);
+        let big = vec![7u8; 4096];
+        // Poll the send once: it writes what fits (64 bytes) and waits; then it is dropped.
+        tokio::select! {
+            biased;
+            _ = writer.send(0x10, &big) => panic!("the pipe cannot hold the whole frame"),
+            () = std::future::ready(()) => {}
+        }
+        let read = tokio::spawn(async move {
+            let first = reader.next().await.expect("frame").expect("some");
+            let second = reader.next().await.expect("frame").expect("some");
+            (first, second)
+        });
+        writer.send(0x11, b"small").await.expect("send");
+        let (first, second) = read.await.expect("reader");
+        assert_eq!((first.frame_type, first.payload.len()), (0x10, 4096));
+        assert_eq!(
+            (second.frame_type, second.payload.as_slice()),
+            (0x11, &b"small"[..])
+        );
+    }
 }

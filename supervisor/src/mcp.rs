@@ -10,6 +10,7 @@
 use hanzo_ipc::roles::mcp::{
     EnvValue, McpConfig, McpFilesystem, McpServerConfig, McpServerProfile, McpTransport,
 };
+use hanzo_ipc::roles::mcphttp::{McpLogin, McpRemote};
 use hanzo_policy::settings::{Config, Source};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -192,6 +193,51 @@ pub fn mcp_plan_with(
     })
 }
 
+/// The remote servers of `config` the broker may reach for the mcp worker (the configured
+/// `url` servers, only those); a 401 with no usable token is answered as `login` says.
+pub fn remotes_of(config: &McpConfig, login: McpLogin) -> Vec<McpRemote> {
+    config
+        .servers
+        .iter()
+        .filter_map(|s| match &s.transport {
+            McpTransport::Http { url, .. } => Some(McpRemote {
+                server: s.name.clone(),
+                url: url.clone(),
+                client_id: None,
+                scopes: Vec::new(),
+                login,
+            }),
+            McpTransport::Stdio { .. } => None,
+        })
+        .collect()
+}
+
+/// Whether `config` names a remote server (the broker must run for it).
+pub fn has_remote(config: &McpConfig) -> bool {
+    config
+        .servers
+        .iter()
+        .any(|s| matches!(s.transport, McpTransport::Http { .. }))
+}
+
+/// Tell the broker which remote servers the mcp worker may reach (replacing any earlier set).
+pub async fn allow_remotes(
+    sup: &crate::tree::Supervisor,
+    config: &McpConfig,
+    login: McpLogin,
+) -> anyhow::Result<()> {
+    let remotes = remotes_of(config, login);
+    match sup
+        .broker
+        .call(hanzo_ipc::roles::broker::Request::AllowMcpServers(remotes))
+        .await
+    {
+        Ok(hanzo_ipc::roles::broker::Response::Configured { .. }) => Ok(()),
+        Ok(other) => anyhow::bail!("the broker answered AllowMcpServers with {other:?}"),
+        Err(e) => anyhow::bail!("the broker refused the remote MCP servers: {e}"),
+    }
+}
+
 /// How long a run's MCP call may take before the worker is considered unresponsive: the
 /// servers' call timeout and a grace to report.
 pub fn run_call_limit() -> std::time::Duration {
@@ -218,6 +264,14 @@ pub async fn start_for_run(
     }
     if plan.config.servers.is_empty() {
         return false;
+    }
+    if has_remote(&plan.config) {
+        if let Err(e) = allow_remotes(sup, &plan.config, McpLogin::Never).await {
+            eprintln!(
+                "warning: {}; remote MCP servers will be refused",
+                crate::term::sanitize_line_for_terminal(&e.to_string())
+            );
+        }
     }
     let request = hanzo_ipc::roles::mcp::Request::Configure(plan.config);
     let within = std::time::Duration::from_millis(INITIALIZE_TIMEOUT_MS + 10_000);

@@ -19,8 +19,9 @@ pub struct SpawnRequest {
     pub env: Vec<(String, String)>,
     /// The worker's end of its channel; becomes fd 3.
     pub channel: OwnedFd,
-    /// The worker's end of a direct channel to a peer worker; becomes fd 4.
-    pub direct: Option<OwnedFd>,
+    /// The worker's ends of its direct channels to peer workers, each with the fd number it
+    /// becomes (4 for the model's and the mcp worker's; the broker also gets 5).
+    pub direct: Vec<(OwnedFd, i32)>,
     /// The `cgroup.procs` files of the worker's cgroup (one per hierarchy), which the child joins
     /// in its pre-exec step, before the worker runs an instruction of its own.
     pub cgroup: Vec<std::fs::File>,
@@ -80,11 +81,7 @@ fn spawn_one(exe: &PathBuf, req: SpawnRequest) -> std::io::Result<tokio::process
         &mut cmd,
         ChildSetup {
             fds: std::iter::once((req.channel.as_raw_fd(), hanzo_ipc::transport::SUPERVISOR_FD))
-                .chain(
-                    req.direct
-                        .as_ref()
-                        .map(|d| (d.as_raw_fd(), hanzo_ipc::transport::DIRECT_FD)),
-                )
+                .chain(req.direct.iter().map(|(d, fd)| (d.as_raw_fd(), *fd)))
                 .collect(),
             rlimits: req.rlimits,
             parent_pid: std::process::id() as i32,

@@ -44,8 +44,9 @@ pub struct WorkerSpec {
     pub fault: Option<hanzo_worker::Fault>,
     /// The thread that forks workers.
     pub spawner: Spawner,
-    /// The direct channel this role holds one end of, if any.
-    pub direct: Option<(Arc<DirectPair>, Side)>,
+    /// The direct channels this role holds one end of, each with the fd number its end becomes
+    /// in the worker.
+    pub direct: Vec<(Arc<DirectPair>, Side, i32)>,
 }
 
 /// Why a start did not give an attested worker.
@@ -65,8 +66,8 @@ pub struct Running<P: Protocol> {
     child: Child,
     end: oneshot::Receiver<ChannelEnd>,
     cgroup: Option<hanzo_sandbox::cgroup::Cgroup>,
-    /// Fires when the direct-channel peer restarted and this process must follow.
-    repair: Option<oneshot::Receiver<()>>,
+    /// Each fires when that direct-channel peer restarted and this process must follow.
+    repair: Vec<oneshot::Receiver<()>>,
 }
 
 /// Spawn, handshake and attest one worker process of `spec`'s role.
@@ -112,8 +113,9 @@ pub async fn start_worker<P: Protocol>(
     });
     let repair = spec
         .direct
-        .as_ref()
-        .map(|(pair, side)| pair.register_live(*side));
+        .iter()
+        .map(|(pair, side, _)| pair.register_live(*side))
+        .collect();
     Ok(Running {
         client,
         info: WorkerInfo {
@@ -176,9 +178,9 @@ async fn spawn_process(
     };
     let direct = spec
         .direct
-        .as_ref()
-        .map(|(pair, side)| pair.take_end(*side))
-        .transpose()
+        .iter()
+        .map(|(pair, side, fd)| pair.take_end(*side).map(|end| (end, *fd)))
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| fail(format!("direct channel: {e}")))?;
     let child = spec
         .spawner
@@ -334,16 +336,26 @@ async fn heartbeat<P: Protocol>(client: &WorkerClient<P>, restart: &RestartPolic
     }
 }
 
-/// Resolves when the direct-channel peer asked this side to restart; never otherwise. A dropped
+/// Resolves when a direct-channel peer asked this side to restart; never otherwise. A dropped
 /// sender only means the record was replaced: not a request to restart.
-async fn repaired(repair: Option<oneshot::Receiver<()>>) {
-    let asked = match repair {
-        Some(rx) => rx.await.is_ok(),
-        None => false,
-    };
-    if !asked {
-        std::future::pending::<()>().await;
-    }
+async fn repaired(mut repairs: Vec<oneshot::Receiver<()>>) {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::Poll;
+    std::future::poll_fn(|cx| {
+        let mut i = 0;
+        while i < repairs.len() {
+            match Pin::new(&mut repairs[i]).poll(cx) {
+                Poll::Ready(Ok(())) => return Poll::Ready(()),
+                Poll::Ready(Err(_)) => {
+                    repairs.swap_remove(i);
+                }
+                Poll::Pending => i += 1,
+            }
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// SIGKILL (which also ends a stopped process) and reap; the exit status, described.

@@ -61,6 +61,8 @@ struct TreeParts {
     spawner: Spawner,
     /// The direct channel between the model and broker workers.
     model_broker: Arc<DirectPair>,
+    /// The direct channel between the mcp and broker workers (remote MCP servers).
+    mcp_broker: Arc<DirectPair>,
     stop: watch::Sender<bool>,
 }
 
@@ -76,11 +78,24 @@ fn spec(cfg: &SupervisorConfig, parts: &TreeParts, role: Role) -> WorkerSpec {
         #[cfg(feature = "test-support")]
         fault: cfg.faults.get(&role).copied(),
         spawner: parts.spawner.clone(),
-        direct: match role {
-            Role::Broker => Some((parts.model_broker.clone(), Side::A)),
-            Role::Model => Some((parts.model_broker.clone(), Side::B)),
-            _ => None,
-        },
+        direct: direct_channels(role, parts),
+    }
+}
+
+/// The direct channels `role` holds an end of: model ↔ broker (fd 4 in both) and mcp ↔ broker
+/// (fd 4 in the mcp worker, [`BROKER_MCP_FD`](hanzo_ipc::roles::mcphttp::BROKER_MCP_FD) in the
+/// broker). A restart of either peer restarts the broker, and so re-pairs the other channel too.
+fn direct_channels(role: Role, parts: &TreeParts) -> Vec<(Arc<DirectPair>, Side, i32)> {
+    use hanzo_ipc::roles::mcphttp::BROKER_MCP_FD;
+    use hanzo_ipc::transport::DIRECT_FD;
+    match role {
+        Role::Broker => vec![
+            (parts.model_broker.clone(), Side::A, DIRECT_FD),
+            (parts.mcp_broker.clone(), Side::A, BROKER_MCP_FD),
+        ],
+        Role::Model => vec![(parts.model_broker.clone(), Side::B, DIRECT_FD)],
+        Role::Mcp => vec![(parts.mcp_broker.clone(), Side::B, DIRECT_FD)],
+        _ => Vec::new(),
     }
 }
 
@@ -126,6 +141,7 @@ macro_rules! define_supervisor {
                 let parts = TreeParts {
                     spawner: Spawner::start(cfg.exe.clone(), tokio::runtime::Handle::current())?,
                     model_broker: Arc::new(DirectPair::default()),
+                    mcp_broker: Arc::new(DirectPair::default()),
                     stop: watch::channel(false).0,
                 };
                 let mut tasks = Vec::new();

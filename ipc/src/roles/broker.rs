@@ -27,6 +27,10 @@ pub enum Request {
     /// Every credential the broker holds, described without any secret; replies
     /// [`Response::AuthStatus`].
     AuthStatus,
+    /// Replace the remote MCP servers the mcp worker may reach through the broker (from trusted
+    /// settings: the configured `url` servers, only those). Replies [`Response::Configured`] or a
+    /// `Refused` error naming the bad URL.
+    AllowMcpServers(Vec<super::mcphttp::McpRemote>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -116,6 +116,7 @@ pub mod broker;
 pub mod http;
 pub mod lsp;
 pub mod mcp;
+pub mod mcphttp;
 pub mod model;
 pub mod providers;
 pub mod tools;

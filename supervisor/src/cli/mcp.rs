@@ -10,6 +10,7 @@ use crate::tree::Supervisor;
 use hanzo_ipc::roles::mcp::{
     McpCallOutcome, McpServerState, McpServerStatus, McpToolCall, McpToolInfo, Request, Response,
 };
+use hanzo_ipc::roles::mcphttp::McpLogin;
 use hanzo_ipc::Role;
 use hanzo_policy::permission::{PermissionMode, RuleList, TieredPolicy};
 use hanzo_policy::settings::{load, CliOverrides, LoadedSettings, SettingsSources};
@@ -50,12 +51,23 @@ pub enum McpCommand {
         #[arg(long)]
         json: bool,
     },
+    /// A client the official MCP conformance suite drives: the scenario comes from
+    /// `MCP_CONFORMANCE_SCENARIO`, the server URL is the last argument. Runs through the broker
+    /// and the mcp worker like every remote server; settings' servers are not started.
+    #[command(name = "conformance-client", hide = true)]
+    ConformanceClient {
+        /// The scenario server's URL (appended by the harness).
+        url: String,
+    },
 }
 
 /// How long starting the configured servers may take before the command gives up.
 const CONFIGURE_WITHIN: Duration = Duration::from_secs(120);
 
 pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
+    if let McpCommand::ConformanceClient { url } = &args.command {
+        return crate::cli::mcp_conformance::run(url, env).await;
+    }
     let cwd = std::env::current_dir()?;
     let src = SettingsSources::resolve(
         &cwd,
@@ -81,7 +93,12 @@ pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     };
     let kernel = hanzo_sandbox::doctor::probe_kernel();
     let (mut cfg, _run_dir) = supervisor_config(Some(cwd.clone()), &env, kernel.landlock_abi)?;
-    cfg.roles = Some(vec![Role::Mcp]);
+    // Remote servers are reached through the broker: it runs only when one is configured.
+    cfg.roles = Some(if crate::mcp::has_remote(&plan.config) {
+        vec![Role::Broker, Role::Mcp]
+    } else {
+        vec![Role::Mcp]
+    });
     let sup = Supervisor::start(cfg).await?;
     let code = with_tree(&sup, args, &plan, &loaded).await;
     sup.shutdown().await;
@@ -95,6 +112,9 @@ async fn with_tree(
     loaded: &LoadedSettings,
 ) -> anyhow::Result<i32> {
     sup.wait_ready().await?;
+    if crate::mcp::has_remote(&plan.config) {
+        crate::mcp::allow_remotes(sup, &plan.config, McpLogin::Never).await?;
+    }
     let statuses = match sup
         .mcp
         .call_within(Request::Configure(plan.config.clone()), CONFIGURE_WITHIN)
@@ -130,6 +150,7 @@ async fn with_tree(
             print_tools(&tools, *json);
             Ok(exit::OK)
         }
+        McpCommand::ConformanceClient { .. } => unreachable!("handled before the tree starts"),
         McpCommand::Call {
             server,
             tool,

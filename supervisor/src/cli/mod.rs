@@ -10,6 +10,7 @@ pub mod exit;
 pub mod login;
 pub mod lsp;
 pub mod mcp;
+pub mod mcp_conformance;
 pub mod provider;
 pub mod run;
 pub mod runs;

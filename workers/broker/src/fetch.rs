@@ -45,6 +45,10 @@ pub struct Broker {
     /// One refresh at a time in this process; other processes are kept out by the file lock.
     refreshing: tokio::sync::Mutex<()>,
     pub(crate) pacer: Arc<dyn Pacer>,
+    /// The remote MCP servers the mcp worker may reach (`mcp_http.rs`).
+    mcp_servers: RwLock<crate::mcp_http::McpServers>,
+    /// The client for them: no redirects, public addresses only for host names.
+    mcp_client: reqwest::Client,
 }
 
 fn fail(kind: HttpFailureKind, message: impl Into<String>) -> Response {
@@ -71,6 +75,7 @@ impl Broker {
             .connect_timeout(Duration::from_secs(30))
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let mcp_client = crate::mcp_http::mcp_client()?;
         Ok(Broker {
             creds: RwLock::new(creds),
             allow: RwLock::new(AllowList::default()),
@@ -78,6 +83,8 @@ impl Broker {
             config_dir: None,
             refreshing: tokio::sync::Mutex::new(()),
             pacer: Arc::new(RealPacer),
+            mcp_servers: RwLock::new(crate::mcp_http::McpServers::default()),
+            mcp_client,
         })
     }
 
@@ -95,6 +102,23 @@ impl Broker {
 
     pub fn http(&self) -> &reqwest::Client {
         &self.client
+    }
+
+    /// The client for remote MCP servers.
+    pub(crate) fn mcp_http(&self) -> &reqwest::Client {
+        &self.mcp_client
+    }
+
+    pub(crate) fn mcp_servers(
+        &self,
+    ) -> std::sync::RwLockReadGuard<'_, crate::mcp_http::McpServers> {
+        self.mcp_servers.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn mcp_servers_mut(
+        &self,
+    ) -> std::sync::RwLockWriteGuard<'_, crate::mcp_http::McpServers> {
+        self.mcp_servers.write().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn read_creds(&self) -> std::sync::RwLockReadGuard<'_, CredentialStore> {
@@ -477,7 +501,7 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// A reqwest error with its causes (the top level alone is often just "error sending request").
-fn describe(e: &reqwest::Error) -> String {
+pub(crate) fn describe(e: &reqwest::Error) -> String {
     let mut s = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(cause) = source {

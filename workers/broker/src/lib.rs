@@ -12,6 +12,7 @@ pub mod allow;
 pub mod credentials;
 pub mod egress;
 pub mod fetch;
+pub mod mcp_http;
 pub mod oauth;
 pub mod pkce;
 pub mod secret;

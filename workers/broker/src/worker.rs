@@ -1,5 +1,6 @@
 //! The broker worker process: the supervisor channel (fd 3) configures it and asks what
-//! credentials exist; the direct channel (fd 4) carries the model worker's HTTP requests.
+//! credentials exist; the direct channel (fd 4) carries the model worker's HTTP requests, and the
+//! mcp worker's channel ([`BROKER_MCP_FD`]) the exchanges with remote MCP servers.
 
 use crate::credentials::CredentialStore;
 use crate::fetch::Broker;
@@ -9,6 +10,7 @@ use hanzo_ipc::frame::DEFAULT_MAX_FRAME;
 use hanzo_ipc::proto::{RemoteError, RemoteErrorKind};
 use hanzo_ipc::roles::broker::{BrokerProtocol, Item, Request, Response};
 use hanzo_ipc::roles::http::{self, direct_handshake, HttpProtocol};
+use hanzo_ipc::roles::mcphttp::{self, McpHttpProtocol, BROKER_MCP_FD};
 use hanzo_ipc::roles::{CommonEvent, LogLevel};
 use hanzo_ipc::transport;
 use hanzo_worker::{handle_common, WorkerContext, WorkerOptions};
@@ -19,6 +21,9 @@ use tokio::sync::mpsc;
 
 /// The broker worker's entry point (`hanzo-dev __worker broker …`); returns the exit code.
 pub fn worker_main(opts: WorkerOptions) -> i32 {
+    // Adopted (close-on-exec, checked to be a socket) before the runtime confines the process;
+    // a broker started without the mcp worker has none.
+    let mcp_direct = hanzo_sandbox::confine::adopt_inherited_fd(BROKER_MCP_FD).ok();
     hanzo_worker::run_with::<BrokerProtocol, _, _>(opts, |ctx: WorkerContext<BrokerProtocol>| {
         // Loaded after confinement: the credential directory is the only path it can reach.
         let creds = CredentialStore::load(
@@ -48,6 +53,9 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
             if let Some(fd) = ctx.direct {
                 tokio::spawn(serve_direct(fd, b.clone()));
             }
+            if let Some(fd) = mcp_direct {
+                tokio::spawn(serve_mcp_direct(fd, b.clone()));
+            }
         }
         BrokerHandler { broker }
     })
@@ -68,6 +76,24 @@ async fn serve_direct(fd: OwnedFd, broker: Arc<Broker>) {
     .await;
     if let Err(e) = result {
         eprintln!("hanzo-dev broker worker: direct channel ended: {e}");
+    }
+}
+
+async fn serve_mcp_direct(fd: OwnedFd, broker: Arc<Broker>) {
+    let result = async {
+        let stream = transport::stream_from_fd(fd)?;
+        let (mut reader, mut writer) = transport::split(stream, DEFAULT_MAX_FRAME);
+        direct_handshake(&mut reader, &mut writer).await?;
+        serve::<McpHttpProtocol, _, _, _>(
+            reader,
+            ServerWriter::new(writer),
+            Arc::new(McpDirectHandler { broker }),
+        )
+        .await
+    }
+    .await;
+    if let Err(e) = result {
+        eprintln!("hanzo-dev broker worker: mcp channel ended: {e}");
     }
 }
 
@@ -94,6 +120,15 @@ impl Handler<BrokerProtocol, OwnedWriteHalf> for BrokerHandler {
                 }
                 Ok(Response::Configured {
                     endpoints: u32::try_from(endpoints.len()).unwrap_or(u32::MAX),
+                })
+            }
+            Request::AllowMcpServers(remotes) => {
+                let broker = self.broker()?;
+                let n = broker
+                    .allow_mcp_servers(remotes)
+                    .map_err(|e| RemoteError::new(RemoteErrorKind::Refused, e.to_string()))?;
+                Ok(Response::Configured {
+                    endpoints: u32::try_from(n).unwrap_or(u32::MAX),
                 })
             }
             Request::DescribeCredentials => Ok(Response::Credentials(self.broker()?.report())),
@@ -158,6 +193,40 @@ impl<W: tokio::io::AsyncWrite + Unpin + Send + 'static> Handler<HttpProtocol, W>
         let (tx, mut rx) = mpsc::channel(16);
         let fetch = async move {
             let r = self.broker.fetch(req, &tx).await;
+            drop(tx);
+            r
+        };
+        let pump = async {
+            while let Some(item) = rx.recv().await {
+                items
+                    .send(item)
+                    .await
+                    .map_err(|e| RemoteError::new(RemoteErrorKind::Internal, e.to_string()))?;
+            }
+            Ok::<(), RemoteError>(())
+        };
+        let (response, pumped) = tokio::join!(fetch, pump);
+        pumped?;
+        Ok(response)
+    }
+}
+
+struct McpDirectHandler {
+    broker: Arc<Broker>,
+}
+
+impl<W: tokio::io::AsyncWrite + Unpin + Send + 'static> Handler<McpHttpProtocol, W>
+    for McpDirectHandler
+{
+    async fn handle(
+        &self,
+        request: mcphttp::Request,
+        items: ItemSink<McpHttpProtocol, W>,
+    ) -> Result<http::Response, RemoteError> {
+        let mcphttp::Request::Send(req) = request;
+        let (tx, mut rx) = mpsc::channel(16);
+        let fetch = async move {
+            let r = self.broker.fetch_mcp(req, &tx).await;
             drop(tx);
             r
         };

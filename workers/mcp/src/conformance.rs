@@ -102,7 +102,7 @@ async fn call(client: &McpClient, tool: &str) -> Result<(), String> {
 }
 
 /// Arguments for the scenario tools: numbers for every required number (`add_numbers`).
-fn arguments_for(schema: &Value) -> Value {
+pub fn arguments_for(schema: &Value) -> Value {
     let mut args = serde_json::Map::new();
     if let Some(props) = schema.get("properties").and_then(Value::as_object) {
         let mut n = 2;

@@ -9,6 +9,7 @@
 //! size, and nothing is interpreted beyond the JSON-RPC envelope.
 #![forbid(unsafe_code)]
 
+pub mod broker_http;
 pub mod classify;
 pub mod client;
 pub mod conformance;

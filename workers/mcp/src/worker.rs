@@ -6,11 +6,13 @@
 //! and each server confined at spawn with its own [`CommandProfile`] (filesystem none, workspace
 //! read-only by default, or read-write; extra read paths; no network), a cleared environment
 //! built from the entry, a keeper that kills the whole process tree when the server is dropped.
-//! The worker itself has no network and no credentials.
+//! The worker itself has no network and no credentials: remote (streamable-HTTP) servers are
+//! reached through the broker on the direct channel (fd 4, [`crate::broker_http`]).
 //!
 //! A server whose connection ends on its own (it crashed, broke the protocol, flooded a line) is
 //! restarted with backoff, a bounded number of times; calls in flight fail with a typed error.
 
+use crate::broker_http::BrokerLink;
 use crate::classify::CallOutcome;
 use crate::client::{CallOptions, ClientOptions, McpClient, Progress, ServerEvent};
 use crate::error::{CloseReason, McpError};
@@ -90,6 +92,7 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
             ctx.opts.ctx.run_dir.clone(),
             Some(ctx.events),
         )
+        .with_broker(Arc::new(BrokerLink::new(ctx.direct)))
     })
 }
 
@@ -103,6 +106,8 @@ struct Inner {
     workspace: Option<PathBuf>,
     run_dir: Option<PathBuf>,
     events: Option<EventSink<McpProtocol, OwnedWriteHalf>>,
+    /// How remote servers are reached (the broker); `None`: they are refused.
+    broker: Option<Arc<BrokerLink>>,
     state: Mutex<State>,
     /// Serialises `Configure`s.
     configuring: tokio::sync::Mutex<()>,
@@ -138,10 +143,19 @@ impl McpHandler {
                 workspace,
                 run_dir,
                 events,
+                broker: None,
                 state: Mutex::new(State::default()),
                 configuring: tokio::sync::Mutex::new(()),
             }),
         }
+    }
+
+    /// Reach remote servers through `broker`. Must be called before the handler is shared.
+    pub fn with_broker(mut self, broker: Arc<BrokerLink>) -> McpHandler {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.broker = Some(broker);
+        }
+        self
     }
 
     /// Replace the configured servers and start them; the statuses once each is ready or failed.
@@ -516,11 +530,17 @@ impl Inner {
                     .await
                     .map_err(|e| e.to_string())
             }
-            McpTransport::Http { url, .. } => Err(format!(
-                "{url} is a remote (streamable HTTP) server, which the mcp worker reaches only \
-                 through the broker; that channel is not wired in this build, so remote servers \
-                 cannot be used yet"
-            )),
+            McpTransport::Http { url, .. } => {
+                let Some(broker) = &self.broker else {
+                    return Err(format!(
+                        "{url} is a remote (streamable HTTP) server, which the mcp worker \
+                         reaches only through the broker, and this worker has no channel to it"
+                    ));
+                };
+                McpClient::connect_http(&cfg.name, url, broker.for_server(&cfg.name), options)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
         }
     }
 

@@ -196,6 +196,35 @@ pub async fn auth_server_metadata(
     )))
 }
 
+/// MCP 2025-03-26 discovery for a server without protected-resource metadata: the RFC 8414
+/// document at the MCP server's `origin`. That revision derives the URL from the server, not
+/// from an issuer, so the document's `issuer` is not required to equal `origin` (its endpoints
+/// are still checked by every later request); S256 PKCE still must be advertised. `Ok(None)`
+/// when there is no document.
+pub async fn legacy_mcp_metadata(
+    http: &reqwest::Client,
+    origin: &str,
+) -> Result<Option<AuthServerMetadata>, OAuthError> {
+    let url = format!("{origin}/.well-known/oauth-authorization-server");
+    let Some(m) =
+        get_json::<AuthServerMetadata>(http, "authorization-server metadata", &url).await?
+    else {
+        return Ok(None);
+    };
+    let s256 = m
+        .code_challenge_methods_supported
+        .as_ref()
+        .is_some_and(|v| v.iter().any(|x| x == "S256"));
+    if !s256 {
+        return Err(OAuthError::Config(format!(
+            "the authorization server at {} does not advertise PKCE with S256 \
+             (code_challenge_methods_supported); hanzo-dev does not log in without it",
+            sanitize(origin, &[])
+        )));
+    }
+    Ok(Some(m))
+}
+
 /// Candidate protected-resource metadata URLs for a resource URL (RFC 9728 §3.1): with the
 /// resource's path, then at the root.
 pub fn resource_metadata_urls(resource_url: &str) -> Result<Vec<String>, OAuthError> {

@@ -14,11 +14,11 @@
 
 use super::config::ResolvedProvider;
 use super::discovery::{
-    auth_server_metadata, canonical_resource, parse_bearer_challenge, resource_metadata,
-    BearerChallenge,
+    auth_server_metadata, canonical_resource, legacy_mcp_metadata, parse_bearer_challenge,
+    resource_metadata, AuthServerMetadata, BearerChallenge,
 };
 use super::login::{code_flow, entry_for, Progress};
-use super::{sanitize, OAuthError};
+use super::{check_endpoint, sanitize, OAuthError};
 use crate::credentials::{mcp_key, Credential};
 use crate::fetch::Broker;
 use std::time::Duration;
@@ -185,31 +185,13 @@ impl Broker {
         self.credential_path()?;
         let http = self.http();
         let resource = canonical_resource(&auth.url)?;
-        let prm = resource_metadata(http, &auth.url, challenge).await?;
-        // RFC 9728 §3.3: the metadata must be about this server.
-        let named = prm.resource.trim_end_matches('/');
-        if !(resource == named || resource.starts_with(&format!("{named}/"))) {
-            return Err(OAuthError::Malformed {
-                what: "protected-resource metadata",
-                url: sanitize(&auth.url, &[]),
-                detail: format!(
-                    "it describes {:?}, not this server",
-                    sanitize(&prm.resource, &[])
-                ),
-            });
-        }
-        let Some(issuer) = prm.authorization_servers.first() else {
-            return Err(OAuthError::Config(format!(
-                "{} names no authorization server in its protected-resource metadata",
-                sanitize(&auth.url, &[])
-            )));
-        };
-        let meta = auth_server_metadata(http, issuer).await?;
+        let (issuer, meta, prm_scopes) = discover(http, auth, &resource, challenge).await?;
+        let issuer = &issuer;
         let scopes: Vec<String> = if !scopes.is_empty() {
             scopes.to_vec()
         } else if let Some(s) = challenge.and_then(|c| c.scope.as_deref()) {
             s.split_whitespace().map(str::to_string).collect()
-        } else if let Some(s) = &prm.scopes_supported {
+        } else if let Some(s) = &prm_scopes {
             s.clone()
         } else {
             auth.scopes.clone()
@@ -254,6 +236,69 @@ impl Broker {
         let (tokens, client) = code_flow(http, &provider, timeout, progress).await?;
         self.store_entry(&key, entry_for(&tokens, &provider, &client))
     }
+}
+
+/// The authorization server of `auth.url`: from its protected-resource metadata (RFC 9728,
+/// which must describe this server), or — for a server that publishes none, as MCP 2025-03-26
+/// allowed — the server's own origin as the issuer, with its RFC 8414 metadata or, lacking that,
+/// the 2025-03-26 default endpoints (`/authorize`, `/token`, `/register` at the origin).
+/// Returns the issuer, its metadata and the resource's `scopes_supported`.
+async fn discover(
+    http: &reqwest::Client,
+    auth: &McpServerAuth,
+    resource: &str,
+    challenge: Option<&BearerChallenge>,
+) -> Result<(String, AuthServerMetadata, Option<Vec<String>>), OAuthError> {
+    let prm = match resource_metadata(http, &auth.url, challenge).await {
+        Ok(prm) => prm,
+        Err(OAuthError::Config(why)) => {
+            let origin = check_endpoint("the MCP server", &auth.url)?
+                .origin()
+                .ascii_serialization();
+            let meta = match legacy_mcp_metadata(http, &origin).await? {
+                Some(m) => m,
+                None => AuthServerMetadata {
+                    issuer: origin.clone(),
+                    authorization_endpoint: Some(format!("{origin}/authorize")),
+                    token_endpoint: Some(format!("{origin}/token")),
+                    registration_endpoint: Some(format!("{origin}/register")),
+                    ..AuthServerMetadata::default()
+                },
+            };
+            eprintln!(
+                "hanzo-dev broker worker: {}; using the 2025-03-26 discovery at {}",
+                sanitize(&why, &[]),
+                sanitize(&origin, &[])
+            );
+            let issuer = if meta.issuer.is_empty() {
+                origin
+            } else {
+                meta.issuer.clone()
+            };
+            return Ok((issuer, meta, None));
+        }
+        Err(e) => return Err(e),
+    };
+    // RFC 9728 §3.3: the metadata must be about this server.
+    let named = prm.resource.trim_end_matches('/');
+    if !(resource == named || resource.starts_with(&format!("{named}/"))) {
+        return Err(OAuthError::Malformed {
+            what: "protected-resource metadata",
+            url: sanitize(&auth.url, &[]),
+            detail: format!(
+                "it describes {:?}, not this server",
+                sanitize(&prm.resource, &[])
+            ),
+        });
+    }
+    let Some(issuer) = prm.authorization_servers.first().cloned() else {
+        return Err(OAuthError::Config(format!(
+            "{} names no authorization server in its protected-resource metadata",
+            sanitize(&auth.url, &[])
+        )));
+    };
+    let meta = auth_server_metadata(http, &issuer).await?;
+    Ok((issuer, meta, prm.scopes_supported))
 }
 
 fn refreshable(c: &Credential) -> bool {

@@ -1,0 +1,636 @@
+//! Remote (streamable-HTTP) MCP servers through the real binary: the mcp worker has no socket,
+//! so every exchange goes over the mcp ↔ broker direct channel, and the broker decides what may
+//! be reached and adds the token. Against the real `server-everything` (npm, `test-deps/mcp`) in
+//! its streamable-HTTP mode, and a hostile local server (`fixtures/mcp/remote_server.py`) that
+//! echoes the token, redirects, and floods.
+
+mod common;
+
+use hanzo_dev::tree::Supervisor;
+use hanzo_ipc::roles::broker;
+use hanzo_ipc::roles::mcp::{
+    McpConfig, McpServerConfig, McpServerState, McpServerStatus, McpTransport, Request, Response,
+};
+use hanzo_ipc::roles::mcphttp::{McpLogin, McpRemote};
+use hanzo_ipc::Role;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+/// The token stored for the hostile server: it must reach the server and nothing else.
+const TOKEN: &str = "mcp-token-canary-9c41e7d2b8";
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the supervisor crate lives at the repository root")
+        .to_path_buf()
+}
+
+/// A directory tree for one invocation: home, XDG dirs, workspace.
+struct Home {
+    root: tempfile::TempDir,
+}
+
+impl Home {
+    fn new() -> Home {
+        let root = tempfile::tempdir().unwrap();
+        for d in ["home", "data", "config/hanzo", "ws", "tmp", "srv"] {
+            std::fs::create_dir_all(root.path().join(d)).unwrap();
+        }
+        Home { root }
+    }
+
+    fn p(&self, s: &str) -> PathBuf {
+        self.root.path().join(s)
+    }
+
+    fn settings(&self, v: Value) {
+        std::fs::write(self.p("config/hanzo/settings.json"), v.to_string()).unwrap();
+    }
+
+    /// `credentials.json` holding `TOKEN` for MCP server `server`, mode 0600 from creation.
+    fn token_for(&self, server: &str) {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(self.p("config/hanzo/credentials.json"))
+            .unwrap();
+        let doc = json!({ format!("mcp:{server}"): {"access_token": TOKEN} });
+        f.write_all(doc.to_string().as_bytes()).unwrap();
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_hanzo-dev"))
+            .args(args)
+            .current_dir(self.p("ws"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.p("home"))
+            .env("XDG_DATA_HOME", self.p("data"))
+            .env("XDG_CONFIG_HOME", self.p("config"))
+            .env("TMPDIR", self.p("tmp"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("hanzo-dev")
+    }
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// A child process killed on drop.
+struct Server {
+    child: Child,
+    url: String,
+    seen: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Every request the server saw: (method, authorization).
+    fn seen(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.seen)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("seen line"))
+            .collect()
+    }
+}
+
+/// Wait (bounded) for a file the server writes once it listens.
+fn wait_for_file(path: &Path) -> String {
+    for _ in 0..600 {
+        if let Ok(s) = std::fs::read_to_string(path) {
+            return s;
+        }
+        // Polling with a deadline: the child announces its port only through this file.
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{} never appeared", path.display());
+}
+
+/// The hostile fixture server in `dir`, with extra arguments (`redirect=URL`, `host=ADDR`).
+fn hostile(dir: &Path, name: &str, extra: &[String]) -> Server {
+    let port_file = dir.join(format!("{name}.port"));
+    let seen = dir.join(format!("{name}.seen"));
+    let child = Command::new("/usr/bin/python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/remote_server.py"))
+        .arg(&port_file)
+        .arg(&seen)
+        .args(extra)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("python3");
+    let port = wait_for_file(&port_file);
+    let host = extra
+        .iter()
+        .find_map(|a| a.strip_prefix("host="))
+        .unwrap_or("127.0.0.1");
+    Server {
+        child,
+        url: format!("http://{host}:{}/mcp", port.trim()),
+        seen,
+    }
+}
+
+/// `server-everything` in streamable-HTTP mode on 127.0.0.1 (Node 22 from `test-deps/mcp`).
+fn everything() -> Server {
+    let nm = repo_root().join("test-deps/mcp/node_modules");
+    let script = nm.join("@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        script.is_file() && nm.join("node/bin/node").is_file(),
+        "the MCP test peers are missing under {}: run ./scripts/setup.sh",
+        nm.display()
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let mut child = Command::new(nm.join("node/bin/node"))
+        .arg(&script)
+        .arg("streamableHttp")
+        .env_clear()
+        .env("PORT", port.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("node");
+    let stderr = child.stderr.take().expect("piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.contains("listening on port") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("server-everything listens");
+    Server {
+        child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        seen: PathBuf::new(),
+    }
+}
+
+fn json_of(stdout: &str) -> Value {
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// `hanzo-dev mcp tools` and `mcp call` reach a real streamable-HTTP server through the broker,
+/// and a `run --replay` whose model calls its tool records the call and its classification.
+#[test]
+fn a_remote_server_is_listed_called_and_used_in_a_run() {
+    let server = everything();
+    let home = Home::new();
+    home.settings(json!({
+        "mcp_servers": {"everything": {"url": server.url}},
+        "permissions": {"mcp__everything__*": "allow"},
+    }));
+    let out = home.run(&["mcp", "list", "--json"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let doc = json_of(&stdout);
+    let s = &doc["servers"][0];
+    assert_eq!(s["name"], "everything", "{doc}");
+    assert_eq!(s["transport"], "http");
+    assert_eq!(s["state"], "ready", "{doc}");
+
+    let out = home.run(&["mcp", "tools", "everything", "--json"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("mcp__everything__get-sum"), "{stdout}");
+
+    let out = home.run(&[
+        "mcp",
+        "call",
+        "everything",
+        "get-sum",
+        "--args",
+        r#"{"a": 2, "b": 40}"#,
+        "--json",
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let doc = json_of(&stdout);
+    assert_eq!(doc["classification"], "allowed");
+    assert!(doc["result"].to_string().contains("42"), "{doc}");
+
+    use hanzo_model::script::{anthropic_cassette, ScriptTurn};
+    let cassette = home.p("model.jsonl");
+    std::fs::write(
+        &cassette,
+        anthropic_cassette(&[
+            ScriptTurn::tool("t1", "mcp__everything__get-sum", json!({"a": 20, "b": 22})),
+            ScriptTurn::text("done"),
+        ]),
+    )
+    .unwrap();
+    let out = home.run(&[
+        "run",
+        "--json",
+        "--replay",
+        cassette.to_str().unwrap(),
+        "add",
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{stdout}");
+    let events: Vec<Value> = stdout.lines().map(json_of).collect();
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "tool_result" && e["id"] == "t1")
+        .unwrap_or_else(|| panic!("no result: {events:#?}"));
+    assert_eq!(result["is_error"], false, "{result}");
+    assert!(
+        result["preview"].as_str().unwrap().contains("42"),
+        "{result}"
+    );
+    let store = hanzo_store::RunStore::open(&home.p("data/hanzo"), "local").expect("store");
+    let started = events.iter().find(|e| e["type"] == "run_started").unwrap();
+    let rec = store
+        .load_run(hanzo_store::RunId(started["run_id"].as_i64().unwrap()))
+        .expect("run record");
+    let call = rec
+        .steps
+        .iter()
+        .flat_map(|s| &s.tool_calls)
+        .find(|c| c.call.name == "mcp__everything__get-sum")
+        .expect("the call is recorded");
+    assert!(call.call.allowed);
+    assert_eq!(
+        call.call.rule.as_ref().unwrap().pattern,
+        "mcp__everything__*"
+    );
+}
+
+/// The broker adds the stored token (the server sees it), and a server that echoes it back — in
+/// a response header, a JSON body, an event stream split mid-token — gets `[redacted]` through
+/// to the worker: the token is in no output, no log line and no run record. A 16 MB answer ends
+/// that call with a typed outcome, and the next call of the run works.
+#[test]
+fn the_token_reaches_the_server_only_and_a_flood_ends_one_call() {
+    let home = Home::new();
+    let server = hostile(&home.p("srv"), "hostile", &[]);
+    home.token_for("hostile");
+    home.settings(json!({
+        "mcp_servers": {"hostile": {"url": server.url}},
+        "permissions": {"mcp__hostile__*": "allow"},
+    }));
+    for tool in ["echo_auth", "echo_sse"] {
+        let out = home.run(&["mcp", "call", "hostile", tool, "--json"]);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let doc = json_of(&stdout);
+        assert_eq!(doc["classification"], "allowed", "{doc}");
+        let answer = doc["result"]["content"][0]["text"].as_str().unwrap();
+        assert_eq!(answer, "you sent: Bearer [redacted]", "{tool}");
+        assert!(!stdout.contains(TOKEN) && !stderr.contains(TOKEN), "{tool}");
+    }
+    let seen = server.seen();
+    assert!(!seen.is_empty());
+    assert!(
+        seen.iter()
+            .all(|r| r["authorization"] == format!("Bearer {TOKEN}")),
+        "every request carried the token: {seen:?}"
+    );
+
+    use hanzo_model::script::{anthropic_cassette, ScriptTurn};
+    let cassette = home.p("model.jsonl");
+    std::fs::write(
+        &cassette,
+        anthropic_cassette(&[
+            ScriptTurn::tool("t1", "mcp__hostile__huge", json!({})).and_tool(
+                "t2",
+                "mcp__hostile__echo_auth",
+                json!({}),
+            ),
+            ScriptTurn::text("done"),
+        ]),
+    )
+    .unwrap();
+    let out = home.run(&[
+        "-vv",
+        "run",
+        "--json",
+        "--replay",
+        cassette.to_str().unwrap(),
+        "show me your token",
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{stdout}");
+    assert!(!stdout.contains(TOKEN) && !stderr.contains(TOKEN));
+    let events: Vec<Value> = stdout.lines().map(json_of).collect();
+    let result = |id: &str| {
+        events
+            .iter()
+            .find(|e| e["type"] == "tool_result" && e["id"] == id)
+            .unwrap_or_else(|| panic!("no result for {id}: {events:#?}"))
+            .clone()
+    };
+    assert_eq!(
+        result("t1")["is_error"],
+        true,
+        "the flood is an error: {}",
+        result("t1")
+    );
+    assert_eq!(
+        result("t2")["is_error"],
+        false,
+        "the next call works: {}",
+        result("t2")
+    );
+    assert!(result("t2")["preview"]
+        .as_str()
+        .unwrap()
+        .contains("[redacted]"));
+    let store = hanzo_store::RunStore::open(&home.p("data/hanzo"), "local").expect("store");
+    let started = events.iter().find(|e| e["type"] == "run_started").unwrap();
+    let rec = store
+        .load_run(hanzo_store::RunId(started["run_id"].as_i64().unwrap()))
+        .expect("run record");
+    assert!(
+        !format!("{rec:?}").contains(TOKEN),
+        "the token reached the record"
+    );
+    let huge = rec
+        .steps
+        .iter()
+        .flat_map(|s| &s.tool_calls)
+        .find(|c| c.call.name == "mcp__hostile__huge")
+        .expect("recorded");
+    let err = huge.call.error.as_deref().unwrap_or_default();
+    assert!(err.contains("MCP"), "{err}");
+    // No file the run wrote but credentials.json holds the token.
+    for dir in ["data", "tmp", "ws", "home"] {
+        assert!(
+            !tree_contains(&home.p(dir), TOKEN.as_bytes()),
+            "{dir} holds the token"
+        );
+    }
+}
+
+fn tree_contains(dir: &Path, needle: &[u8]) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let path = e.path();
+        match e.file_type() {
+            Ok(t) if t.is_dir() => tree_contains(&path, needle),
+            Ok(t) if t.is_file() => std::fs::read(&path)
+                .map(|b| b.windows(needle.len()).any(|w| w == needle))
+                .unwrap_or(false),
+            _ => false,
+        }
+    })
+}
+
+/// A server that redirects to another host is not followed: the other host sees nothing, and the
+/// server fails to start with the redirect named as the reason.
+#[test]
+fn a_redirect_to_another_host_is_not_followed() {
+    let home = Home::new();
+    let elsewhere = hostile(&home.p("srv"), "elsewhere", &["host=127.0.0.2".to_string()]);
+    let redirecting = hostile(
+        &home.p("srv"),
+        "redirecting",
+        &[format!("redirect={}", elsewhere.url)],
+    );
+    home.token_for("redirecting");
+    home.settings(json!({
+        "mcp_servers": {"redirecting": {"url": redirecting.url}},
+    }));
+    let out = home.run(&["mcp", "list", "--json"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let doc = json_of(&stdout);
+    let s = &doc["servers"][0];
+    assert_ne!(s["state"], "ready", "{doc}");
+    assert!(!redirecting.seen().is_empty(), "the server was asked");
+    assert!(
+        elsewhere.seen().is_empty(),
+        "the redirect was followed: {:?}",
+        elsewhere.seen()
+    );
+    assert!(!stdout.contains(TOKEN) && !stderr.contains(TOKEN));
+}
+
+fn remote_config(name: &str, url: &str) -> McpServerConfig {
+    McpServerConfig {
+        name: name.into(),
+        transport: McpTransport::Http {
+            url: url.into(),
+            credential: Some(format!("mcp:{name}")),
+        },
+        initialize_timeout_ms: 20_000,
+        call_timeout_ms: 20_000,
+        elicitation_defaults: false,
+    }
+}
+
+/// The broker reaches only what the supervisor configured: an mcp worker asking for a server the
+/// broker was not told about, or for another address under a configured server's name, is
+/// refused by the broker, and nothing reaches those addresses.
+#[tokio::test]
+async fn the_broker_refuses_servers_and_addresses_not_in_the_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let listed = hostile(dir.path(), "listed", &[]);
+    let unlisted = hostile(dir.path(), "unlisted", &[]);
+    let ws = tempfile::tempdir().unwrap();
+    let (mut cfg, _run) = common::tree_config(ws.path(), common::path_only());
+    cfg.roles = Some(vec![Role::Broker, Role::Mcp]);
+    let sup = Supervisor::start(cfg).await.expect("tree");
+    tokio::time::timeout(Duration::from_secs(60), sup.wait_ready())
+        .await
+        .expect("ready in time")
+        .expect("attested");
+    let allowed = vec![McpRemote {
+        server: "web".into(),
+        url: listed.url.clone(),
+        client_id: None,
+        scopes: vec![],
+        login: McpLogin::Never,
+    }];
+    let answer = sup
+        .broker
+        .call(broker::Request::AllowMcpServers(allowed))
+        .await
+        .expect("configured");
+    assert_eq!(answer, broker::Response::Configured { endpoints: 1 });
+    // A plain-http URL to a non-loopback host is refused as configuration.
+    let refused = sup
+        .broker
+        .call(broker::Request::AllowMcpServers(vec![McpRemote {
+            server: "web".into(),
+            url: "http://mcp.example/mcp".into(),
+            client_id: None,
+            scopes: vec![],
+            login: McpLogin::Never,
+        }]))
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+    let config = McpConfig {
+        servers: vec![
+            remote_config("web", &listed.url),
+            remote_config("web2", &listed.url),
+            remote_config("web_elsewhere", &unlisted.url),
+        ],
+        roots: vec![ws.path().display().to_string()],
+        max_result_bytes: 1 << 20,
+        max_message_bytes: 8 << 20,
+    };
+    let statuses = match sup
+        .mcp
+        .call_within(Request::Configure(config), Duration::from_secs(60))
+        .await
+        .expect("configured")
+    {
+        Response::Servers(s) => s,
+        other => panic!("{other:?}"),
+    };
+    let state = |name: &str| -> McpServerStatus {
+        statuses
+            .iter()
+            .find(|s| s.name == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name}: {statuses:?}"))
+    };
+    assert_eq!(state("web").state, McpServerState::Ready);
+    for name in ["web2", "web_elsewhere"] {
+        match state(name).state {
+            McpServerState::Failed { reason } => assert!(
+                reason.contains("no remote MCP server named"),
+                "{name}: {reason}"
+            ),
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    assert!(unlisted.seen().is_empty(), "{:?}", unlisted.seen());
+    // The same name with another address.
+    let config = McpConfig {
+        servers: vec![remote_config("web", &unlisted.url)],
+        roots: vec![],
+        max_result_bytes: 1 << 20,
+        max_message_bytes: 8 << 20,
+    };
+    let statuses = match sup
+        .mcp
+        .call_within(Request::Configure(config), Duration::from_secs(60))
+        .await
+        .expect("configured")
+    {
+        Response::Servers(s) => s,
+        other => panic!("{other:?}"),
+    };
+    match &statuses[0].state {
+        McpServerState::Failed { reason } => {
+            assert!(reason.contains("not the configured address"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(unlisted.seen().is_empty(), "{:?}", unlisted.seen());
+    sup.shutdown().await;
+}
+
+/// The mcp ↔ broker channel survives an mcp worker crash: the restarted worker gets a fresh pair
+/// (the broker is restarted to take its end, and forgets its allow-list until told again), and a
+/// remote call works afterwards.
+#[tokio::test]
+async fn a_restarted_mcp_worker_reaches_the_broker_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = hostile(dir.path(), "server", &[]);
+    let ws = tempfile::tempdir().unwrap();
+    let (mut cfg, _run) = common::tree_config(ws.path(), common::path_only());
+    cfg.roles = Some(vec![Role::Broker, Role::Mcp]);
+    let sup = Supervisor::start(cfg).await.expect("tree");
+    let config = McpConfig {
+        servers: vec![remote_config("web", &server.url)],
+        roots: vec![],
+        max_result_bytes: 1 << 20,
+        max_message_bytes: 8 << 20,
+    };
+    let configure = || async {
+        tokio::time::timeout(Duration::from_secs(60), sup.wait_ready())
+            .await
+            .expect("ready in time")
+            .expect("attested");
+        hanzo_dev::mcp::allow_remotes(&sup, &config, McpLogin::Never)
+            .await
+            .expect("allowed");
+        match sup
+            .mcp
+            .call_within(Request::Configure(config.clone()), Duration::from_secs(60))
+            .await
+            .expect("configured")
+        {
+            Response::Servers(s) => s[0].state.clone(),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(configure().await, McpServerState::Ready);
+    let pid_of = |role: Role| {
+        sup.worker_pids()
+            .into_iter()
+            .find(|(r, _)| *r == role)
+            .map(|(_, p)| p)
+    };
+    let (mcp, broker) = (pid_of(Role::Mcp).unwrap(), pid_of(Role::Broker).unwrap());
+    let killed = Command::new("kill")
+        .args(["-9", &mcp.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    // Polling with a deadline: the restarts happen on the supervising tasks' own schedule.
+    let mut restarted = false;
+    for _ in 0..600 {
+        let now = (pid_of(Role::Mcp), pid_of(Role::Broker));
+        if matches!(now, (Some(m), Some(b)) if m != mcp && b != broker) {
+            restarted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(restarted, "both workers were restarted");
+    assert_eq!(configure().await, McpServerState::Ready);
+    let outcome = sup
+        .mcp
+        .call(Request::CallTool(hanzo_ipc::roles::mcp::McpToolCall {
+            server: "web".into(),
+            tool: "echo_auth".into(),
+            arguments_json: "{}".into(),
+            timeout_ms: None,
+        }))
+        .await
+        .expect("answered");
+    assert!(
+        matches!(
+            outcome,
+            Response::Call(hanzo_ipc::roles::mcp::McpCallOutcome::Allowed {
+                is_error: false,
+                ..
+            })
+        ),
+        "{outcome:?}"
+    );
+    sup.shutdown().await;
+}
