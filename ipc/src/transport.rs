@@ -17,6 +17,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 pub const SUPERVISOR_FD: i32 = 3;
 /// The fd number of a worker's second, direct channel (model ↔ broker).
 pub const DIRECT_FD: i32 = 4;
+/// The fd number of the egress control socket (`SOCK_SEQPACKET`) that the broker and the tools
+/// worker each hold one end of when a run allows network for commands.
+pub const EGRESS_FD: i32 = 5;
 
 /// Everything that can end a channel.
 #[derive(Debug, Error)]

@@ -27,6 +27,14 @@ pub enum Request {
     /// Every credential the broker holds, described without any secret; replies
     /// [`Response::AuthStatus`].
     AuthStatus,
+    /// Serve the egress proxy for sandboxed commands on the control socket the broker inherited
+    /// (fd [`crate::transport::EGRESS_FD`]) under these settings (trusted configuration only).
+    /// Replies [`Response::EgressConfigured`]; `Refused` when the broker holds no control socket
+    /// (or already serves it) or an entry does not parse.
+    ConfigureEgress(EgressSettings),
+    /// Wait (briefly, bounded by the broker) until no egress connection is open and every
+    /// record has been sent as [`Event::Egress`]; replies [`Response::EgressQuiet`].
+    EgressQuiesce,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,6 +45,10 @@ pub enum Response {
     LoggedIn(LoginOutcome),
     LoggedOut { provider: String, removed: bool },
     AuthStatus(AuthStatusReport),
+    EgressConfigured,
+    /// `records`: how many [`Event::Egress`] the broker has sent so far on this channel;
+    /// `open`: connections still open (0 unless the broker's wait ran out).
+    EgressQuiet { records: u64, open: u32 },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
