@@ -21,6 +21,9 @@ pub struct SpawnRequest {
     pub channel: OwnedFd,
     /// The worker's end of a direct channel to a peer worker; becomes fd 4.
     pub direct: Option<OwnedFd>,
+    /// The worker's end of the egress control socket (broker or tools, in a run that allows
+    /// network for commands); becomes fd 5.
+    pub egress: Option<OwnedFd>,
     /// The `cgroup.procs` files of the worker's cgroup (one per hierarchy), which the child joins
     /// in its pre-exec step, before the worker runs an instruction of its own.
     pub cgroup: Vec<std::fs::File>,
@@ -85,6 +88,11 @@ fn spawn_one(exe: &PathBuf, req: SpawnRequest) -> std::io::Result<tokio::process
                         .as_ref()
                         .map(|d| (d.as_raw_fd(), hanzo_ipc::transport::DIRECT_FD)),
                 )
+                .chain(
+                    req.egress
+                        .as_ref()
+                        .map(|d| (d.as_raw_fd(), hanzo_ipc::transport::EGRESS_FD)),
+                )
                 .collect(),
             rlimits: req.rlimits,
             parent_pid: std::process::id() as i32,
@@ -99,6 +107,7 @@ fn spawn_one(exe: &PathBuf, req: SpawnRequest) -> std::io::Result<tokio::process
     // worker dies.
     drop(req.channel);
     drop(req.direct);
+    drop(req.egress);
     drop(req.cgroup);
     child
 }

@@ -47,6 +47,9 @@ pub struct SupervisorConfig {
     /// Start only these roles (`None`: all). A role left out is `Unavailable` to its callers;
     /// `auth status` and `login` start the broker alone.
     pub roles: Option<Vec<Role>>,
+    /// A run that allows network for commands: the broker and the tools worker get an egress
+    /// control socket (fd 5), and the broker's egress records go here. `None`: no egress.
+    pub egress_records: Option<crate::start::EgressRecords>,
 }
 
 impl SupervisorConfig {
@@ -61,6 +64,8 @@ struct TreeParts {
     spawner: Spawner,
     /// The direct channel between the model and broker workers.
     model_broker: Arc<DirectPair>,
+    /// The egress control socket between the broker and the tools worker, when the run has one.
+    tools_broker: Option<Arc<DirectPair>>,
     stop: watch::Sender<bool>,
 }
 
@@ -79,6 +84,15 @@ fn spec(cfg: &SupervisorConfig, parts: &TreeParts, role: Role) -> WorkerSpec {
         direct: match role {
             Role::Broker => Some((parts.model_broker.clone(), Side::A)),
             Role::Model => Some((parts.model_broker.clone(), Side::B)),
+            _ => None,
+        },
+        egress: match (role, &parts.tools_broker) {
+            (Role::Broker, Some(pair)) => Some((pair.clone(), Side::A)),
+            (Role::Tools, Some(pair)) => Some((pair.clone(), Side::B)),
+            _ => None,
+        },
+        egress_records: match role {
+            Role::Broker => cfg.egress_records.clone(),
             _ => None,
         },
     }
@@ -126,6 +140,10 @@ macro_rules! define_supervisor {
                 let parts = TreeParts {
                     spawner: Spawner::start(cfg.exe.clone(), tokio::runtime::Handle::current())?,
                     model_broker: Arc::new(DirectPair::default()),
+                    tools_broker: cfg
+                        .egress_records
+                        .is_some()
+                        .then(|| Arc::new(DirectPair::egress_control())),
                     stop: watch::channel(false).0,
                 };
                 let mut tasks = Vec::new();
