@@ -8,10 +8,10 @@
 //! it forks a helper that confines itself with the broker's profile and serves the same proxy
 //! code while the command runs, printing each record on stderr ([`SandboxProxy`]).
 
+use crate::agent::events::{EventSink, RunEvent};
 use hanzo_broker::egress::{Egress, EgressConfig, SystemResolver};
 use hanzo_ipc::roles::broker::{EgressOutcome, EgressRecord, EgressSettings};
 use hanzo_policy::network::{require_tier_b, AllowList, NeedsTierB};
-use crate::agent::events::{EventSink, RunEvent};
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -168,7 +168,9 @@ const FORWARDER_PATIENCE: Duration = Duration::from_secs(5);
 pub enum ConfigureError {
     #[error("the tools worker is not running")]
     NoToolsWorker,
-    #[error("the egress forwarder was not found in the tools worker's namespace (tools worker pid {0})")]
+    #[error(
+        "the egress forwarder was not found in the tools worker's namespace (tools worker pid {0})"
+    )]
     NoForwarder(u32),
     #[error("the broker refused the egress configuration: {0}")]
     Broker(String),
@@ -210,7 +212,9 @@ pub async fn configure_run(
         .await
     {
         Ok(hanzo_ipc::roles::broker::Response::EgressConfigured) => Ok(forwarder),
-        Ok(other) => Err(ConfigureError::Broker(format!("unexpected reply {other:?}"))),
+        Ok(other) => Err(ConfigureError::Broker(format!(
+            "unexpected reply {other:?}"
+        ))),
         Err(e) => Err(ConfigureError::Broker(e.to_string())),
     }
 }

@@ -143,8 +143,8 @@ mod tests {
         let tools = pair.take_end(Side::B).expect("tools end");
         hanzo_sandbox::fdpass::send(tools.as_fd(), b"C", &[]).expect("send");
         let mut buf = [0u8; 8];
-        let got = hanzo_ipc::transport::recv_with_credentials(broker.as_fd(), &mut buf, 1)
-            .expect("recv");
+        let got =
+            hanzo_ipc::transport::recv_with_credentials(broker.as_fd(), &mut buf, 1).expect("recv");
         assert_eq!(got.len, 1);
         // The kernel named the sender (this process) because the broker's end had SO_PASSCRED
         // before anything was sent.

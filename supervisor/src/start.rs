@@ -54,8 +54,7 @@ pub struct WorkerSpec {
 }
 
 /// The receiving side of a run's egress records, from every broker process of the tree.
-pub type EgressRecords =
-    tokio::sync::mpsc::UnboundedSender<hanzo_ipc::roles::broker::EgressRecord>;
+pub type EgressRecords = tokio::sync::mpsc::UnboundedSender<hanzo_ipc::roles::broker::EgressRecord>;
 
 /// Why a start did not give an attested worker.
 pub enum StartError {

@@ -230,7 +230,12 @@ fn a_run_s_commands_reach_an_allowed_host_and_every_attempt_is_recorded_with_its
     );
     assert!(shown[0].contains("tunnel=200"), "{shown:?}");
     assert!(!shown[0].contains("no-proxy-env"), "{shown:?}");
-    for want in ["notlisted=403", "literal=403", "rebind=403", "direct-refused"] {
+    for want in [
+        "notlisted=403",
+        "literal=403",
+        "rebind=403",
+        "direct-refused",
+    ] {
         assert!(shown[1].contains(want), "{want}: {shown:?}");
     }
     assert!(!shown[1].contains("hello-egress-run"), "{shown:?}");
@@ -249,8 +254,8 @@ fn a_run_s_commands_reach_an_allowed_host_and_every_attempt_is_recorded_with_its
         "{egress:#?}"
     );
     let reason = |host: &str| {
-        find(&egress, "denied", host)
-            .unwrap_or_else(|| panic!("no denial of {host}: {egress:#?}"))["reason"]
+        find(&egress, "denied", host).unwrap_or_else(|| panic!("no denial of {host}: {egress:#?}"))
+            ["reason"]
             .clone()
     };
     assert_eq!(reason("not-listed.example"), "not_listed");
@@ -399,7 +404,11 @@ fn for_a_run_a_project_only_narrows_and_an_untrusted_workspace_gets_no_network()
     // Untrusted: the settings give no network at all, with the warning (stderr, also in --json).
     let out = env.run_bash(&[&fetch], &[]);
     assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
-    assert!(previews(&out)[0].contains("no-proxy-env"), "{:?}", previews(&out));
+    assert!(
+        previews(&out)[0].contains("no-proxy-env"),
+        "{:?}",
+        previews(&out)
+    );
     assert!(of_type(&out.events, "egress").is_empty());
 
     // Trusted: the project narrows the user's list to pypi.org; its own host is ignored.
@@ -407,7 +416,11 @@ fn for_a_run_a_project_only_narrows_and_an_untrusted_workspace_gets_no_network()
     assert_eq!(trust.code, Some(0), "{}\n{}", trust.stdout, trust.stderr);
     let out = env.run_bash(&[&fetch], &[]);
     assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
-    assert!(previews(&out)[0].contains("code=403"), "{:?}", previews(&out));
+    assert!(
+        previews(&out)[0].contains("code=403"),
+        "{:?}",
+        previews(&out)
+    );
     let egress = of_type(&out.events, "egress");
     assert_eq!(egress.len(), 1, "{egress:#?}");
     assert_eq!(egress[0]["reason"], "ip_literal");

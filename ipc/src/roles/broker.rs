@@ -40,15 +40,23 @@ pub enum Request {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Response {
     Common(CommonResponse),
-    Configured { endpoints: u32 },
+    Configured {
+        endpoints: u32,
+    },
     Credentials(CredentialReport),
     LoggedIn(LoginOutcome),
-    LoggedOut { provider: String, removed: bool },
+    LoggedOut {
+        provider: String,
+        removed: bool,
+    },
     AuthStatus(AuthStatusReport),
     EgressConfigured,
     /// `records`: how many [`Event::Egress`] the broker has sent so far on this channel;
     /// `open`: connections still open (0 unless the broker's wait ran out).
-    EgressQuiet { records: u64, open: u32 },
+    EgressQuiet {
+        records: u64,
+        open: u32,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

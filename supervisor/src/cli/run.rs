@@ -458,8 +458,8 @@ async fn drive(
     } else {
         Box::new(TerminalView::new())
     };
-    let recorder = egress
-        .map(|(rx, store)| crate::egress::EgressRecorder::new(plain.as_ref(), rx, store));
+    let recorder =
+        egress.map(|(rx, store)| crate::egress::EgressRecorder::new(plain.as_ref(), rx, store));
     let sink: &dyn EventSink = match &recorder {
         Some(r) => r,
         None => plain.as_ref(),

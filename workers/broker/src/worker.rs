@@ -5,9 +5,9 @@
 //! `ConfigureEgress` (with the forwarder's pid, which only it can find).
 
 use crate::credentials::CredentialStore;
+use crate::egress::EgressRun;
 use crate::fetch::Broker;
 use crate::oauth::OAuthError;
-use crate::egress::EgressRun;
 use hanzo_ipc::channel::{serve, EventSink, Handler, ItemSink, ServerWriter};
 use hanzo_ipc::frame::DEFAULT_MAX_FRAME;
 use hanzo_ipc::proto::{RemoteError, RemoteErrorKind};
@@ -96,7 +96,10 @@ impl EgressSlot {
         let run = lock(&self.run).clone();
         let quiet = match run {
             Some(run) => run.quiesce(QUIESCE_PATIENCE).await,
-            None => crate::egress::Quiet { records: 0, open: 0 },
+            None => crate::egress::Quiet {
+                records: 0,
+                open: 0,
+            },
         };
         Response::EgressQuiet {
             records: quiet.records,
