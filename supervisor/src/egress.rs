@@ -219,6 +219,47 @@ pub async fn configure_run(
     }
 }
 
+/// Keep the broker configured for the run's egress across restarts: the broker and the tools
+/// worker restart as a pair (a new control socket each), and a new broker serves nothing until
+/// told the new forwarder's pid. Runs beside the agent loop and never returns; `configured` is
+/// the (tools, broker) generations [`configure_run`] was first sent for.
+pub async fn keep_configured(
+    sup: &crate::tree::Supervisor,
+    allow: &[String],
+    mut configured: (u64, u64),
+) -> std::convert::Infallible {
+    loop {
+        // Either side restarting restarts the other: wait for both to be back.
+        let (Some(tools), Some(broker)) = (
+            sup.tools.next_ready(configured.0).await,
+            sup.broker.next_ready(configured.1).await,
+        ) else {
+            break;
+        };
+        configured = (tools.generation, broker.generation);
+        match configure_run(sup, allow).await {
+            Ok(forwarder) => {
+                tracing::info!(forwarder, "egress reconfigured after a worker restart")
+            }
+            Err(e) => {
+                tracing::error!("egress not reconfigured after a worker restart: {e}");
+                eprintln!(
+                    "warning: the egress proxy could not be set up again after a worker \
+                     restart ({e}); commands' connections are refused from now on"
+                );
+            }
+        }
+    }
+    std::future::pending().await
+}
+
+/// The generations of the tools and broker workers now running (what [`keep_configured`]
+/// starts from after [`configure_run`]).
+pub fn generations(sup: &crate::tree::Supervisor) -> (u64, u64) {
+    let gen = |i: Option<Arc<crate::worker::WorkerInfo>>| i.map(|i| i.generation).unwrap_or(0);
+    (gen(sup.tools.info()), gen(sup.broker.info()))
+}
+
 /// The run's event sink with egress records woven in: each record the broker sends is stored
 /// in the run (event kind `egress`, through a connection of its own to the run store) and
 /// emitted as [`RunEvent::Egress`] at the next event of the run, and `run_finished` is held back

@@ -416,7 +416,9 @@ async fn drive(
         );
         return Ok(exit::ISOLATION_UNAVAILABLE);
     }
+    let mut egress_generations = None;
     if !prep.network_allow.is_empty() {
+        egress_generations = Some(crate::egress::generations(sup));
         // The commands get the proxy environment: without a broker serving it, refuse the run
         // rather than let them find out one connection at a time.
         match crate::egress::configure_run(sup, &prep.network_allow).await {
@@ -546,7 +548,17 @@ async fn drive(
         },
         cancel: cancel_rx,
     };
-    let report = agent_loop.run(&spec).await;
+    let report = match egress_generations {
+        Some(generations) => {
+            let allow = prep.network_allow.clone();
+            let keep = crate::egress::keep_configured(sup, &allow, generations);
+            tokio::select! {
+                r = agent_loop.run(&spec) => r,
+                never = keep => match never {},
+            }
+        }
+        None => agent_loop.run(&spec).await,
+    };
     ctrl_c.abort();
     if let Some(r) = &recorder {
         r.finish(sup).await;
