@@ -147,3 +147,44 @@ async fn after_the_tools_worker_restarts_the_new_broker_serves_the_new_forwarder
     }
     within("shutdown", sup.shutdown()).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_started_without_a_control_socket_refuses_to_serve_egress() {
+    let ws = tempfile::tempdir().expect("ws");
+    let vars: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k == "PATH" || k == "HOME" || k == "LANG")
+        .collect();
+    let abi = hanzo_sandbox::doctor::probe_kernel().landlock_abi;
+    let (mut cfg, _run_dir) =
+        supervisor_config(Some(ws.path().to_path_buf()), &StartEnv { vars }, abi).expect("config");
+    cfg.exe = PathBuf::from(env!("CARGO_BIN_EXE_hanzo-dev"));
+    // No `egress_records`: no pair, no fd 5 in either worker.
+    let sup = within("start", Supervisor::start(cfg))
+        .await
+        .expect("supervisor");
+    within("ready", sup.wait_ready()).await.expect("workers");
+    let e = within(
+        "configure",
+        hanzo_dev::egress::configure_run(&sup, &["pypi.org".to_string()]),
+    )
+    .await
+    .expect_err("nothing to serve");
+    // Without a control end the tools worker started no forwarder (its pid 2 is then the command
+    // launcher): whatever pid the supervisor names, the broker has no socket to serve.
+    assert!(e.to_string().contains("no egress control socket"), "{e}");
+    let reply = within(
+        "configure the broker directly",
+        sup.broker
+            .call(hanzo_ipc::roles::broker::Request::ConfigureEgress(
+                hanzo_ipc::roles::broker::EgressSettings {
+                    allow: vec!["pypi.org".into()],
+                    forwarder_pid: 1,
+                    ..Default::default()
+                },
+            )),
+    )
+    .await;
+    let err = reply.expect_err("refused").to_string();
+    assert!(err.contains("no egress control socket"), "{err}");
+    within("shutdown", sup.shutdown()).await;
+}
