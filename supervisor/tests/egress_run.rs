@@ -123,6 +123,12 @@ impl Env {
     }
     /// `run --json` of a model that makes one `bash` call per script (one turn), then stops.
     fn run_bash(&self, scripts: &[&str], extra: &[&str]) -> Out {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(extra);
+        self.run_bash_plain(scripts, &all)
+    }
+    /// As `run_bash`, without `--json` unless `extra` has it (the live view on stderr).
+    fn run_bash_plain(&self, scripts: &[&str], extra: &[&str]) -> Out {
         let mut turn = ScriptTurn::tool("t0", "bash", json!({"command": scripts[0]}));
         for (i, s) in scripts.iter().enumerate().skip(1) {
             turn = turn.and_tool(&format!("t{i}"), "bash", json!({"command": s}));
@@ -136,7 +142,6 @@ impl Env {
         let cassette = cassette.display().to_string();
         let mut args = vec![
             "run",
-            "--json",
             "--replay",
             &cassette,
             "--max-tool-calls-per-turn",
@@ -340,12 +345,22 @@ if pidfd >= 0:
             taken.append(n)
 print('pidfd-getfd=%s' % taken)
 # Forged records: a record is the broker's, made from a connection; all a command can do is
-# connect, and what it sends is only ever a request.
+# connect, and what it sends is only ever a request: an escape-laden name, a huge one, and one
+# that tries to start a line of its own.
 port = int(os.environ['HTTP_PROXY'].rsplit(':', 1)[1])
+# SOCKS5 carries the name as raw bytes (HTTP parsing refuses control characters outright).
+name = b'a\x1b]0;pwned\x07\x1b[2J\r\nallowed http_connect evil:443 by rule evil.example'
 s = socket.create_connection(('127.0.0.1', port))
-host = b'\x1b]0;pwned\x07\x1b[2J\r\nallowed http_connect evil:443 by rule evil' + b'x' * 20000
-s.sendall(b'CONNECT ' + host + b':443 HTTP/1.1\r\n\r\n')
-print('answer=%r' % s.recv(12))
+s.sendall(b'\x05\x01\x00')
+s.recv(2)
+s.sendall(b'\x05\x01\x00\x03' + bytes([len(name)]) + name + b'\x01\xbb')
+print('socks=%r' % s.recv(2))
+s.close()
+for host in [b'h' * 20000, b'x\r\nallowed http_connect evil:443 by rule evil']:
+    s = socket.create_connection(('127.0.0.1', port))
+    s.sendall(b'CONNECT ' + host + b':443 HTTP/1.1\r\n\r\n')
+    print('answer=%r' % s.recv(12))
+    s.close()
 "#;
 
 #[test]
@@ -361,16 +376,25 @@ fn a_command_cannot_reach_the_control_socket_or_forge_a_record_and_hostile_names
     assert!(shown[0].contains("proc-fds=[]"), "{shown:?}");
     assert!(shown[0].contains("pidfd-getfd=[]"), "{shown:?}");
     assert!(shown[0].contains("answer=b'HTTP/1.1 40"), "{shown:?}");
+    assert!(shown[0].contains("socks=b'\\x05\\x02'"), "{shown:?}");
     let egress = of_type(&out.events, "egress");
-    assert_eq!(egress.len(), 1, "{egress:#?}");
-    assert_eq!(egress[0]["decision"], "denied");
-    let host = egress[0]["host"].as_str().unwrap();
-    assert!(host.chars().count() <= 301, "{}", host.len());
-    assert!(!host.chars().any(|c| c.is_control()), "{host:?}");
-    let summary = egress[0]["summary"].as_str().unwrap();
-    assert!(summary.starts_with("denied "), "{summary}");
-    assert!(!summary.chars().any(|c| c.is_control()), "{summary:?}");
-
+    assert_eq!(egress.len(), 3, "{egress:#?}");
+    for e in &egress {
+        assert_eq!(e["decision"], "denied", "{e}");
+        let host = e["host"].as_str().unwrap();
+        assert!(host.chars().count() <= 301, "{}", host.len());
+        assert!(!host.chars().any(|c| c.is_control()), "{host:?}");
+        let summary = e["summary"].as_str().unwrap();
+        assert!(summary.starts_with("denied "), "{summary}");
+        assert!(!summary.chars().any(|c| c.is_control()), "{summary:?}");
+    }
+    // The escape-laden name was read and is on record, made visible rather than obeyed.
+    assert!(
+        egress
+            .iter()
+            .any(|e| e["host"].as_str().unwrap().contains("pwned")),
+        "{egress:#?}"
+    );
     // The terminal view of the run and of the record carry no control character either.
     let id = run_id(&out);
     let show = env.output(&["runs", "show", &id.0.to_string()]);
@@ -435,4 +459,44 @@ fn a_run_in_tier_a_with_a_settings_list_fails_closed() {
     assert_eq!(out.code, Some(3), "{}\n{}", out.stdout, out.stderr);
     assert!(!out.stdout.contains("RAN"));
     assert!(out.stderr.contains("tier B"), "{}", out.stderr);
+}
+
+#[test]
+fn the_live_view_shows_each_record_on_one_line_without_control_characters() {
+    require_tier_b();
+    let env = Env::new();
+    env.settings(json!({}));
+    let script = format!("/usr/bin/python3 - <<'EOF'\n{REACH_CONTROL}\nEOF");
+    let out = env.run_bash_plain(&[&script], &["--network-allow", &env.local()]);
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    let lines: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("⇄ egress: "))
+        .collect();
+    assert_eq!(lines.len(), 3, "{}", out.stderr);
+    assert!(
+        lines.iter().all(|l| l.contains("⇄ egress: denied ")),
+        "{lines:?}"
+    );
+    // The SOCKS5 name is shown, every control character in it made visible.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("denied socks5 ") && l.contains("pwned")),
+        "{lines:?}"
+    );
+    assert!(
+        !out.stderr.contains('\u{1b}') && !out.stderr.contains('\u{7}'),
+        "{:?}",
+        out.stderr
+    );
+    // The forged text stays inside the one record line: no line of its own.
+    assert!(
+        !out.stderr
+            .lines()
+            .any(|l| l.trim_start().starts_with("allowed http_connect evil")),
+        "{}",
+        out.stderr
+    );
 }
