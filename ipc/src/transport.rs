@@ -17,6 +17,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 pub const SUPERVISOR_FD: i32 = 3;
 /// The fd number of a worker's second, direct channel (model ↔ broker).
 pub const DIRECT_FD: i32 = 4;
+/// The fd number of the egress control socket (`SOCK_SEQPACKET`) that the broker and the tools
+/// worker each hold one end of when a run allows network for commands. Not 5: the broker's end of
+/// the mcp worker's channel is 5 ([`crate::roles::mcphttp::BROKER_MCP_FD`]).
+pub const EGRESS_FD: i32 = 6;
 
 /// Everything that can end a channel.
 #[derive(Debug, Error)]

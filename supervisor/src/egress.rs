@@ -1,16 +1,20 @@
 //! Egress for commands, on the supervisor's side: the allow-list a run or a one-shot uses, the
 //! tier-A refusal, the proxy the one-shot sandbox serves itself, and how a record reads.
 //!
-//! In a run, the broker worker serves the proxy (`hanzo_broker::egress::spawn_for_run`) and its
-//! records arrive as `Event::Egress` on the broker channel. `hanzo-dev sandbox` starts no worker:
+//! In a run, the broker worker serves the proxy (`hanzo_broker::egress::spawn_for_run`) on the
+//! control socket it inherited, once [`configure_run`] told it the forwarder's pid; its records
+//! arrive as `Event::Egress` on the broker channel, and [`EgressRecorder`] stores each in the run
+//! (event kind `egress`) and streams it ([`RunEvent::Egress`]). `hanzo-dev sandbox` starts no worker:
 //! it forks a helper that confines itself with the broker's profile and serves the same proxy
 //! code while the command runs, printing each record on stderr ([`SandboxProxy`]).
 
+use crate::agent::events::{EventSink, RunEvent};
 use hanzo_broker::egress::{Egress, EgressConfig, SystemResolver};
 use hanzo_ipc::roles::broker::{EgressOutcome, EgressRecord, EgressSettings};
 use hanzo_policy::network::{require_tier_b, AllowList, NeedsTierB};
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Fail closed when `list` asks for network and the run would be in tier A: `isolation` is
 /// `tier-a`, or the kernel cannot give tier B.
@@ -66,6 +70,325 @@ fn record_text(r: &EgressRecord) -> String {
                 reason.as_str()
             )
         }
+    }
+}
+
+/// One egress record as a run shows it (`runs show`, the `egress` event in the store, the
+/// `egress` event of `run --json`). Every string is sanitised for a terminal here, whatever the
+/// broker already did: the host and the detail come from what a command sent.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct EgressEvent {
+    /// Sequence number on the run's control channel.
+    pub id: u64,
+    /// `http_connect`, `http_forward`, `socks5`, `unknown`.
+    pub protocol: String,
+    pub host: String,
+    pub port: u16,
+    /// `allowed` or `denied`.
+    pub decision: String,
+    /// The allow-list entry that allowed the name (also for a later refusal of its address).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// `ip:port` connected to (allowed only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// How the tunnel ended: `closed`, `idle_timeout`, `error`, `shutdown` (allowed only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end: Option<String>,
+    /// Why it was refused: `not_listed`, `private_address`, `ip_literal`, … (denied only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    pub duration_ms: u64,
+    /// The record in one line, as `hanzo-dev sandbox` prints it.
+    pub summary: String,
+}
+
+/// At most this many characters of a record's strings are kept.
+const MAX_FIELD: usize = 300;
+
+fn clean(s: &str) -> String {
+    let line = crate::term::sanitize_line_for_terminal(s);
+    match line.char_indices().nth(MAX_FIELD) {
+        Some((i, _)) => format!("{}…", &line[..i]),
+        None => line.into_owned(),
+    }
+}
+
+impl EgressEvent {
+    pub fn from_record(r: &EgressRecord) -> EgressEvent {
+        let mut e = EgressEvent {
+            id: r.id,
+            protocol: r.protocol.as_str().to_string(),
+            host: clean(&r.host),
+            port: r.port,
+            decision: String::new(),
+            rule: None,
+            address: None,
+            end: None,
+            reason: None,
+            detail: None,
+            bytes_up: r.bytes_up,
+            bytes_down: r.bytes_down,
+            duration_ms: r.duration_ms,
+            summary: clean(&record_line(r)),
+        };
+        match &r.outcome {
+            EgressOutcome::Allowed { rule, address, end } => {
+                e.decision = "allowed".into();
+                e.rule = Some(clean(rule));
+                e.address = Some(clean(address));
+                e.end = Some(end.as_str().to_string());
+            }
+            EgressOutcome::Denied {
+                reason,
+                rule,
+                detail,
+            } => {
+                e.decision = "denied".into();
+                e.rule = rule.as_deref().map(clean);
+                e.reason = Some(reason.as_str().to_string());
+                e.detail = Some(clean(detail));
+            }
+        }
+        e
+    }
+}
+
+/// How long the supervisor looks for the tools worker's forwarder (bounds a broken start; the
+/// forwarder exists before the worker is attested, so it is normally found at once).
+const FORWARDER_PATIENCE: Duration = Duration::from_secs(5);
+
+/// Why a run's egress could not be set up (the run is then refused: its commands were promised
+/// a proxy).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigureError {
+    #[error("the tools worker is not running")]
+    NoToolsWorker,
+    #[error(
+        "the egress forwarder was not found in the tools worker's namespace (tools worker pid {0})"
+    )]
+    NoForwarder(u32),
+    #[error("the broker refused the egress configuration: {0}")]
+    Broker(String),
+}
+
+/// The forwarder's pid as the supervisor sees it: the tools worker `tools_pid` waits outside its
+/// namespaces for their pid 1, whose first child (pid [`hanzo_tools::egress_forward::NS_PID`]
+/// inside) is the forwarder.
+pub fn forwarder_pid(tools_pid: u32) -> Option<u32> {
+    let pid1 = hanzo_sandbox::procfs::child_with_ns_pid(tools_pid, 1)?;
+    hanzo_sandbox::procfs::child_with_ns_pid(pid1, hanzo_tools::egress_forward::NS_PID)
+}
+
+/// Tell the running broker to serve the run's egress for the running tools worker's forwarder
+/// under `allow` (the effective list, not empty). Returns the forwarder's pid.
+pub async fn configure_run(
+    sup: &crate::tree::Supervisor,
+    allow: &[String],
+) -> Result<u32, ConfigureError> {
+    let tools = sup.tools.info().ok_or(ConfigureError::NoToolsWorker)?;
+    let deadline = std::time::Instant::now() + FORWARDER_PATIENCE;
+    let forwarder = loop {
+        if let Some(pid) = forwarder_pid(tools.pid) {
+            break pid;
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(ConfigureError::NoForwarder(tools.pid));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let settings = EgressSettings {
+        allow: allow.to_vec(),
+        forwarder_pid: forwarder,
+        ..EgressSettings::default()
+    };
+    match sup
+        .broker
+        .call(hanzo_ipc::roles::broker::Request::ConfigureEgress(settings))
+        .await
+    {
+        Ok(hanzo_ipc::roles::broker::Response::EgressConfigured) => Ok(forwarder),
+        Ok(other) => Err(ConfigureError::Broker(format!(
+            "unexpected reply {other:?}"
+        ))),
+        Err(e) => Err(ConfigureError::Broker(e.to_string())),
+    }
+}
+
+/// Keep the broker configured for the run's egress across restarts: the broker and the tools
+/// worker restart as a pair (a new control socket each), and a new broker serves nothing until
+/// told the new forwarder's pid. Runs beside the agent loop and never returns; `configured` is
+/// the (tools, broker) generations [`configure_run`] was first sent for.
+pub async fn keep_configured(
+    sup: &crate::tree::Supervisor,
+    allow: &[String],
+    mut configured: (u64, u64),
+) -> std::convert::Infallible {
+    loop {
+        // Either side restarting restarts the other: wait for both to be back.
+        let (Some(tools), Some(broker)) = (
+            sup.tools.next_ready(configured.0).await,
+            sup.broker.next_ready(configured.1).await,
+        ) else {
+            break;
+        };
+        configured = (tools.generation, broker.generation);
+        match configure_run(sup, allow).await {
+            Ok(forwarder) => {
+                tracing::info!(forwarder, "egress reconfigured after a worker restart")
+            }
+            Err(e) => {
+                tracing::error!("egress not reconfigured after a worker restart: {e}");
+                eprintln!(
+                    "warning: the egress proxy could not be set up again after a worker \
+                     restart ({e}); commands' connections are refused from now on"
+                );
+            }
+        }
+    }
+    std::future::pending().await
+}
+
+/// The generations of the tools and broker workers now running (what [`keep_configured`]
+/// starts from after [`configure_run`]).
+pub fn generations(sup: &crate::tree::Supervisor) -> (u64, u64) {
+    let gen = |i: Option<Arc<crate::worker::WorkerInfo>>| i.map(|i| i.generation).unwrap_or(0);
+    (gen(sup.tools.info()), gen(sup.broker.info()))
+}
+
+/// The run's event sink with egress records woven in: each record the broker sends is stored
+/// in the run (event kind `egress`, through a connection of its own to the run store) and
+/// emitted as [`RunEvent::Egress`] at the next event of the run, and `run_finished` is held back
+/// until [`EgressRecorder::finish`] has collected the run's last records — so it stays last.
+pub struct EgressRecorder<'a> {
+    inner: &'a dyn EventSink,
+    state: Mutex<RecorderState>,
+}
+
+struct RecorderState {
+    records: tokio::sync::mpsc::UnboundedReceiver<EgressRecord>,
+    store: hanzo_store::RunStore,
+    run: Option<hanzo_store::RunId>,
+    /// Records that came before the run was begun.
+    early: Vec<EgressEvent>,
+    finished: Option<RunEvent>,
+    seen: u64,
+    /// The first store failure (reported once).
+    failed: bool,
+}
+
+/// How long [`EgressRecorder::finish`] waits for records the broker said it sent.
+const RECORD_PATIENCE: Duration = Duration::from_secs(3);
+
+impl<'a> EgressRecorder<'a> {
+    pub fn new(
+        inner: &'a dyn EventSink,
+        records: tokio::sync::mpsc::UnboundedReceiver<EgressRecord>,
+        store: hanzo_store::RunStore,
+    ) -> EgressRecorder<'a> {
+        EgressRecorder {
+            inner,
+            state: Mutex::new(RecorderState {
+                records,
+                store,
+                run: None,
+                early: Vec::new(),
+                finished: None,
+                seen: 0,
+                failed: false,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, RecorderState> {
+        // Every field is replaced whole: consistent between statements.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Store and emit every record that has arrived.
+    fn drain(&self, st: &mut RecorderState) {
+        while let Ok(record) = st.records.try_recv() {
+            st.seen += 1;
+            let event = EgressEvent::from_record(&record);
+            match st.run {
+                Some(run) => self.keep(st, run, event),
+                None => st.early.push(event),
+            }
+        }
+    }
+
+    fn keep(&self, st: &mut RecorderState, run: hanzo_store::RunId, event: EgressEvent) {
+        let data = serde_json::to_value(&event).expect("an egress event always serializes");
+        if let Err(e) = st.store.record_event(run, None, "egress", &data) {
+            if !st.failed {
+                st.failed = true;
+                tracing::error!(run_id = run.0, "cannot store an egress record: {e}");
+                eprintln!("error: cannot store the run's egress records: {e}");
+            }
+        }
+        self.inner.emit(&RunEvent::Egress(event));
+    }
+
+    /// After the loop: ask the broker to settle (open connections end, records sent), collect
+    /// the records it says it sent (bounded wait), then emit the held `run_finished`.
+    pub async fn finish(&self, sup: &crate::tree::Supervisor) {
+        let expected = match sup
+            .broker
+            .call(hanzo_ipc::roles::broker::Request::EgressQuiesce)
+            .await
+        {
+            Ok(hanzo_ipc::roles::broker::Response::EgressQuiet { records, open }) => {
+                if open > 0 {
+                    eprintln!(
+                        "warning: {open} egress connection(s) were still open when the run                          ended; they are recorded when they close, or not at all"
+                    );
+                }
+                records
+            }
+            _ => 0,
+        };
+        let deadline = tokio::time::Instant::now() + RECORD_PATIENCE;
+        loop {
+            let seen = {
+                let mut st = self.lock();
+                self.drain(&mut st);
+                st.seen
+            };
+            if seen >= expected || tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let finished = self.lock().finished.take();
+        if let Some(f) = finished {
+            self.inner.emit(&f);
+        }
+    }
+}
+
+impl EventSink for EgressRecorder<'_> {
+    fn emit(&self, event: &RunEvent) {
+        let mut st = self.lock();
+        if let RunEvent::RunStarted { run_id, .. } = event {
+            self.inner.emit(event);
+            let run = hanzo_store::RunId(*run_id);
+            st.run = Some(run);
+            for e in std::mem::take(&mut st.early) {
+                self.keep(&mut st, run, e);
+            }
+            self.drain(&mut st);
+            return;
+        }
+        self.drain(&mut st);
+        if matches!(event, RunEvent::RunFinished { .. }) {
+            st.finished = Some(event.clone());
+            return;
+        }
+        self.inner.emit(event);
     }
 }
 

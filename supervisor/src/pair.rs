@@ -1,6 +1,11 @@
 //! The direct channel between two workers (model ↔ broker): one socketpair, one end inherited by
 //! each as fd 4, so HTTP requests and raw response bytes never pass through the supervisor.
 //!
+//! The same machinery carries the egress control socket between the broker (side A) and the
+//! tools worker (side B) when a run allows network for commands ([`DirectPair::egress_control`]):
+//! a `SOCK_SEQPACKET` pair, inherited as fd 5 by each, with `SO_PASSCRED` set on the broker's end
+//! the moment it is made, before the tools worker's forwarder can send anything on the other.
+//!
 //! The two workers are restarted as a pair: a channel whose other end died cannot be reconnected,
 //! so whichever side starts without an unclaimed end creates a fresh pair and kills the peer's
 //! current process; the peer's restart then takes the other end.
@@ -32,13 +37,46 @@ struct PairState {
     live: [Option<tokio::sync::oneshot::Sender<()>>; 2],
 }
 
+/// What kind of socket pair a [`DirectPair`] makes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum PairKind {
+    /// A stream pair for a framed channel (model ↔ broker).
+    #[default]
+    Stream,
+    /// The egress control socket: `SOCK_SEQPACKET`, credentials passed to side A (the broker).
+    EgressControl,
+}
+
 /// Shared by the two workers' supervising tasks.
 #[derive(Default)]
 pub struct DirectPair {
     state: Mutex<PairState>,
+    kind: PairKind,
 }
 
 impl DirectPair {
+    /// The egress control pair: side A is the broker's end (`SO_PASSCRED` set at creation),
+    /// side B the tools worker's.
+    pub fn egress_control() -> DirectPair {
+        DirectPair {
+            state: Mutex::default(),
+            kind: PairKind::EgressControl,
+        }
+    }
+
+    fn make_pair(&self) -> std::io::Result<(OwnedFd, OwnedFd)> {
+        match self.kind {
+            PairKind::Stream => hanzo_ipc::transport::socketpair(),
+            PairKind::EgressControl => {
+                let (a, b) = hanzo_sandbox::fdpass::seqpacket_pair(false)?;
+                // Before the other end exists anywhere else: every message the forwarder sends
+                // then carries its pid, which the broker checks.
+                hanzo_ipc::transport::pass_credentials(std::os::fd::AsFd::as_fd(&a))?;
+                Ok((a, b))
+            }
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, PairState> {
         // The state is a handful of options, consistent between statements.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
@@ -51,7 +89,7 @@ impl DirectPair {
         if let Some(end) = st.unclaimed[side as usize].take() {
             return Ok(end);
         }
-        let (a, b) = hanzo_ipc::transport::socketpair()?;
+        let (a, b) = self.make_pair()?;
         let (mine, theirs) = match side {
             Side::A => (a, b),
             Side::B => (b, a),
@@ -95,6 +133,22 @@ mod tests {
         assert!(pair.lock().unclaimed.iter().all(Option::is_none));
         assert!(a_restart.try_recv().is_err());
         assert!(pair.lock().live[0].is_some());
+    }
+
+    #[test]
+    fn the_egress_pair_is_seqpacket_and_passes_credentials_to_the_broker() {
+        use std::os::fd::AsFd;
+        let pair = DirectPair::egress_control();
+        let broker = pair.take_end(Side::A).expect("broker end");
+        let tools = pair.take_end(Side::B).expect("tools end");
+        hanzo_sandbox::fdpass::send(tools.as_fd(), b"C", &[]).expect("send");
+        let mut buf = [0u8; 8];
+        let got =
+            hanzo_ipc::transport::recv_with_credentials(broker.as_fd(), &mut buf, 1).expect("recv");
+        assert_eq!(got.len, 1);
+        // The kernel named the sender (this process) because the broker's end had SO_PASSCRED
+        // before anything was sent.
+        assert_eq!(got.sender.map(|c| c.pid), Some(std::process::id()));
     }
 
     #[test]

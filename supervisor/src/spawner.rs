@@ -22,6 +22,9 @@ pub struct SpawnRequest {
     /// The worker's ends of its direct channels to peer workers, each with the fd number it
     /// becomes (4 for the model's and the mcp worker's; the broker also gets 5).
     pub direct: Vec<(OwnedFd, i32)>,
+    /// The worker's end of the egress control socket (broker or tools, in a run that allows
+    /// network for commands); becomes [`hanzo_ipc::transport::EGRESS_FD`].
+    pub egress: Option<OwnedFd>,
     /// The `cgroup.procs` files of the worker's cgroup (one per hierarchy), which the child joins
     /// in its pre-exec step, before the worker runs an instruction of its own.
     pub cgroup: Vec<std::fs::File>,
@@ -82,6 +85,11 @@ fn spawn_one(exe: &PathBuf, req: SpawnRequest) -> std::io::Result<tokio::process
         ChildSetup {
             fds: std::iter::once((req.channel.as_raw_fd(), hanzo_ipc::transport::SUPERVISOR_FD))
                 .chain(req.direct.iter().map(|(d, fd)| (d.as_raw_fd(), *fd)))
+                .chain(
+                    req.egress
+                        .as_ref()
+                        .map(|d| (d.as_raw_fd(), hanzo_ipc::transport::EGRESS_FD)),
+                )
                 .collect(),
             rlimits: req.rlimits,
             parent_pid: std::process::id() as i32,
@@ -96,6 +104,7 @@ fn spawn_one(exe: &PathBuf, req: SpawnRequest) -> std::io::Result<tokio::process
     // worker dies.
     drop(req.channel);
     drop(req.direct);
+    drop(req.egress);
     drop(req.cgroup);
     child
 }

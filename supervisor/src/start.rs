@@ -47,7 +47,15 @@ pub struct WorkerSpec {
     /// The direct channels this role holds one end of, each with the fd number its end becomes
     /// in the worker.
     pub direct: Vec<(Arc<DirectPair>, Side, i32)>,
+    /// The egress control socket this role holds one end of (broker, tools), if the run allows
+    /// network for commands; its end becomes [`hanzo_ipc::transport::EGRESS_FD`].
+    pub egress: Option<(Arc<DirectPair>, Side)>,
+    /// Where the broker's egress records go (the run's record); `None`: only logged.
+    pub egress_records: Option<EgressRecords>,
 }
+
+/// The receiving side of a run's egress records, from every broker process of the tree.
+pub type EgressRecords = tokio::sync::mpsc::UnboundedSender<hanzo_ipc::roles::broker::EgressRecord>;
 
 /// Why a start did not give an attested worker.
 pub enum StartError {
@@ -68,6 +76,8 @@ pub struct Running<P: Protocol> {
     cgroup: Option<hanzo_sandbox::cgroup::Cgroup>,
     /// Each fires when that direct-channel peer restarted and this process must follow.
     repair: Vec<oneshot::Receiver<()>>,
+    /// The same for the egress control socket's peer (none or one).
+    repair_egress: Vec<oneshot::Receiver<()>>,
 }
 
 /// Spawn, handshake and attest one worker process of `spec`'s role.
@@ -106,8 +116,14 @@ pub async fn start_worker<P: Protocol>(
         }
     };
     let (client, mut events, end) = Client::<P, _>::start(reader, writer);
+    let records = spec.egress_records.clone();
     tokio::spawn(async move {
         while let Some(event) = events.recv().await {
+            if let (Some(tx), Some(record)) = (&records, egress_record(&event)) {
+                // Gone only when the run is over: nothing is left to record into.
+                let _ = tx.send(record);
+                continue;
+            }
             tracing::info!(%role, ?event, "worker event");
         }
     });
@@ -115,6 +131,11 @@ pub async fn start_worker<P: Protocol>(
         .direct
         .iter()
         .map(|(pair, side, _)| pair.register_live(*side))
+        .collect();
+    let repair_egress = spec
+        .egress
+        .iter()
+        .map(|(pair, side)| pair.register_live(*side))
         .collect();
     Ok(Running {
         client,
@@ -135,7 +156,16 @@ pub async fn start_worker<P: Protocol>(
         end,
         cgroup,
         repair,
+        repair_egress,
     })
+}
+
+/// The egress record an event carries, when it is the broker's `Event::Egress`.
+fn egress_record<E: 'static>(event: &E) -> Option<hanzo_ipc::roles::broker::EgressRecord> {
+    match (event as &dyn std::any::Any).downcast_ref::<hanzo_ipc::roles::broker::Event>()? {
+        hanzo_ipc::roles::broker::Event::Egress(r) => Some(r.clone()),
+        _ => None,
+    }
 }
 
 /// The role's process and memory budget, where the host has cgroups for us.
@@ -182,6 +212,12 @@ async fn spawn_process(
         .map(|(pair, side, fd)| pair.take_end(*side).map(|end| (end, *fd)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| fail(format!("direct channel: {e}")))?;
+    let egress = spec
+        .egress
+        .as_ref()
+        .map(|(pair, side)| pair.take_end(*side))
+        .transpose()
+        .map_err(|e| fail(format!("egress control socket: {e}")))?;
     let child = spec
         .spawner
         .spawn(SpawnRequest {
@@ -195,6 +231,7 @@ async fn spawn_process(
             env: spec.env.clone(),
             channel: theirs,
             direct,
+            egress,
             cgroup,
             rlimits: profile.rlimits,
         })
@@ -271,6 +308,7 @@ impl<P: Protocol> Running<P> {
             mut end,
             cgroup,
             repair,
+            repair_egress,
         } = self;
         let (role, pid) = (info.role, info.pid);
         let reason = tokio::select! {
@@ -292,6 +330,10 @@ impl<P: Protocol> Running<P> {
             }
             () = repaired(repair) => Some(format!(
                 "restarted to re-pair its direct channel (its peer restarted); process {}",
+                kill_and_reap(&mut child).await
+            )),
+            () = repaired(repair_egress) => Some(format!(
+                "restarted to re-pair its egress control socket (its peer restarted); process {}",
                 kill_and_reap(&mut child).await
             )),
             missed = heartbeat(&client, restart) => {

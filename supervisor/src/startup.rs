@@ -153,6 +153,7 @@ pub fn supervisor_config(
         max_in_flight: 64,
         isolation: Default::default(),
         roles: None,
+        egress_records: None,
     };
     Ok((cfg, RunDir(run_dir)))
 }

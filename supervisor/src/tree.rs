@@ -47,6 +47,9 @@ pub struct SupervisorConfig {
     /// Start only these roles (`None`: all). A role left out is `Unavailable` to its callers;
     /// `auth status` and `login` start the broker alone.
     pub roles: Option<Vec<Role>>,
+    /// A run that allows network for commands: the broker and the tools worker get an egress
+    /// control socket (fd 5), and the broker's egress records go here. `None`: no egress.
+    pub egress_records: Option<crate::start::EgressRecords>,
 }
 
 impl SupervisorConfig {
@@ -63,6 +66,8 @@ struct TreeParts {
     model_broker: Arc<DirectPair>,
     /// The direct channel between the mcp and broker workers (remote MCP servers).
     mcp_broker: Arc<DirectPair>,
+    /// The egress control socket between the broker and the tools worker, when the run has one.
+    tools_broker: Option<Arc<DirectPair>>,
     stop: watch::Sender<bool>,
 }
 
@@ -79,12 +84,23 @@ fn spec(cfg: &SupervisorConfig, parts: &TreeParts, role: Role) -> WorkerSpec {
         fault: cfg.faults.get(&role).copied(),
         spawner: parts.spawner.clone(),
         direct: direct_channels(role, parts),
+        egress: match (role, &parts.tools_broker) {
+            (Role::Broker, Some(pair)) => Some((pair.clone(), Side::A)),
+            (Role::Tools, Some(pair)) => Some((pair.clone(), Side::B)),
+            _ => None,
+        },
+        egress_records: match role {
+            Role::Broker => cfg.egress_records.clone(),
+            _ => None,
+        },
     }
 }
 
 /// The direct channels `role` holds an end of: model ↔ broker (fd 4 in both) and mcp ↔ broker
 /// (fd 4 in the mcp worker, [`BROKER_MCP_FD`](hanzo_ipc::roles::mcphttp::BROKER_MCP_FD) in the
 /// broker). A restart of either peer restarts the broker, and so re-pairs the other channel too.
+/// (The egress control socket, broker ↔ tools, is [`WorkerSpec::egress`]: fd
+/// [`EGRESS_FD`](hanzo_ipc::transport::EGRESS_FD) in both.)
 fn direct_channels(role: Role, parts: &TreeParts) -> Vec<(Arc<DirectPair>, Side, i32)> {
     use hanzo_ipc::roles::mcphttp::BROKER_MCP_FD;
     use hanzo_ipc::transport::DIRECT_FD;
@@ -142,6 +158,10 @@ macro_rules! define_supervisor {
                     spawner: Spawner::start(cfg.exe.clone(), tokio::runtime::Handle::current())?,
                     model_broker: Arc::new(DirectPair::default()),
                     mcp_broker: Arc::new(DirectPair::default()),
+                    tools_broker: cfg
+                        .egress_records
+                        .is_some()
+                        .then(|| Arc::new(DirectPair::egress_control())),
                     stop: watch::channel(false).0,
                 };
                 let mut tasks = Vec::new();

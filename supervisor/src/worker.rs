@@ -150,6 +150,27 @@ impl<P: Protocol> WorkerHandle<P> {
         }
     }
 
+    /// Wait, without a deadline, until a process of this role later than `generation` is running
+    /// and attested; `None` when the role failed or its supervising task stopped.
+    pub async fn next_ready(&self, generation: u64) -> Option<Arc<WorkerInfo>> {
+        let mut rx = self.slot.clone();
+        loop {
+            {
+                let slot = rx.borrow_and_update();
+                match &*slot {
+                    Slot::Ready(client, info)
+                        if !client.is_closed() && info.generation > generation =>
+                    {
+                        return Some(info.clone())
+                    }
+                    Slot::Failed(_) => return None,
+                    _ => {}
+                }
+            }
+            rx.changed().await.ok()?;
+        }
+    }
+
     /// Wait until the role is ready (or failed, or the deadline passes).
     pub async fn ready(&self) -> Result<(WorkerClient<P>, Arc<WorkerInfo>), CallError> {
         let mut rx = self.slot.clone();

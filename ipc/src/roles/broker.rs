@@ -31,16 +31,36 @@ pub enum Request {
     /// settings: the configured `url` servers, only those). Replies [`Response::Configured`] or a
     /// `Refused` error naming the bad URL.
     AllowMcpServers(Vec<super::mcphttp::McpRemote>),
+    /// Serve the egress proxy for sandboxed commands on the control socket the broker inherited
+    /// (fd [`crate::transport::EGRESS_FD`]) under these settings (trusted configuration only).
+    /// Replies [`Response::EgressConfigured`]; `Refused` when the broker holds no control socket
+    /// (or already serves it) or an entry does not parse.
+    ConfigureEgress(EgressSettings),
+    /// Wait (briefly, bounded by the broker) until no egress connection is open and every
+    /// record has been sent as [`Event::Egress`]; replies [`Response::EgressQuiet`].
+    EgressQuiesce,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Response {
     Common(CommonResponse),
-    Configured { endpoints: u32 },
+    Configured {
+        endpoints: u32,
+    },
     Credentials(CredentialReport),
     LoggedIn(LoginOutcome),
-    LoggedOut { provider: String, removed: bool },
+    LoggedOut {
+        provider: String,
+        removed: bool,
+    },
     AuthStatus(AuthStatusReport),
+    EgressConfigured,
+    /// `records`: how many [`Event::Egress`] the broker has sent so far on this channel;
+    /// `open`: connections still open (0 unless the broker's wait ran out).
+    EgressQuiet {
+        records: u64,
+        open: u32,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

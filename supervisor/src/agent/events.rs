@@ -88,6 +88,9 @@ pub enum RunEvent {
         /// agent's tool list, a cap).
         denied_calls: u32,
     },
+    /// A command's connection attempt through the egress proxy (allowed or denied), when it
+    /// ended; also stored in the run as an `egress` event.
+    Egress(crate::egress::EgressEvent),
 }
 
 /// Where events go. Called on the loop's task; must not block for long.

@@ -221,8 +221,20 @@ async fn run_in(args: &Args, env: &StartEnv, demo: Option<&Path>) -> anyhow::Res
         supervisor_config(Some(prep.workspace.clone()), env, prep.kernel_landlock_abi)?;
     cfg.isolation = prep.isolation;
     cfg.secret_names = env.secret_names();
+    // Network for commands: the broker and the tools worker get the egress control socket, and
+    // the broker's records come here, to be stored (on a store connection of their own).
+    let egress = if prep.network_allow.is_empty() {
+        None
+    } else {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        cfg.egress_records = Some(tx);
+        let mut store =
+            super::store::open(args.org.as_deref(), env).map_err(|e| usage(format!("{e:#}")))?;
+        store.set_secret_values(prep.secrets.clone());
+        Some((rx, store))
+    };
     let sup = Supervisor::start(cfg).await?;
-    let result = drive(args, &mut prep, &sup, demo.is_some()).await;
+    let result = drive(args, &mut prep, &sup, demo.is_some(), egress).await;
     sup.shutdown().await;
     result
 }
@@ -333,15 +345,6 @@ fn prepare(
         eprintln!("error: {e}");
         return Ok(Err(exit::ISOLATION_UNAVAILABLE));
     }
-    if !network.is_empty() {
-        eprintln!(
-            "warning: sandbox.network_allow lists {} (tier B), but the egress proxy is not wired \
-             into `hanzo-dev run` yet: commands in this run have no network. \
-             `hanzo-dev sandbox --network-allow HOST -- CMD` runs one command with it.",
-            network.entries().join(", ")
-        );
-    }
-
     // ---- the run store and the agent ----
     let mut store =
         super::store::open(args.org.as_deref(), env).map_err(|e| usage(format!("{e:#}")))?;
@@ -372,12 +375,19 @@ fn prepare(
     }))
 }
 
+/// Where a run's egress records arrive, and the store connection they are written with.
+type EgressParts = (
+    tokio::sync::mpsc::UnboundedReceiver<hanzo_ipc::roles::broker::EgressRecord>,
+    RunStore,
+);
+
 /// With the workers up: the provider, the loop, the cassette, the exit code.
 async fn drive(
     args: &Args,
     prep: &mut Prepared,
     sup: &Supervisor,
     demo: bool,
+    egress: Option<EgressParts>,
 ) -> anyhow::Result<i32> {
     let infos = sup.wait_ready().await.map_err(|e| {
         failed(format!(
@@ -406,6 +416,28 @@ async fn drive(
         );
         return Ok(exit::ISOLATION_UNAVAILABLE);
     }
+    let mut egress_generations = None;
+    if !prep.network_allow.is_empty() {
+        egress_generations = Some(crate::egress::generations(sup));
+        // The commands get the proxy environment: without a broker serving it, refuse the run
+        // rather than let them find out one connection at a time.
+        match crate::egress::configure_run(sup, &prep.network_allow).await {
+            Ok(forwarder) => tracing::info!(
+                forwarder,
+                hosts = %prep.network_allow.join(", "),
+                "egress for commands is served by the broker"
+            ),
+            Err(e) => {
+                eprintln!(
+                    "error: the settings allow network for commands ({}), but the egress proxy \
+                     could not be set up: {e}. Run `hanzo-dev doctor` for details, or remove the \
+                     entries to run without network.",
+                    prep.network_allow.join(", ")
+                );
+                return Ok(exit::ISOLATION_UNAVAILABLE);
+            }
+        }
+    }
     let replay = prep.cassette.is_some();
     let provider = provider::resolve(
         sup,
@@ -423,10 +455,16 @@ async fn drive(
             ApprovalMode::Deny
         }
     });
-    let sink: Box<dyn EventSink> = if args.json {
+    let plain: Box<dyn EventSink> = if args.json {
         Box::new(JsonLines)
     } else {
         Box::new(TerminalView::new())
+    };
+    let recorder =
+        egress.map(|(rx, store)| crate::egress::EgressRecorder::new(plain.as_ref(), rx, store));
+    let sink: &dyn EventSink = match &recorder {
+        Some(r) => r,
+        None => plain.as_ref(),
     };
     let deadlines = Deadlines {
         model_idle: Duration::from_secs(args.model_timeout),
@@ -440,7 +478,7 @@ async fn drive(
         retry: RetryPolicy::default(),
         recorded: args.record.as_ref().map(|_| Mutex::new(Vec::new())),
         deadlines,
-        notices: Some((sink.as_ref(), prep.secrets.clone())),
+        notices: Some((sink, prep.secrets.clone())),
     };
     let mcp = crate::mcp::start_for_run(sup, &prep.loaded, &prep.workspace).await;
     // The language servers of `lsp_servers`; without a working lsp worker the run goes on
@@ -493,7 +531,7 @@ async fn drive(
         prompter: &prompter,
         policy: &prep.policy,
         store: &mut prep.store,
-        events: sink.as_ref(),
+        events: sink,
         config: LoopConfig {
             max_context_tokens: args.max_context,
             reserve_recent: 3,
@@ -510,8 +548,21 @@ async fn drive(
         },
         cancel: cancel_rx,
     };
-    let report = agent_loop.run(&spec).await;
+    let report = match egress_generations {
+        Some(generations) => {
+            let allow = prep.network_allow.clone();
+            let keep = crate::egress::keep_configured(sup, &allow, generations);
+            tokio::select! {
+                r = agent_loop.run(&spec) => r,
+                never = keep => match never {},
+            }
+        }
+        None => agent_loop.run(&spec).await,
+    };
     ctrl_c.abort();
+    if let Some(r) = &recorder {
+        r.finish(sup).await;
+    }
     if let Some(path) = &args.record {
         write_cassette(path, &api.take_recorded(), &prep.workspace)?;
     }

@@ -256,6 +256,7 @@ pub fn describe(event: &RunEvent) -> Option<String> {
                 *duration_ms as f64 / 1000.0
             )
         }
+        RunEvent::Egress(e) => format!("  ⇄ egress: {}", e.summary),
         RunEvent::Text { .. }
         | RunEvent::StepStarted { .. }
         | RunEvent::ToolCall { .. }

@@ -1,21 +1,25 @@
 //! The broker worker process: the supervisor channel (fd 3) configures it and asks what
-//! credentials exist; the direct channel (fd 4) carries the model worker's HTTP requests, and the
-//! mcp worker's channel ([`BROKER_MCP_FD`]) the exchanges with remote MCP servers.
+//! credentials exist; the direct channel (fd 4) carries the model worker's HTTP requests, the
+//! mcp worker's channel ([`BROKER_MCP_FD`], 5) the exchanges with remote MCP servers, and the
+//! egress control socket ([`transport::EGRESS_FD`], 6, only in a run that allows network for
+//! commands) the connections of the tools worker's commands, served once the supervisor sends
+//! `ConfigureEgress` (with the forwarder's pid, which only it can find).
 
 use crate::credentials::CredentialStore;
+use crate::egress::EgressRun;
 use crate::fetch::Broker;
 use crate::oauth::OAuthError;
-use hanzo_ipc::channel::{serve, Handler, ItemSink, ServerWriter};
+use hanzo_ipc::channel::{serve, EventSink, Handler, ItemSink, ServerWriter};
 use hanzo_ipc::frame::DEFAULT_MAX_FRAME;
 use hanzo_ipc::proto::{RemoteError, RemoteErrorKind};
-use hanzo_ipc::roles::broker::{BrokerProtocol, Item, Request, Response};
+use hanzo_ipc::roles::broker::{BrokerProtocol, EgressSettings, Item, Request, Response};
 use hanzo_ipc::roles::http::{self, direct_handshake, HttpProtocol};
 use hanzo_ipc::roles::mcphttp::{self, McpHttpProtocol, BROKER_MCP_FD};
 use hanzo_ipc::roles::{CommonEvent, LogLevel};
 use hanzo_ipc::transport;
 use hanzo_worker::{handle_common, WorkerContext, WorkerOptions};
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::mpsc;
 
@@ -24,6 +28,8 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
     // Adopted (close-on-exec, checked to be a socket) before the runtime confines the process;
     // a broker started without the mcp worker has none.
     let mcp_direct = hanzo_sandbox::confine::adopt_inherited_fd(BROKER_MCP_FD).ok();
+    // Adopted before confinement, like the channels: present only when the run allows network.
+    let egress_control = hanzo_sandbox::confine::adopt_inherited_fd(transport::EGRESS_FD).ok();
     hanzo_worker::run_with::<BrokerProtocol, _, _>(opts, |ctx: WorkerContext<BrokerProtocol>| {
         // Loaded after confinement: the credential directory is the only path it can reach.
         let creds = CredentialStore::load(
@@ -57,8 +63,62 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
                 tokio::spawn(serve_mcp_direct(fd, b.clone()));
             }
         }
-        BrokerHandler { broker }
+        BrokerHandler {
+            broker,
+            egress: EgressSlot {
+                control: Mutex::new(egress_control),
+                run: Mutex::new(None),
+                events: ctx.events.clone(),
+            },
+        }
     })
+}
+
+/// How long `EgressQuiesce` waits for open connections to end.
+const QUIESCE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The egress proxy's control socket until it is configured, then the proxy serving it.
+struct EgressSlot {
+    control: Mutex<Option<OwnedFd>>,
+    run: Mutex<Option<Arc<EgressRun>>>,
+    events: EventSink<BrokerProtocol, OwnedWriteHalf>,
+}
+
+impl EgressSlot {
+    fn configure(&self, settings: &EgressSettings) -> Result<Response, RemoteError> {
+        let refused = |m: String| RemoteError::new(RemoteErrorKind::Refused, m);
+        let control = lock(&self.control).take().ok_or_else(|| {
+            refused(
+                "the broker holds no egress control socket (it was started without one, or \
+                 it is served already)"
+                    .to_string(),
+            )
+        })?;
+        let run = crate::egress::spawn_for_run(settings, control, self.events.clone())
+            .map_err(|e| refused(format!("egress settings: {e}")))?;
+        *lock(&self.run) = Some(Arc::new(run));
+        Ok(Response::EgressConfigured)
+    }
+
+    async fn quiesce(&self) -> Response {
+        let run = lock(&self.run).clone();
+        let quiet = match run {
+            Some(run) => run.quiesce(QUIESCE_PATIENCE).await,
+            None => crate::egress::Quiet {
+                records: 0,
+                open: 0,
+            },
+        };
+        Response::EgressQuiet {
+            records: quiet.records,
+            open: u32::try_from(quiet.open).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // An option, replaced whole: consistent between statements.
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 async fn serve_direct(fd: OwnedFd, broker: Arc<Broker>) {
@@ -99,6 +159,7 @@ async fn serve_mcp_direct(fd: OwnedFd, broker: Arc<Broker>) {
 
 struct BrokerHandler {
     broker: Option<Arc<Broker>>,
+    egress: EgressSlot,
 }
 
 impl Handler<BrokerProtocol, OwnedWriteHalf> for BrokerHandler {
@@ -133,6 +194,8 @@ impl Handler<BrokerProtocol, OwnedWriteHalf> for BrokerHandler {
             }
             Request::DescribeCredentials => Ok(Response::Credentials(self.broker()?.report())),
             Request::AuthStatus => Ok(Response::AuthStatus(self.broker()?.status())),
+            Request::ConfigureEgress(settings) => self.egress.configure(&settings),
+            Request::EgressQuiesce => Ok(self.egress.quiesce().await),
             Request::Logout { provider } => {
                 let broker = self.broker()?;
                 let removed = broker

@@ -1020,7 +1020,7 @@ async fn records_reach_the_supervisor_as_events_on_the_broker_channel() {
         forwarder_pid: std::process::id(),
         ..EgressSettings::default()
     };
-    let task = hanzo_broker::egress::spawn_with_resolver(
+    let run = hanzo_broker::egress::spawn_with_resolver(
         &settings,
         ours,
         Arc::new(StaticResolver::new()),
@@ -1061,5 +1061,5 @@ async fn records_reach_the_supervisor_as_events_on_the_broker_channel() {
     assert_eq!(got[0].host, "nowhere.test");
     assert_eq!(allowed(&got[1]).0, format!("127.0.0.1:{port}"));
     assert_eq!((got[1].bytes_up, got[1].bytes_down), (5, 5));
-    task.abort();
+    run.task.abort();
 }

@@ -11,7 +11,7 @@
 
 use crate::runner::{Outcome, RunError, Runner, Spawn};
 use hanzo_policy::isolation::Tier;
-use hanzo_policy::profile::{is_secret_env, CommandProfile, Rlimits};
+use hanzo_policy::profile::{is_secret_env, CommandProfile, NetAccess, Rlimits};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -54,6 +54,10 @@ pub struct ExecConfig {
     pub inherited: Vec<(String, String)>,
     pub rlimits: Rlimits,
     pub output_cap: usize,
+    /// The egress forwarder's port on tier B's loopback, when the run allows network: `bash`
+    /// commands then get [`NetAccess::Egress`] and the proxy environment
+    /// ([`crate::egress_forward::proxy_env`]). Hooks and the `git` tool never do.
+    pub egress_port: Option<u16>,
 }
 
 /// Names taken from the worker's own environment when present.
@@ -74,6 +78,7 @@ impl ExecConfig {
             inherited,
             rlimits,
             output_cap: DEFAULT_OUTPUT_CAP,
+            egress_port: None,
         }
     }
 
@@ -121,14 +126,16 @@ impl ExecConfig {
 
     /// The spawn of `command` under this configuration.
     pub fn spawn(&self, command: &str) -> Spawn {
-        Spawn::shell(
-            &self.shell,
-            command,
-            self.env(),
-            &self.cwd,
-            self.rlimits,
-            CommandProfile::bash(self.tier),
-        )
+        let mut env = self.env();
+        let mut profile = CommandProfile::bash(self.tier);
+        if let (Some(port), Tier::B) = (self.egress_port, self.tier) {
+            for (k, v) in crate::egress_forward::proxy_env(port) {
+                env.retain(|(name, _)| *name != k);
+                env.push((k, v));
+            }
+            profile.network = NetAccess::Egress;
+        }
+        Spawn::shell(&self.shell, command, env, &self.cwd, self.rlimits, profile)
     }
 }
 
@@ -182,5 +189,38 @@ mod tests {
         assert!(env.contains(&("PATH".into(), "/p".into())));
         cfg.tier = Tier::B;
         assert!(cfg.env().contains(&("TMPDIR".into(), "/tmp".into())));
+    }
+
+    #[test]
+    fn only_bash_in_tier_b_gets_the_proxy_and_egress() {
+        let rl = Rlimits {
+            core: 0,
+            nofile: 256,
+            fsize: None,
+        };
+        let mut cfg = ExecConfig::new("/w".into(), "/r".into(), rl);
+        cfg.egress_port = Some(4711);
+        cfg.extra_env = vec![("HTTPS_PROXY".into(), "http://evil.example:1".into())];
+        // Tier A has no namespace to put the forwarder in: no proxy, no network.
+        let a = cfg.spawn("true");
+        assert_eq!(a.profile.network, NetAccess::None);
+        assert!(!a.env.iter().any(|(k, _)| k == "ALL_PROXY"));
+        cfg.tier = Tier::B;
+        let b = cfg.spawn("true");
+        assert_eq!(b.profile.network, NetAccess::Egress);
+        let get = |k: &str| {
+            b.env
+                .iter()
+                .filter(|(n, _)| n == k)
+                .map(|(_, v)| v.as_str())
+                .collect::<Vec<_>>()
+        };
+        // The configured variable cannot redirect the proxy: ours replaces it.
+        assert_eq!(get("HTTPS_PROXY"), ["http://127.0.0.1:4711"]);
+        assert_eq!(get("all_proxy"), ["socks5h://127.0.0.1:4711"]);
+        // The git tool and hooks build on `env()`, which never carries the proxy.
+        assert!(!cfg.env().iter().any(|(k, _)| k == "http_proxy"));
+        cfg.egress_port = None;
+        assert_eq!(cfg.spawn("true").profile.network, NetAccess::Loopback);
     }
 }

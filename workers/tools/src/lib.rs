@@ -163,6 +163,15 @@ impl Tools {
         &self.exec
     }
 
+    /// Give `bash` commands network through the egress forwarder on `port` (tier B only; see
+    /// [`ExecConfig::egress_port`]).
+    pub fn with_egress_port(mut self, port: Option<u16>) -> Tools {
+        let mut exec = (*self.exec).clone();
+        exec.egress_port = port;
+        self.exec = Arc::new(exec);
+        self
+    }
+
     /// Add configured variables to every command's environment (secrets are dropped).
     pub fn with_extra_env(mut self, extra: Vec<(String, String)>) -> Tools {
         let mut exec = (*self.exec).clone();

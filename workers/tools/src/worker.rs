@@ -24,11 +24,20 @@ pub struct ToolsHandler {
 impl ToolsHandler {
     /// Built inside the confined worker. A set-up failure is answered on every call, so the
     /// supervisor sees why rather than a worker that died.
-    pub fn new(opts: &WorkerOptions, limits: &Limits, tier: Tier) -> ToolsHandler {
+    /// `egress_port`: the egress forwarder's port in tier B's namespace, when this worker was
+    /// given a control socket (the run allows network for commands).
+    pub fn new(
+        opts: &WorkerOptions,
+        limits: &Limits,
+        tier: Tier,
+        egress_port: Option<u16>,
+    ) -> ToolsHandler {
         let tools = (|| {
             let ws = opts.ctx.workspace.as_ref().ok_or(SetupError::NoWorkspace)?;
             let run = opts.ctx.run_dir.as_ref().ok_or(SetupError::NoRunDir)?;
-            Tools::in_tier(ws, run, &[], limits, tier)
+            Ok::<_, SetupError>(
+                Tools::in_tier(ws, run, &[], limits, tier)?.with_egress_port(egress_port),
+            )
         })()
         .map_err(|e| e.to_string());
         ToolsHandler { tools }
@@ -183,6 +192,11 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
         IsolationMode::Strict => true,
         IsolationMode::Auto => hanzo_sandbox::doctor::probe_kernel().tier_b().is_ok(),
     };
+    // The egress control socket (fd 5): given only when the run allows network for commands.
+    // Pid 1 hands it to the forwarder it forks first; no other process here keeps a copy.
+    let mut egress_control =
+        hanzo_sandbox::confine::adopt_inherited_fd(hanzo_ipc::transport::EGRESS_FD).ok();
+    let mut egress_port: Option<Result<u16, String>> = None;
     let mut launcher = match crate::launcher::prepare() {
         Ok(l) => l,
         Err(e) => return fail(&e.to_string()),
@@ -200,13 +214,26 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
             limits.tmp_size,
         );
         let ctx = opts.ctx.clone();
-        let entered = namespaces::enter_with(&cfg, |_lo_up| {
+        let control = &mut egress_control;
+        let port = &mut egress_port;
+        let entered = namespaces::enter_with(&cfg, |lo_up| {
+            // The forwarder first, so that it is pid 2 (`egress_forward::NS_PID`), where the
+            // supervisor looks for it to tell the broker whose messages to accept.
+            if let Some(control) = control.take() {
+                *port = Some(if lo_up {
+                    crate::egress_forward::start(control).map_err(|e| e.to_string())
+                } else {
+                    Err("the namespace's lo did not come up".to_string())
+                });
+            }
             launcher.fork(Role::Tools, &ctx, Tier::B);
         });
         match entered {
             // The original process: the worker lives and ends in the namespaces; this one only
             // waits (confined with the reaper's allow-list) and passes the status on.
             Ok(Side::Parent(parent)) => {
+                // This process only waits: its copy of the control socket closes.
+                drop(egress_control.take());
                 std::mem::forget(launcher);
                 return parent.wait(WaitAs {
                     confine: true,
@@ -227,7 +254,14 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
             Err(e) => return fail(&format!("cannot enter tier B: {e}")),
         }
     }
+    let egress_port = match egress_port {
+        None => None,
+        Some(Ok(port)) => Some(port),
+        Some(Err(e)) => return fail(&format!("no egress forwarder: {e}")),
+    };
     if tier == Tier::A {
+        // No namespace to put the forwarder in: no egress (the supervisor fails such a run).
+        drop(egress_control.take());
         if let Some(why) = tier_a_refused() {
             return fail(&why);
         }
@@ -245,6 +279,6 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
             eprintln!("hanzo-dev tools worker: the command launcher is gone; exiting");
             std::process::exit(hanzo_worker::exit::LAUNCHER_GONE);
         });
-        ToolsHandler::new(&ctx.opts, &limits, tier)
+        ToolsHandler::new(&ctx.opts, &limits, tier, egress_port)
     })
 }

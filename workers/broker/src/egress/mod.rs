@@ -100,7 +100,7 @@ pub fn spawn_for_run<W>(
     settings: &EgressSettings,
     control: OwnedFd,
     events: EventSink<BrokerProtocol, W>,
-) -> Result<JoinHandle<Result<(), ControlError>>, EntryError>
+) -> Result<EgressRun, EntryError>
 where
     W: AsyncWrite + Unpin + Send + 'static,
 {
@@ -113,18 +113,23 @@ pub fn spawn_with_resolver<W>(
     control: OwnedFd,
     resolver: Arc<dyn Resolve>,
     events: EventSink<BrokerProtocol, W>,
-) -> Result<JoinHandle<Result<(), ControlError>>, EntryError>
+) -> Result<EgressRun, EntryError>
 where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let config = EgressConfig::from_settings(settings)?;
     let (tx, mut rx) = mpsc::channel(256);
     let egress = Egress::new(config, resolver, tx);
-    Ok(tokio::spawn(async move {
+    let produced = egress.produced.clone();
+    let forwarded = Arc::new(AtomicU64::new(0));
+    let counted = forwarded.clone();
+    let weak = Arc::downgrade(&egress);
+    let task = tokio::spawn(async move {
         let forward = async move {
             while let Some(record) = rx.recv().await {
                 // Without the supervisor there is no run record left to write to.
                 let _ = events.send(Event::Egress(record)).await;
+                counted.fetch_add(1, Ordering::SeqCst);
             }
         };
         let serve = async move {
@@ -135,7 +140,59 @@ where
         };
         let (ended, ()) = tokio::join!(serve, forward);
         ended
-    }))
+    });
+    Ok(EgressRun {
+        task,
+        egress: weak,
+        produced,
+        forwarded,
+    })
+}
+
+/// The egress proxy of one run as [`spawn_for_run`] started it: its task, and how far its records
+/// have got (for [`EgressRun::quiesce`]).
+pub struct EgressRun {
+    /// Ends when the forwarder's end closes (`Ok`) or the sender check refused the channel.
+    pub task: JoinHandle<Result<(), ControlError>>,
+    egress: std::sync::Weak<Egress>,
+    produced: Arc<AtomicU64>,
+    forwarded: Arc<AtomicU64>,
+}
+
+/// What [`EgressRun::quiesce`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quiet {
+    /// Records sent as events so far.
+    pub records: u64,
+    /// Connections still open when the wait ended (0 unless it ran out).
+    pub open: usize,
+}
+
+impl EgressRun {
+    /// Records sent as [`Event::Egress`] so far.
+    pub fn records_sent(&self) -> u64 {
+        self.forwarded.load(Ordering::SeqCst)
+    }
+
+    /// Wait until no connection is open and every record made has been sent as an event, or
+    /// `patience` has passed; say where things stand. Polls (every 5 ms): connections end on
+    /// their own, when their clients close, and nothing signals "none left".
+    pub async fn quiesce(&self, patience: Duration) -> Quiet {
+        let deadline = Instant::now() + patience;
+        loop {
+            let open = self
+                .egress
+                .upgrade()
+                .map(|e| e.open_connections())
+                .unwrap_or(0);
+            let records = self.records_sent();
+            let settled = open == 0 && records == self.produced.load(Ordering::SeqCst);
+            if settled || Instant::now() >= deadline {
+                return Quiet { records, open };
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
 }
 
 /// The egress proxy of one run.
@@ -147,6 +204,8 @@ pub struct Egress {
     refusals: Arc<Semaphore>,
     next_id: AtomicU64,
     stop: watch::Sender<bool>,
+    /// Records handed to `records` so far.
+    produced: Arc<AtomicU64>,
 }
 
 /// What one connection amounted to.
@@ -173,11 +232,19 @@ impl Egress {
             refusals: Arc::new(Semaphore::new(cap)),
             next_id: AtomicU64::new(0),
             stop: watch::channel(false).0,
+            produced: Arc::new(AtomicU64::new(0)),
         })
     }
 
     pub fn config(&self) -> &EgressConfig {
         &self.config
+    }
+
+    /// Connections being served or answered with a refusal right now.
+    pub fn open_connections(&self) -> usize {
+        let cap = self.config.max_tunnels.min(Semaphore::MAX_PERMITS);
+        (cap - self.live.available_permits().min(cap))
+            + (cap - self.refusals.available_permits().min(cap))
     }
 
     /// Serve one client connection in a task of its own.
@@ -234,7 +301,9 @@ impl Egress {
 
     async fn send(&self, record: EgressRecord) {
         // Without a receiver the run is over; nothing is left to record into.
-        let _ = self.records.send(record).await;
+        if self.records.send(record).await.is_ok() {
+            self.produced.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     async fn serve(&self, mut client: TcpStream, permitted: bool) {
