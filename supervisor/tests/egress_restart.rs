@@ -158,7 +158,7 @@ async fn a_broker_started_without_a_control_socket_refuses_to_serve_egress() {
     let (mut cfg, _run_dir) =
         supervisor_config(Some(ws.path().to_path_buf()), &StartEnv { vars }, abi).expect("config");
     cfg.exe = PathBuf::from(env!("CARGO_BIN_EXE_hanzo-dev"));
-    // No `egress_records`: no pair, no fd 5 in either worker.
+    // No `egress_records`: no pair, no fd 6 in either worker.
     let sup = within("start", Supervisor::start(cfg))
         .await
         .expect("supervisor");
