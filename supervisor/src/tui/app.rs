@@ -1,0 +1,412 @@
+//! The screen's state and drawing: the transcript, a permission prompt when one is open, the
+//! input box and the status line, laid out top to bottom. Keys come in through
+//! [`App::on_key`], which says what the session should do ([`Intent`]).
+
+use super::bridge::{Answer, PermissionAsk, UiMsg};
+use super::keys::{is_ctrl, to_key};
+use super::transcript::{push_wrapped, Transcript};
+use crate::agent::events::RunEvent;
+use crossterm::event::{KeyCode, KeyEvent};
+use hanzo_line_edit::{Action, Editor, InputMode};
+use hanzo_md_render::sanitize_line_for_terminal;
+use ratatui::layout::{Constraint, Layout, Position};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::Frame;
+use std::time::{Duration, Instant};
+
+/// A second Ctrl-C within this long exits.
+pub const DOUBLE_CTRL_C: Duration = Duration::from_secs(1);
+/// Lines of a tool's input shown in the permission prompt before the rest is counted.
+pub const PROMPT_INPUT_LINES: usize = 12;
+
+/// What the status line shows.
+#[derive(Debug, Clone, Default)]
+pub struct Status {
+    pub model: String,
+    pub agent: String,
+    pub tier: String,
+    pub approval: String,
+    pub session: i64,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    /// Input tokens of the last model request: how much of the context is in use.
+    pub context_used: u64,
+    pub max_context: u64,
+}
+
+/// What a key asks the session to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Intent {
+    None,
+    Submit(String),
+    /// Cancel the running turn.
+    CancelTurn,
+    Quit,
+}
+
+/// A permission question on screen, and the reason being typed after `n`.
+struct Prompt {
+    ask: PermissionAsk,
+    reason: Option<String>,
+}
+
+pub struct App {
+    pub transcript: Transcript,
+    pub editor: Editor,
+    pub status: Status,
+    /// A turn is running.
+    pub busy: bool,
+    /// One line for the status bar (a hint, an error), replaced by the next.
+    pub message: Option<String>,
+    prompts: std::collections::VecDeque<Prompt>,
+    /// Lines scrolled up from the bottom of the transcript.
+    scroll: usize,
+    last_ctrl_c: Option<Instant>,
+}
+
+impl App {
+    pub fn new(width: u16, color: bool, mode: InputMode) -> App {
+        App {
+            transcript: Transcript::new(width, color),
+            editor: Editor::new(mode),
+            status: Status::default(),
+            busy: false,
+            message: None,
+            prompts: std::collections::VecDeque::new(),
+            scroll: 0,
+            last_ctrl_c: None,
+        }
+    }
+
+    /// Whether a permission question is waiting.
+    pub fn prompting(&self) -> bool {
+        !self.prompts.is_empty()
+    }
+
+    /// Take what the loop sent.
+    pub fn apply(&mut self, msg: UiMsg) {
+        match msg {
+            UiMsg::Event(ev) => {
+                if let RunEvent::StepFinished {
+                    input_tokens,
+                    output_tokens,
+                    ..
+                } = &ev
+                {
+                    self.status.tokens_in += input_tokens;
+                    self.status.tokens_out += output_tokens;
+                    self.status.context_used = *input_tokens;
+                }
+                self.transcript.apply(&ev);
+                self.scroll = 0;
+            }
+            UiMsg::Permission(ask) => self.prompts.push_back(Prompt { ask, reason: None }),
+        }
+    }
+
+    /// Deny every open question (the turn is being cancelled).
+    pub fn deny_open_prompts(&mut self, why: &str) {
+        for p in self.prompts.drain(..) {
+            let _ = p.ask.reply.send(Answer::Deny(why.to_string()));
+        }
+    }
+
+    /// A key pressed at `now`.
+    pub fn on_key(&mut self, ev: KeyEvent, now: Instant) -> Intent {
+        if is_ctrl(&ev, 'c') {
+            return self.ctrl_c(now);
+        }
+        if self.prompting() {
+            self.prompt_key(ev);
+            return Intent::None;
+        }
+        if is_ctrl(&ev, 'o') {
+            self.transcript.expanded = !self.transcript.expanded;
+            return Intent::None;
+        }
+        match ev.code {
+            KeyCode::PageUp => {
+                self.scroll += 10;
+                return Intent::None;
+            }
+            KeyCode::PageDown => {
+                self.scroll = self.scroll.saturating_sub(10);
+                return Intent::None;
+            }
+            _ => {}
+        }
+        let Some(key) = to_key(&ev) else {
+            return Intent::None;
+        };
+        match self.editor.handle(key, now) {
+            Action::None => Intent::None,
+            Action::Submit(text) if self.busy => {
+                self.editor.set_text(&text);
+                self.message = Some("a turn is running: wait for it, or Ctrl-C cancels it".into());
+                Intent::None
+            }
+            Action::Submit(text) if text.trim().is_empty() => Intent::None,
+            Action::Submit(text) => Intent::Submit(text),
+            Action::Quit => Intent::Quit,
+            Action::Cancel => self.ctrl_c(now),
+            Action::Complete => {
+                self.complete();
+                Intent::None
+            }
+            Action::ModeChanged(m) => {
+                self.message = Some(format!("input mode: {m}"));
+                Intent::None
+            }
+            Action::Message(m) => {
+                self.message = Some(m);
+                Intent::None
+            }
+        }
+    }
+
+    fn ctrl_c(&mut self, now: Instant) -> Intent {
+        let double = self
+            .last_ctrl_c
+            .is_some_and(|t| now.saturating_duration_since(t) < DOUBLE_CTRL_C);
+        self.last_ctrl_c = Some(now);
+        if double {
+            return Intent::Quit;
+        }
+        if self.busy {
+            self.deny_open_prompts("the user cancelled the turn");
+            self.message = Some("cancelling the turn… (Ctrl-C again exits)".into());
+            return Intent::CancelTurn;
+        }
+        self.editor.clear();
+        self.message = Some("Ctrl-C again (or Ctrl-D) exits".into());
+        Intent::None
+    }
+
+    fn complete(&mut self) {
+        let text = self.editor.text();
+        match super::slash::complete(&text) {
+            Some(done) => self.editor.set_text(&done),
+            None => {
+                let c = super::slash::candidates(&text);
+                if !c.is_empty() {
+                    self.message = Some(c.join("  "));
+                }
+            }
+        }
+    }
+
+    fn prompt_key(&mut self, ev: KeyEvent) {
+        let Some(p) = self.prompts.front_mut() else {
+            return;
+        };
+        let answer = match (&mut p.reason, ev.code) {
+            (None, KeyCode::Char('y' | 'Y')) => Some(Answer::Once),
+            (None, KeyCode::Char('a' | 'A')) => Some(Answer::Session),
+            (None, KeyCode::Char('n' | 'N')) => {
+                p.reason = Some(String::new());
+                None
+            }
+            (None, KeyCode::Esc) => Some(Answer::Deny(String::new())),
+            (Some(r), KeyCode::Enter) => Some(Answer::Deny(std::mem::take(r))),
+            (Some(_), KeyCode::Esc) => Some(Answer::Deny(String::new())),
+            (Some(r), KeyCode::Backspace) => {
+                r.pop();
+                None
+            }
+            (Some(r), KeyCode::Char(c)) if !c.is_control() && r.chars().count() < 500 => {
+                r.push(c);
+                None
+            }
+            _ => None,
+        };
+        if let Some(a) = answer {
+            if let Some(p) = self.prompts.pop_front() {
+                let _ = p.ask.reply.send(a);
+            }
+        }
+    }
+
+    /// Clear a pending operator's indicator once its time is up (vim).
+    pub fn tick(&mut self, now: Instant) -> bool {
+        self.editor.tick(now)
+    }
+
+    /// Draw everything into `f`.
+    pub fn draw(&mut self, f: &mut Frame<'_>) {
+        let area = f.area();
+        let input_lines = self.editor.lines();
+        let input_h = u16::try_from(input_lines.len())
+            .unwrap_or(u16::MAX)
+            .saturating_add(2)
+            .clamp(3, 10);
+        let rows = usize::from((area.height / 2).saturating_sub(2)).max(4);
+        let prompt = self.prompt_lines(area.width.saturating_sub(2), rows);
+        let prompt_h = prompt
+            .as_ref()
+            .map_or(0, |l| u16::try_from(l.len() + 2).unwrap_or(u16::MAX));
+        let [top, mid, input, status] = Layout::vertical([
+            Constraint::Min(1),
+            Constraint::Length(prompt_h),
+            Constraint::Length(input_h),
+            Constraint::Length(1),
+        ])
+        .areas(area);
+        self.transcript.set_width(top.width);
+        let lines = self.transcript.lines();
+        let h = usize::from(top.height);
+        let max_scroll = lines.len().saturating_sub(h);
+        self.scroll = self.scroll.min(max_scroll);
+        let end = lines.len() - self.scroll;
+        let start = end.saturating_sub(h);
+        f.render_widget(Paragraph::new(lines[start..end].to_vec()), top);
+        if let Some(p) = prompt {
+            let block = Block::default().borders(Borders::ALL).title(" permission ");
+            f.render_widget(Paragraph::new(p).block(block), mid);
+        }
+        self.draw_input(f, input, &input_lines);
+        f.render_widget(Paragraph::new(self.status_line()), status);
+    }
+
+    fn draw_input(&self, f: &mut Frame<'_>, area: ratatui::layout::Rect, lines: &[String]) {
+        let title = format!(
+            " {}{} ",
+            self.editor.mode_indicator(),
+            if self.busy { " · running" } else { "" }
+        );
+        let block = Block::default().borders(Borders::ALL).title(title);
+        let inner_h = usize::from(area.height.saturating_sub(2)).max(1);
+        let (row, _) = self.editor.cursor();
+        let first = row.saturating_sub(inner_h - 1);
+        let shown: Vec<Line<'static>> = lines
+            .iter()
+            .skip(first)
+            .take(inner_h)
+            .map(|l| Line::from(sanitize_line_for_terminal(l).into_owned()))
+            .collect();
+        f.render_widget(Paragraph::new(shown).block(block), area);
+        if !self.prompting() {
+            let x = area.x + 1 + u16::try_from(self.editor.cursor_display_col()).unwrap_or(0);
+            let y = area.y + 1 + u16::try_from(row - first).unwrap_or(0);
+            f.set_cursor_position(Position::new(x.min(area.right().saturating_sub(2)), y));
+        }
+    }
+
+    /// The open question in at most `rows` lines: what would not fit is counted, never
+    /// silently cut (consent must show what will run).
+    fn prompt_lines(&self, width: u16, rows: usize) -> Option<Vec<Line<'static>>> {
+        let p = self.prompts.front()?;
+        let width = usize::from(width.max(20));
+        let bold = Style::default().add_modifier(Modifier::BOLD);
+        let plain = Style::default();
+        let mut out = Vec::new();
+        push_wrapped(
+            &mut out,
+            "",
+            &format!("allow {}?", sanitize_line_for_terminal(&p.ask.tool)),
+            bold,
+            width,
+        );
+        push_wrapped(
+            &mut out,
+            "asked by: ",
+            &sanitize_line_for_terminal(&p.ask.why),
+            plain,
+            width,
+        );
+        let text = prompt_input_text(&p.ask.tool, &p.ask.input);
+        let mut body = Vec::new();
+        for l in text.split('\n') {
+            push_wrapped(
+                &mut body,
+                "  │ ",
+                &sanitize_line_for_terminal(l),
+                plain,
+                width,
+            );
+        }
+        let room = rows
+            .saturating_sub(out.len() + 2)
+            .clamp(1, PROMPT_INPUT_LINES);
+        if body.len() > room {
+            let hidden = body.len() - (room - 1);
+            body.truncate(room - 1);
+            push_wrapped(
+                &mut body,
+                "  │ ",
+                &format!("[… {hidden} more lines not shown: deny, and ask for a shorter call]"),
+                bold,
+                width,
+            );
+        }
+        out.extend(body);
+        let keys = match &p.reason {
+            None => {
+                "[y] allow once   [a] allow for this session   [n] deny with a reason".to_string()
+            }
+            Some(r) => format!(
+                "deny, reason: {}▏ (Enter denies, Esc denies without one)",
+                sanitize_line_for_terminal(r)
+            ),
+        };
+        push_wrapped(&mut out, "", &keys, bold, width);
+        Some(out)
+    }
+
+    fn status_line(&self) -> Line<'static> {
+        let s = &self.status;
+        let ctx = if s.max_context > 0 {
+            format!("{}%", s.context_used * 100 / s.max_context)
+        } else {
+            "-".into()
+        };
+        let mut text = format!(
+            "{} · agent {} · tier {} · tokens {}/{} · ctx {ctx} · approval {} · session {}",
+            sanitize_line_for_terminal(&s.model),
+            s.agent,
+            s.tier,
+            s.tokens_in,
+            s.tokens_out,
+            s.approval,
+            s.session
+        );
+        if let Some(m) = &self.message {
+            text = format!("{} │ {text}", sanitize_line_for_terminal(m));
+        }
+        Line::from(Span::styled(
+            text,
+            Style::default().add_modifier(Modifier::REVERSED),
+        ))
+    }
+}
+
+/// The input as the prompt shows it: the command for `bash`, the path or pattern for the file
+/// tools, then the other fields as JSON.
+fn prompt_input_text(tool: &str, input: &serde_json::Value) -> String {
+    let key = match tool {
+        "bash" => "command",
+        _ if input.get("path").is_some() => "path",
+        _ => "pattern",
+    };
+    let main = input.get(key).and_then(serde_json::Value::as_str);
+    let rest: serde_json::Map<String, serde_json::Value> = input
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .filter(|(k, _)| main.is_none() || k.as_str() != key)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut text = main.unwrap_or_default().to_string();
+    if !rest.is_empty() {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&serde_json::Value::Object(rest).to_string());
+    } else if !input.is_object() {
+        text = input.to_string();
+    }
+    text
+}
