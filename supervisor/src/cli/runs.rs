@@ -280,7 +280,7 @@ pub(super) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` from milliseconds since the Unix epoch (UTC, proleptic Gregorian).
-pub(super) fn iso_utc(ms: u64) -> String {
+pub fn iso_utc(ms: u64) -> String {
     let secs = ms / 1000;
     let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
     let tod = secs % 86_400;
