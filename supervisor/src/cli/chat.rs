@@ -191,9 +191,9 @@ fn open_session(args: &Args, prep: &mut Prepared) -> anyhow::Result<SessionId> {
         let id: SessionId = which
             .parse()
             .map_err(|_| usage(format!("--resume {which:?}: a session id is a number")))?;
-        prep.store.get_session(id).map_err(|e| {
-            super::exit::not_found(format!("{e} (see `hanzo-dev runs sessions`)"))
-        })?
+        prep.store
+            .get_session(id)
+            .map_err(|e| super::exit::not_found(format!("{e} (see `hanzo-dev runs sessions`)")))?
     };
     if args.agent.is_none() && session.agent != prep.agent_name {
         prep.stages = run_cmd::resolve_agent(&session.agent, &prep.store)?;
@@ -432,8 +432,10 @@ fn show_history(app: &mut App, prep: &Prepared, session: SessionId) -> anyhow::R
     if turns.is_empty() {
         return Ok(());
     }
-    app.transcript
-        .notice(&format!("resumed session {session}: {} earlier turns", turns.len()));
+    app.transcript.notice(&format!(
+        "resumed session {session}: {} earlier turns",
+        turns.len()
+    ));
     for t in turns {
         app.transcript.push_user(&t.user);
         match &t.answer {
@@ -483,7 +485,8 @@ async fn submit(
             if let Some(r) = report.filter(|r| r.status == RunStatus::Succeeded) {
                 let msg = r.final_text.trim().lines().next().unwrap_or("").to_string();
                 app.editor.set_text(&format!("/commit {msg}"));
-                app.message = Some("Enter commits with this message; edit it first if you like".into());
+                app.message =
+                    Some("Enter commits with this message; edit it first if you like".into());
             }
             Ok(())
         }
@@ -718,7 +721,11 @@ fn permissions_text(prep: &Prepared) -> String {
         ("user", &rules.user),
     ] {
         for r in list {
-            out.push_str(&format!("  [{tier}] {} → {}\n", r.tool_pattern, r.mode.as_str()));
+            out.push_str(&format!(
+                "  [{tier}] {} → {}\n",
+                r.tool_pattern,
+                r.mode.as_str()
+            ));
         }
     }
     if rules.local.is_empty() && rules.project.is_empty() && rules.user.is_empty() {

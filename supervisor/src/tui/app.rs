@@ -361,14 +361,15 @@ impl App {
         } else {
             "-".into()
         };
+        // Shortest and most needed first: a narrow terminal cuts the end.
         let mut text = format!(
-            "{} · agent {} · tier {} · tokens {}/{} · ctx {ctx} · approval {} · session {}",
-            sanitize_line_for_terminal(&s.model),
+            "{} · tier {} · approval {} · {}/{} tok · ctx {ctx} · {} · session {}",
             s.agent,
             s.tier,
+            s.approval,
             s.tokens_in,
             s.tokens_out,
-            s.approval,
+            sanitize_line_for_terminal(&s.model),
             s.session
         );
         if let Some(m) = &self.message {
