@@ -21,7 +21,10 @@ fn repo(root: &Path) -> std::path::PathBuf {
     let remote = root.join("remote.git");
     let repo = root.join("repo");
     std::fs::create_dir_all(&repo).expect("mkdir");
-    git(root, &["init", "-q", "--bare", remote.to_str().expect("utf-8")]);
+    git(
+        root,
+        &["init", "-q", "--bare", remote.to_str().expect("utf-8")],
+    );
     git(&repo, &["init", "-q", "-b", "main"]);
     git(&repo, &["config", "user.name", "Test User"]);
     git(&repo, &["config", "user.email", "test@example.invalid"]);
@@ -29,7 +32,10 @@ fn repo(root: &Path) -> std::path::PathBuf {
     std::fs::write(repo.join("a.txt"), "one\n").expect("write");
     git(&repo, &["add", "a.txt"]);
     git(&repo, &["commit", "-q", "-m", "initial"]);
-    git(&repo, &["remote", "add", "origin", remote.to_str().expect("utf-8")]);
+    git(
+        &repo,
+        &["remote", "add", "origin", remote.to_str().expect("utf-8")],
+    );
     repo
 }
 
@@ -99,7 +105,11 @@ fn commit_push_pr_pushes_to_the_bare_remote_and_without_gh_gives_the_url() {
         "feat: add b"
     );
     assert_eq!(
-        git(&repo, &["rev-parse", "--abbrev-ref", "feat-push@{upstream}"]).trim(),
+        git(
+            &repo,
+            &["rev-parse", "--abbrev-ref", "feat-push@{upstream}"]
+        )
+        .trim(),
         "origin/feat-push"
     );
 }

@@ -411,3 +411,214 @@ fn prompt_input_text(tool: &str, input: &serde_json::Value) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tui::bridge::PermissionAsk;
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use ratatui::backend::TestBackend;
+    use ratatui::Terminal;
+    use serde_json::json;
+
+    fn draw(app: &mut App, w: u16, h: u16) -> ratatui::buffer::Buffer {
+        let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+        t.draw(|f| app.draw(f)).expect("draw");
+        t.backend().buffer().clone()
+    }
+
+    fn text(buf: &ratatui::buffer::Buffer) -> String {
+        let area = buf.area;
+        let mut out = String::new();
+        for y in 0..area.height {
+            for x in 0..area.width {
+                out.push_str(buf[(x, y)].symbol());
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    fn ev(app: &mut App, e: RunEvent) {
+        app.apply(UiMsg::Event(e));
+    }
+
+    fn ask(app: &mut App, command: &str) -> tokio::sync::oneshot::Receiver<Answer> {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        app.apply(UiMsg::Permission(PermissionAsk {
+            tool: "bash".into(),
+            input: json!({"command": command}),
+            why: "rule bash(*) (project, #2) says prompt".into(),
+            reply,
+        }));
+        rx
+    }
+
+    fn key(c: char) -> KeyEvent {
+        KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+    }
+
+    fn tool(app: &mut App, id: &str, command: &str, output: &str) {
+        ev(
+            app,
+            RunEvent::ToolCall {
+                id: id.into(),
+                name: "bash".into(),
+                input: json!({"command": command}),
+            },
+        );
+        ev(
+            app,
+            RunEvent::ToolDecision {
+                id: id.into(),
+                allowed: true,
+                decided_by: hanzo_store::DecidedBy::Rule,
+                reason: "allowed".into(),
+            },
+        );
+        ev(
+            app,
+            RunEvent::ToolResult {
+                id: id.into(),
+                is_error: false,
+                preview: output.into(),
+                duration_ms: 1200,
+            },
+        );
+    }
+
+    /// No cell holds a C0 or C1 control character, whatever the model, a command or a prompt
+    /// carried.
+    #[test]
+    fn hostile_text_never_becomes_a_raw_control_in_a_cell() {
+        let mut app = App::new(80, true, InputMode::Default);
+        let hostile = "a\u{1b}]52;c;Y2xpcA==\u{7}b\u{1b}[2Jc\u{9b}31md\r\u{8}e\u{202e}f";
+        ev(
+            &mut app,
+            RunEvent::Text {
+                text: format!("reply {hostile}\n\n```\ncode {hostile}\n```\n"),
+            },
+        );
+        tool(
+            &mut app,
+            "t1",
+            &format!("echo {hostile}"),
+            &format!("out {hostile}\nline2"),
+        );
+        let _rx = ask(&mut app, &format!("rm {hostile}"));
+        app.message = Some(format!("msg {hostile}"));
+        app.editor.insert_str(&format!("typed {hostile}"));
+        let buf = draw(&mut app, 80, 24);
+        for cell in buf.content() {
+            for c in cell.symbol().chars() {
+                let code = u32::from(c);
+                assert!(
+                    code >= 0x20 && code != 0x7f && !(0x80..=0x9f).contains(&code),
+                    "a raw control {code:#x} in a cell"
+                );
+            }
+        }
+        let screen = text(&buf);
+        assert!(screen.contains("␛]52;c;Y2xpcA==␇"), "{screen}");
+        assert!(screen.contains("allow bash?"), "{screen}");
+        assert!(
+            screen.contains("asked by: rule bash(*) (project, #2) says prompt"),
+            "{screen}"
+        );
+    }
+
+    #[test]
+    fn a_long_command_in_the_prompt_is_counted_not_silently_cut() {
+        let mut app = App::new(80, true, InputMode::Default);
+        let command: Vec<String> = (1..=100).map(|i| format!("echo line{i}")).collect();
+        let _rx = ask(&mut app, &command.join("\n"));
+        let screen = text(&draw(&mut app, 80, 24));
+        assert!(screen.contains("│ echo line1 "), "{screen}");
+        assert!(screen.contains("more lines not shown"), "{screen}");
+        assert!(screen.contains("[y] allow once"), "{screen}");
+    }
+
+    #[test]
+    fn prompt_keys_answer_once_for_the_session_or_deny_with_a_reason() {
+        let mut app = App::new(80, true, InputMode::Default);
+        let now = Instant::now();
+        let mut rx = ask(&mut app, "ls");
+        app.on_key(key('y'), now);
+        assert_eq!(rx.try_recv(), Ok(Answer::Once));
+        let mut rx = ask(&mut app, "ls");
+        app.on_key(key('a'), now);
+        assert_eq!(rx.try_recv(), Ok(Answer::Session));
+        let mut rx = ask(&mut app, "rm -rf /");
+        for c in "nno way".chars() {
+            app.on_key(key(c), now);
+        }
+        assert!(rx.try_recv().is_err(), "answered before Enter");
+        app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE), now);
+        assert_eq!(rx.try_recv(), Ok(Answer::Deny("no way".into())));
+        assert!(!app.prompting());
+        // Keys while asked never reach the input box.
+        assert!(app.editor.is_empty());
+    }
+
+    #[test]
+    fn ctrl_c_cancels_a_turn_and_a_second_within_a_second_exits() {
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        let t0 = Instant::now();
+        let mut app = App::new(80, true, InputMode::Default);
+        app.busy = true;
+        assert_eq!(app.on_key(ctrl_c, t0), Intent::CancelTurn);
+        assert_eq!(
+            app.on_key(ctrl_c, t0 + Duration::from_millis(900)),
+            Intent::Quit
+        );
+        let mut idle = App::new(80, true, InputMode::Default);
+        idle.editor.insert_str("draft");
+        assert_eq!(idle.on_key(ctrl_c, t0), Intent::None);
+        assert!(idle.editor.is_empty(), "Ctrl-C clears the line");
+        assert_eq!(
+            idle.on_key(ctrl_c, t0 + Duration::from_millis(1500)),
+            Intent::None
+        );
+        let ctrl_d = KeyEvent::new(KeyCode::Char('d'), KeyModifiers::CONTROL);
+        assert_eq!(
+            idle.on_key(ctrl_d, t0 + Duration::from_secs(5)),
+            Intent::Quit
+        );
+    }
+
+    #[test]
+    fn tool_output_is_folded_and_ctrl_o_expands_it() {
+        let mut app = App::new(80, true, InputMode::Default);
+        tool(&mut app, "t1", "cargo test", "l1\nl2\nl3\nl4\nl5");
+        let screen = text(&draw(&mut app, 80, 24));
+        assert!(
+            screen.contains("✓ bash cargo test — allowed (rule) · 1.2 s"),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("│ l1") && !screen.contains("│ l3"),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("4 more lines, Ctrl-O shows them"),
+            "{screen}"
+        );
+        app.on_key(
+            KeyEvent::new(KeyCode::Char('o'), KeyModifiers::CONTROL),
+            Instant::now(),
+        );
+        let screen = text(&draw(&mut app, 80, 24));
+        assert!(screen.contains("│ l5"), "{screen}");
+    }
+
+    #[test]
+    fn tab_completes_a_slash_command_in_the_box() {
+        let mut app = App::new(80, true, InputMode::Default);
+        app.editor.insert_str("/perm");
+        app.on_key(
+            KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE),
+            Instant::now(),
+        );
+        assert_eq!(app.editor.text(), "/permissions ");
+    }
+}
