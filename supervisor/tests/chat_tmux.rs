@@ -440,3 +440,29 @@ fn escape_sequences_from_the_model_and_a_command_never_reach_the_terminal() {
     p.keys(&["C-d"]);
     p.wait_text("[chat exited 0]");
 }
+
+#[test]
+fn without_a_terminal_bare_hanzo_dev_prints_help_and_chat_refuses() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |args: &[&str]| {
+        Command::new(EXE)
+            .args(args)
+            .current_dir(dir.path())
+            .env("XDG_DATA_HOME", dir.path().join("data"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run hanzo-dev")
+    };
+    let bare = run(&[]);
+    assert_eq!(bare.status.code(), Some(2), "{bare:?}");
+    assert!(
+        String::from_utf8_lossy(&bare.stdout).contains("Usage:"),
+        "{bare:?}"
+    );
+    let chat = run(&["chat"]);
+    assert_eq!(chat.status.code(), Some(2), "{chat:?}");
+    assert!(
+        String::from_utf8_lossy(&chat.stderr).contains("needs a terminal"),
+        "{chat:?}"
+    );
+}

@@ -279,15 +279,19 @@ impl App {
         let inner_h = usize::from(area.height.saturating_sub(2)).max(1);
         let (row, _) = self.editor.cursor();
         let first = row.saturating_sub(inner_h - 1);
+        // A line longer than the box scrolls sideways so the cursor stays in view.
+        let inner_w = usize::from(area.width.saturating_sub(2)).max(1);
+        let col = self.editor.cursor_display_col();
+        let offset = (col + 1).saturating_sub(inner_w);
         let shown: Vec<Line<'static>> = lines
             .iter()
             .skip(first)
             .take(inner_h)
-            .map(|l| Line::from(sanitize_line_for_terminal(l).into_owned()))
+            .map(|l| Line::from(skip_cells(&sanitize_line_for_terminal(l), offset)))
             .collect();
         f.render_widget(Paragraph::new(shown).block(block), area);
         if !self.prompting() {
-            let x = area.x + 1 + u16::try_from(self.editor.cursor_display_col()).unwrap_or(0);
+            let x = area.x + 1 + u16::try_from(col - offset).unwrap_or(0);
             let y = area.y + 1 + u16::try_from(row - first).unwrap_or(0);
             f.set_cursor_position(Position::new(x.min(area.right().saturating_sub(2)), y));
         }
@@ -380,6 +384,21 @@ impl App {
             Style::default().add_modifier(Modifier::REVERSED),
         ))
     }
+}
+
+/// `text` without its first `cells` display cells.
+fn skip_cells(text: &str, cells: usize) -> String {
+    use unicode_width::UnicodeWidthChar as _;
+    let mut used = 0;
+    let mut out = String::new();
+    for c in text.chars() {
+        if used >= cells {
+            out.push(c);
+        } else {
+            used += c.width().unwrap_or(0);
+        }
+    }
+    out
 }
 
 /// The input as the prompt shows it: the command for `bash`, the path or pattern for the file
@@ -609,6 +628,14 @@ mod tests {
         );
         let screen = text(&draw(&mut app, 80, 24));
         assert!(screen.contains("│ l5"), "{screen}");
+    }
+
+    #[test]
+    fn a_long_input_line_scrolls_so_the_cursor_stays_visible() {
+        let mut app = App::new(40, true, InputMode::Default);
+        app.editor.insert_str(&format!("{}END", "x".repeat(100)));
+        let screen = text(&draw(&mut app, 40, 12));
+        assert!(screen.contains("xxxEND"), "{screen}");
     }
 
     #[test]
