@@ -360,11 +360,9 @@ impl App {
 
     fn status_line(&self) -> Line<'static> {
         let s = &self.status;
-        let ctx = if s.max_context > 0 {
-            format!("{}%", s.context_used * 100 / s.max_context)
-        } else {
-            "-".into()
-        };
+        let ctx = (s.context_used.saturating_mul(100))
+            .checked_div(s.max_context)
+            .map_or_else(|| "-".to_string(), |p| format!("{p}%"));
         // Shortest and most needed first: a narrow terminal cuts the end.
         let mut text = format!(
             "{} · tier {} · approval {} · {}/{} tok · ctx {ctx} · {} · session {}",

@@ -73,7 +73,7 @@ struct ToolEntry {
 
 enum Entry {
     User(String),
-    Reply(Reply),
+    Reply(Box<Reply>),
     Tool(ToolEntry),
     Notice { text: String, error: bool },
 }
@@ -145,7 +145,7 @@ impl Transcript {
         let mut r = Reply::new(&self.opts);
         r.push(text);
         r.finish();
-        self.entries.push(Entry::Reply(r));
+        self.entries.push(Entry::Reply(Box::new(r)));
     }
 
     fn finish_reply(&mut self) {
@@ -166,7 +166,8 @@ impl Transcript {
         match ev {
             RunEvent::Text { text } => {
                 if !matches!(self.entries.last(), Some(Entry::Reply(r)) if r.stream.is_some()) {
-                    self.entries.push(Entry::Reply(Reply::new(&self.opts)));
+                    self.entries
+                        .push(Entry::Reply(Box::new(Reply::new(&self.opts))));
                 }
                 if let Some(Entry::Reply(r)) = self.entries.last_mut() {
                     r.push(text);
