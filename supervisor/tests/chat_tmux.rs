@@ -466,3 +466,39 @@ fn without_a_terminal_bare_hanzo_dev_prints_help_and_chat_refuses() {
         "{chat:?}"
     );
 }
+
+#[test]
+fn slash_commands_complete_on_tab_and_git_ones_say_when_there_is_no_repository() {
+    let p = Pane::new();
+    let cas = p.cassette("unused.jsonl", &[ScriptTurn::text("unused")]);
+    p.start(&["--replay", &cas], &[]);
+    p.wait_text("/help lists commands");
+    p.type_text("/pl");
+    p.keys(&["Tab"]);
+    p.wait_text("│/plan ");
+    p.keys(&["Enter"]);
+    let s = p.wait_text("agent: plan (from the next turn)");
+    assert!(s.contains("plan · tier"), "the status line follows: {s}");
+    p.type_text("/stash");
+    p.keys(&["Enter"]);
+    p.wait_text("not inside a git repository");
+    // Now a repository: a name git would read as an option is refused, a plain one made.
+    let init = Command::new("git")
+        .args(["init", "-q", "-b", "main"])
+        .current_dir(p.path("ws"))
+        .output()
+        .expect("git init");
+    assert!(init.status.success(), "{init:?}");
+    p.type_text("/branch --orphan");
+    p.keys(&["Enter"]);
+    p.wait_text("starts with '-'");
+    p.type_text("/branch feat-x");
+    p.keys(&["Enter"]);
+    p.wait_text("switched to a new branch feat-x");
+    p.keys(&["C-d"]);
+    p.wait_text("[chat exited 0]");
+    assert!(
+        p.store().list_runs(10).expect("runs").is_empty(),
+        "a slash command ran a turn"
+    );
+}
