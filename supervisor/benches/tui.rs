@@ -71,5 +71,29 @@ fn frame(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, frame);
+/// The parts of a frame apart: drawing an unchanged screen, and applying one delta.
+fn parts(c: &mut Criterion) {
+    let mut app = App::new(200, true, InputMode::Default);
+    history(&mut app);
+    let mut term = Terminal::new(TestBackend::new(200, 60)).expect("terminal");
+    c.bench_function("chat draw only 200x60", |b| {
+        b.iter(|| term.draw(|f| app.draw(f)).expect("draw"))
+    });
+    let mut i = 0usize;
+    let chunks: Vec<String> = REPLY
+        .as_bytes()
+        .chunks(64)
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    c.bench_function("chat apply one 64-byte delta", |b| {
+        b.iter(|| {
+            app.apply(UiMsg::Event(RunEvent::Text {
+                text: chunks[i % chunks.len()].clone(),
+            }));
+            i += 1;
+        })
+    });
+}
+
+criterion_group!(benches, frame, parts);
 criterion_main!(benches);

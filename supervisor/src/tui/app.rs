@@ -254,8 +254,8 @@ impl App {
         ])
         .areas(area);
         self.transcript.set_width(top.width);
-        let lines = self.transcript.lines();
         let h = usize::from(top.height);
+        let lines = self.transcript.last_lines(h.saturating_add(self.scroll));
         let max_scroll = lines.len().saturating_sub(h);
         self.scroll = self.scroll.min(max_scroll);
         let end = lines.len() - self.scroll;

@@ -240,37 +240,54 @@ impl Transcript {
 
     /// The transcript as lines at the current width.
     pub fn lines(&self) -> Vec<Line<'static>> {
+        self.last_lines(usize::MAX)
+    }
+
+    /// At least the last `n` lines (all of them when there are fewer): a frame builds only
+    /// the entries it can show, whatever the length of the conversation.
+    pub fn last_lines(&self, n: usize) -> Vec<Line<'static>> {
         let width = usize::from(self.opts.width.unwrap_or(80));
-        let mut out = Vec::new();
-        for e in &self.entries {
-            match e {
-                Entry::User(text) => {
-                    out.push(Line::default());
-                    for l in text.lines() {
-                        let styled = self.style(Some(Color::Cyan), Modifier::BOLD);
-                        push_wrapped(&mut out, "› ", l, styled, width);
-                    }
+        let mut chunks: Vec<Vec<Line<'static>>> = Vec::new();
+        let mut count = 0;
+        for e in self.entries.iter().rev() {
+            if count >= n {
+                break;
+            }
+            let mut out = Vec::new();
+            self.entry_lines(e, width, &mut out);
+            count += out.len();
+            chunks.push(out);
+        }
+        chunks.into_iter().rev().flatten().collect()
+    }
+
+    fn entry_lines(&self, e: &Entry, width: usize, out: &mut Vec<Line<'static>>) {
+        match e {
+            Entry::User(text) => {
+                out.push(Line::default());
+                for l in text.lines() {
+                    let styled = self.style(Some(Color::Cyan), Modifier::BOLD);
+                    push_wrapped(out, "› ", l, styled, width);
                 }
-                Entry::Reply(r) => {
-                    out.push(Line::default());
-                    for l in r.lines.iter().chain(&r.preview) {
-                        out.push(self.md_line(l));
-                    }
+            }
+            Entry::Reply(r) => {
+                out.push(Line::default());
+                for l in r.lines.iter().chain(&r.preview) {
+                    out.push(self.md_line(l));
                 }
-                Entry::Tool(t) => self.tool_lines(t, width, &mut out),
-                Entry::Notice { text, error } => {
-                    let style = if *error {
-                        self.style(Some(Color::Red), Modifier::empty())
-                    } else {
-                        self.style(None, Modifier::DIM)
-                    };
-                    for l in text.lines() {
-                        push_wrapped(&mut out, "· ", l, style, width);
-                    }
+            }
+            Entry::Tool(t) => self.tool_lines(t, width, out),
+            Entry::Notice { text, error } => {
+                let style = if *error {
+                    self.style(Some(Color::Red), Modifier::empty())
+                } else {
+                    self.style(None, Modifier::DIM)
+                };
+                for l in text.lines() {
+                    push_wrapped(out, "· ", l, style, width);
                 }
             }
         }
-        out
     }
 
     fn style(&self, fg: Option<Color>, m: Modifier) -> Style {
@@ -473,4 +490,42 @@ fn md_style(s: &hanzo_md_render::Style, color: bool) -> Style {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(lines: &[Line<'static>]) -> Vec<String> {
+        lines.iter().map(|l| l.to_string()).collect()
+    }
+
+    #[test]
+    fn the_last_lines_are_the_tail_of_all_lines() {
+        let mut t = Transcript::new(60, true);
+        for i in 0..20 {
+            t.push_user(&format!("question {i}"));
+            t.apply(&RunEvent::Text {
+                text: format!("answer **{i}** with\n\n- a list\n- of items\n"),
+            });
+        }
+        let all = texts(&t.lines());
+        for n in [0, 1, 7, 30, 10_000] {
+            let tail = texts(&t.last_lines(n));
+            assert!(tail.len() >= n.min(all.len()), "n = {n}");
+            assert_eq!(tail[..], all[all.len() - tail.len()..], "n = {n}");
+        }
+    }
+
+    #[test]
+    fn a_resize_rewraps_replies_as_streaming_at_that_width_would() {
+        let text = "word ".repeat(40);
+        let mut narrow = Transcript::new(30, true);
+        narrow.apply(&RunEvent::Text { text: text.clone() });
+        let mut wide = Transcript::new(90, true);
+        wide.apply(&RunEvent::Text { text });
+        wide.set_width(30);
+        assert_eq!(texts(&wide.lines()), texts(&narrow.lines()));
+        assert!(texts(&wide.lines()).iter().all(|l| l.chars().count() <= 30));
+    }
 }
