@@ -77,7 +77,9 @@ fn parts(c: &mut Criterion) {
     history(&mut app);
     let mut term = Terminal::new(TestBackend::new(200, 60)).expect("terminal");
     c.bench_function("chat draw only 200x60", |b| {
-        b.iter(|| term.draw(|f| app.draw(f)).expect("draw"))
+        b.iter(|| {
+            term.draw(|f| app.draw(f)).expect("draw");
+        })
     });
     let mut i = 0usize;
     let chunks: Vec<String> = REPLY
