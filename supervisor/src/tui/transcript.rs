@@ -254,14 +254,16 @@ impl Transcript {
                 break;
             }
             let mut out = Vec::new();
-            self.entry_lines(e, width, &mut out);
+            self.entry_lines(e, width, n - count, &mut out);
             count += out.len();
             chunks.push(out);
         }
         chunks.into_iter().rev().flatten().collect()
     }
 
-    fn entry_lines(&self, e: &Entry, width: usize, out: &mut Vec<Line<'static>>) {
+    /// An entry's lines; a reply gives only its last `need` (a long reply streaming must not
+    /// cost its whole length every frame).
+    fn entry_lines(&self, e: &Entry, width: usize, need: usize, out: &mut Vec<Line<'static>>) {
         match e {
             Entry::User(text) => {
                 out.push(Line::default());
@@ -271,8 +273,12 @@ impl Transcript {
                 }
             }
             Entry::Reply(r) => {
-                out.push(Line::default());
-                for l in r.lines.iter().chain(&r.preview) {
+                let total = r.lines.len() + r.preview.len();
+                if total < need {
+                    out.push(Line::default());
+                }
+                let skip = total.saturating_sub(need);
+                for l in r.lines.iter().chain(&r.preview).skip(skip) {
                     out.push(self.md_line(l));
                 }
             }
