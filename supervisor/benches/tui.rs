@@ -62,7 +62,7 @@ fn frame(c: &mut Criterion) {
         b.iter(|| {
             let now = Instant::now();
             // A message of up to 80 characters, as typed; then the box starts over.
-            if i % 80 == 0 {
+            if i.is_multiple_of(80) {
                 app.editor.clear();
             }
             app.on_key(KeyEvent::new(KeyCode::Char('x'), KeyModifiers::NONE), now);
