@@ -23,6 +23,8 @@ command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
 command -v useradd >/dev/null 2>&1 || need_apt+=(passwd)
 # vim is the reference the line editor's vim-mode table is checked against.
 command -v vim >/dev/null 2>&1 || need_apt+=(vim)
+# tmux drives the real binary on a pseudo-terminal in the chat screen's tests (tests/chat_tmux.rs).
+command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
 if [ "${#need_apt[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
     pkgs=()
     for t in "${need_apt[@]}"; do

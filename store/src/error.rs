@@ -28,6 +28,8 @@ pub enum StoreError {
     AgentExists(String),
     #[error("no run with id {0}")]
     RunNotFound(RunId),
+    #[error("no session with id {0}")]
+    SessionNotFound(crate::types::SessionId),
     #[error("no step with id {0}")]
     StepNotFound(i64),
     #[error("no tool call with id {0}")]

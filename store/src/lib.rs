@@ -14,7 +14,8 @@
 //! secret values ([`RunStore::set_known_secrets`]) and the write is refused if one appears.
 //!
 //! Layout: [`types`] (what is stored), `rows` (rows to types), `schema` (migrations), and the
-//! queries by subject: `agents`, `write` (a run's life), `read` (listing and loading runs).
+//! queries by subject: `agents`, `write` (a run's life), `read` (listing and loading runs),
+//! `sessions` (conversations whose turns are runs).
 #![forbid(unsafe_code)]
 
 mod agents;
@@ -22,16 +23,18 @@ mod error;
 mod read;
 mod rows;
 mod schema;
+mod sessions;
 pub mod types;
 mod write;
 
 pub use error::{Result, StoreError};
 pub use hanzo_policy::secret::{SecretValues, REDACTED};
 pub use schema::SCHEMA_VERSION;
+pub use sessions::{title_from, TITLE_MAX_CHARS};
 pub use types::{
     Agent, AgentDef, ApprovalMode, CallEnd, CallId, CallStatus, DecidedBy, EventRecord, HookResult,
-    NewRun, RunId, RunRecord, RunStatus, RunSummary, StepEnd, StepId, StepRecord, TokenUsage,
-    ToolCall, ToolCallRecord,
+    NewRun, NewSession, RunId, RunRecord, RunStatus, RunSummary, Session, SessionId, SessionTurn,
+    StepEnd, StepId, StepRecord, TokenUsage, ToolCall, ToolCallRecord,
 };
 
 use rusqlite::Connection;

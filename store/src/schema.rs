@@ -108,6 +108,21 @@ const MIGRATIONS: &[&str] = &[
              OR decision_reason LIKE '% is an MCP tool, %' THEN 'agent'
         ELSE 'default' END;
     ",
+    // 3: sessions (HIP-1210): an interactive conversation whose turns are runs. A run outlives
+    // its session's deletion (the link is cleared, the run kept).
+    "
+    CREATE TABLE sessions (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        agent       TEXT NOT NULL,
+        workspace   TEXT NOT NULL,
+        title       TEXT,
+        created_ms  INTEGER NOT NULL,
+        updated_ms  INTEGER NOT NULL
+    );
+    CREATE INDEX sessions_workspace ON sessions(workspace, updated_ms);
+    ALTER TABLE runs ADD COLUMN session_id INTEGER REFERENCES sessions(id) ON DELETE SET NULL;
+    CREATE INDEX runs_session ON runs(session_id);
+    ",
 ];
 
 /// The schema version this build writes.
@@ -164,6 +179,47 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
 mod tests {
     use super::*;
     use rusqlite::params;
+
+    /// A version-2 file with a run, migrated: the run is kept with no session, and a session
+    /// can then be created and given runs.
+    #[test]
+    fn version_3_adds_sessions_and_keeps_older_runs_without_one() {
+        let mut conn = Connection::open_in_memory().expect("open");
+        conn.pragma_update(None, "foreign_keys", "ON").expect("fk");
+        conn.execute_batch(MIGRATIONS[0]).expect("v1");
+        conn.execute_batch(MIGRATIONS[1]).expect("v2");
+        conn.pragma_update(None, "user_version", 2)
+            .expect("version");
+        conn.execute_batch(
+            "INSERT INTO runs (id, input, model, isolation, status, started_ms, owner_pid)
+                 VALUES (7, 'old task', 'm', 'B', 'succeeded', 0, 1);",
+        )
+        .expect("rows");
+        migrate(&mut conn, Path::new(":memory:")).expect("migrate");
+        assert_eq!(user_version(&conn).expect("version"), 3);
+        let (input, session): (String, Option<i64>) = conn
+            .query_row("SELECT input, session_id FROM runs WHERE id = 7", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .expect("run kept");
+        assert_eq!((input.as_str(), session), ("old task", None));
+        conn.execute_batch(
+            "INSERT INTO sessions (id, agent, workspace, created_ms, updated_ms)
+                 VALUES (1, 'code', '/w', 0, 0);
+             UPDATE runs SET session_id = 1 WHERE id = 7;",
+        )
+        .expect("a session and a link");
+        // The link is a foreign key: a run cannot name a session that does not exist.
+        let bad = conn.execute("UPDATE runs SET session_id = 99 WHERE id = 7", []);
+        assert!(bad.is_err(), "dangling session link accepted");
+        // Deleting the session keeps its runs, unlinked.
+        conn.execute("DELETE FROM sessions WHERE id = 1", [])
+            .expect("delete");
+        let session: Option<i64> = conn
+            .query_row("SELECT session_id FROM runs WHERE id = 7", [], |r| r.get(0))
+            .expect("run still there");
+        assert_eq!(session, None);
+    }
 
     /// A version-1 file with one tool call of each kind, migrated: each gets the right
     /// `decided_by`, and every call is `finished`.

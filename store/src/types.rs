@@ -37,6 +37,60 @@ pub struct StepId(pub i64);
 #[serde(transparent)]
 pub struct CallId(pub i64);
 
+/// A session's id: the row id in its org's store (HIP-1210 keeps sessions beside runs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SessionId(pub i64);
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl FromStr for SessionId {
+    type Err = std::num::ParseIntError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.parse().map(SessionId)
+    }
+}
+
+/// What [`crate::RunStore::create_session`] records about a new session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSession {
+    /// The agent the session talks to (a built-in or a stored agent's name).
+    pub agent: String,
+    /// The workspace directory, as the session was opened in it.
+    pub workspace: String,
+    /// A short title (the first line of the first message, usually); `None` until known.
+    pub title: Option<String>,
+}
+
+/// A stored session: an interactive conversation whose turns are runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    pub id: SessionId,
+    pub agent: String,
+    pub workspace: String,
+    pub title: Option<String>,
+    /// Milliseconds since the Unix epoch.
+    pub created_ms: u64,
+    /// When its last turn began (or the session was created).
+    pub updated_ms: u64,
+}
+
+/// One turn of a session as the store keeps it: the user's text (the run's input) and the
+/// assistant's last words (the text of the run's last step), enough to continue the
+/// conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionTurn {
+    pub run: RunId,
+    pub status: RunStatus,
+    pub user: String,
+    /// `None` when the turn ended before the model said anything (cancelled, failed).
+    pub answer: Option<String>,
+}
+
 /// Where a run is in its life. Everything but `Running` is final.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -16,6 +16,7 @@ pub mod startup;
 pub mod supervise;
 pub mod term;
 pub mod tree;
+pub mod tui;
 pub mod userfile;
 pub mod vectors;
 pub mod worker;

@@ -1375,3 +1375,88 @@ async fn malformed_tool_input_is_an_error_result_not_a_crash() {
         res[0].1
     );
 }
+
+/// A session's second turn: recorded under the session, and the model sees the first turn's
+/// user text and final answer (read back from the store) before the new task.
+#[tokio::test]
+async fn a_session_turn_continues_the_conversation_from_the_record() {
+    use hanzo_dev::agent::run::Continuation;
+    use hanzo_dev::agent::session::prior_messages;
+    let mut h = Harness::new(&[]);
+    let session = h
+        .store
+        .create_session(&hanzo_store::NewSession {
+            agent: "code".into(),
+            workspace: "/ws".into(),
+            title: None,
+        })
+        .unwrap()
+        .id;
+    let model = ScriptedModel::new(vec![say("first answer"), say("second answer")]);
+    let tools = FakeTools::default();
+    let code = vec![defs::builtin("code").unwrap()];
+    for task in ["what is this?", "and now?"] {
+        let prior = prior_messages(&h.store.session_turns(session).unwrap());
+        let (_tx, rx) = tokio::sync::watch::channel(false);
+        let mut lp = AgentLoop {
+            api: &model,
+            tools: &tools,
+            prompter: &Unattended(ApprovalMode::Deny),
+            policy: &h.policy,
+            store: &mut h.store,
+            events: &h.events,
+            config: h.config.clone(),
+            cancel: rx,
+        };
+        let spec = RunSpec {
+            task: task.into(),
+            agent_name: "code".into(),
+            stages: code.clone(),
+            model: "test-model".into(),
+            isolation: hanzo_policy::Tier::B,
+            workspace: "/ws".into(),
+            replay: true,
+            dangerous_workspace: Vec::new(),
+        };
+        let report = lp
+            .run_continuing(
+                &spec,
+                &Continuation {
+                    session: Some(session),
+                    prior,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(report.status, RunStatus::Succeeded);
+    }
+    let seen = model.requests();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].1.len(), 1, "the first turn has no history");
+    let second: Vec<(MessageRole, String)> = seen[1]
+        .1
+        .iter()
+        .map(|m| {
+            let text = m
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::Text { text } => Some(text.clone()),
+                    _ => None,
+                })
+                .collect::<String>();
+            (m.role, text)
+        })
+        .collect();
+    assert_eq!(
+        second,
+        [
+            (MessageRole::User, "what is this?".to_string()),
+            (MessageRole::Assistant, "first answer".to_string()),
+            (MessageRole::User, "and now?".to_string()),
+        ]
+    );
+    let runs = h.store.list_session_runs(session).unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(h.store.run_session(runs[1].id).unwrap(), Some(session));
+}

@@ -10,6 +10,7 @@
 //! - [`deadline`]: the deadline of every request to a worker.
 //! - [`events`]: what a run reports as it goes (live view, `--json`).
 //! - [`defs`]: the built-in agents.
+//! - [`session`]: a chat session's earlier turns as the next turn's messages.
 
 pub mod approval;
 mod call;
@@ -20,6 +21,7 @@ pub mod events;
 pub mod lsp;
 pub mod record;
 pub mod run;
+pub mod session;
 pub mod traits;
 pub mod workers;
 

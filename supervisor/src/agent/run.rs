@@ -24,7 +24,8 @@ use hanzo_ipc::roles::model::{
 use hanzo_ipc::roles::tools::ToolResult;
 use hanzo_policy::permission::TieredPolicy;
 use hanzo_store::{
-    AgentDef, NewRun, RunId, RunStatus, RunStore, SecretValues, StepEnd, StepId, TokenUsage,
+    AgentDef, NewRun, RunId, RunStatus, RunStore, SecretValues, SessionId, StepEnd, StepId,
+    TokenUsage,
 };
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -110,6 +111,16 @@ pub struct RunSpec {
     pub dangerous_workspace: Vec<String>,
 }
 
+/// What makes a run the next turn of a chat session (`hanzo-dev chat`): the session it is
+/// recorded under and the conversation so far. The default is a run on its own.
+#[derive(Debug, Clone, Default)]
+pub struct Continuation {
+    pub session: Option<SessionId>,
+    /// Earlier turns as messages, oldest first (`agent::session::prior_messages`); every stage's
+    /// conversation starts with them, then the task.
+    pub prior: Vec<Message>,
+}
+
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunReport {
@@ -176,6 +187,8 @@ pub(super) struct Progress {
     pub(super) calls: u32,
     pub(super) denied: u32,
     pub(super) budget: RecordBudget,
+    /// Earlier turns of the session, put before the task in every stage.
+    pub(super) prior: Vec<Message>,
 }
 
 /// One stage's conversation: messages and the estimated size of each.
@@ -214,12 +227,26 @@ where
     /// Run to the end. `Err` only when the run could not be recorded (the store failed); the
     /// run is then closed as failed if the store still allows it.
     pub async fn run(&mut self, spec: &RunSpec) -> anyhow::Result<RunReport> {
-        let run = self.store.begin_run(&NewRun {
+        self.run_continuing(spec, &Continuation::default()).await
+    }
+
+    /// As [`AgentLoop::run`], as the next turn of a session: recorded under it, with the
+    /// conversation so far before the task.
+    pub async fn run_continuing(
+        &mut self,
+        spec: &RunSpec,
+        continuation: &Continuation,
+    ) -> anyhow::Result<RunReport> {
+        let new = NewRun {
             agent: Some(spec.agent_name.clone()),
             input: self.scrub(&spec.task),
             model: spec.model.clone(),
             isolation: spec.isolation,
-        })?;
+        };
+        let run = match continuation.session {
+            Some(session) => self.store.begin_session_run(session, &new)?,
+            None => self.store.begin_run(&new)?,
+        };
         let span = tracing::info_span!("agent.run", run_id = run.0, agent = %spec.agent_name);
         let started = Instant::now();
         self.events.emit(&RunEvent::RunStarted {
@@ -243,6 +270,7 @@ where
             calls: 0,
             denied: 0,
             budget: RecordBudget::new(self.config.limits.max_record_bytes),
+            prior: continuation.prior.clone(),
         };
         let result = self.run_stages(spec, &mut progress).instrument(span).await;
         let (status, outcome, final_text) = match result {
@@ -366,6 +394,9 @@ where
             messages: Vec::new(),
             tokens: Vec::new(),
         };
+        for m in &progress.prior {
+            conv.push(m.clone());
+        }
         conv.push(Message::user_text(input));
         loop {
             if let Some(stop) = self.limit_reached(progress) {

@@ -3,6 +3,7 @@
 pub mod agents;
 pub mod ask;
 pub mod auth;
+pub mod chat;
 pub mod completions;
 pub mod config;
 pub mod doctor;
@@ -37,8 +38,9 @@ use hanzo_policy::isolation::IsolationMode;
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
+    /// None: `chat` on a terminal, the help otherwise.
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 #[derive(Debug, Args)]
@@ -62,6 +64,9 @@ pub enum Command {
     /// Run an agent on a task, under policy and isolation, and keep the run (`--demo` for the
     /// offline demo).
     Run(run::Args),
+    /// An interactive session with an agent (the default on a terminal): streaming replies,
+    /// tool calls and approvals on screen, slash commands; each message a run of the session.
+    Chat(chat::Args),
     /// Create, list, show and delete agent definitions.
     Agents(agents::Args),
     /// List, show and export recorded runs.
@@ -148,7 +153,17 @@ pub fn init_logging(global: &GlobalArgs) {
 
 /// Run a parsed command line; returns the exit code.
 pub fn run(cli: Cli, env: StartEnv) -> anyhow::Result<i32> {
-    match cli.command {
+    let Some(command) = cli.command else {
+        use std::io::IsTerminal as _;
+        if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+            return runtime()?.block_on(chat::run(&chat::Args::default_for_terminal(), env));
+        }
+        use clap::CommandFactory as _;
+        let _ = Cli::command().print_help();
+        return Ok(exit::USAGE);
+    };
+    match command {
+        Command::Chat(args) => runtime()?.block_on(chat::run(&args, env)),
         Command::Vectors(args) => vectors::run(&args),
         Command::Agents(args) => agents::run(&args, &env),
         Command::Runs(args) => runs::run(&args, &env),

@@ -157,10 +157,10 @@ pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
 }
 
 /// The demo's temporary workspace: removed when the run ends, unless `--keep`.
-struct DemoDir(PathBuf);
+pub(super) struct DemoDir(PathBuf);
 
 impl DemoDir {
-    fn create() -> anyhow::Result<DemoDir> {
+    pub(super) fn create() -> anyhow::Result<DemoDir> {
         let dir = tempfile::Builder::new()
             .prefix("hanzo-demo-")
             .tempdir()
@@ -171,11 +171,11 @@ impl DemoDir {
         Ok(DemoDir(dir))
     }
 
-    fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         &self.0
     }
 
-    fn finish(self, keep: bool) {
+    pub(super) fn finish(self, keep: bool) {
         if keep {
             eprintln!(
                 "The demo's workspace is kept at {} (remove it with `rm -r {}`).",
@@ -192,24 +192,24 @@ impl DemoDir {
 }
 
 /// What `run` settled before starting any worker.
-struct Prepared {
-    workspace: PathBuf,
-    task: String,
-    cassette: Option<String>,
-    provider: Option<ProviderId>,
-    loaded: LoadedSettings,
-    policy: TieredPolicy,
-    hooks_json: Option<String>,
-    hooks_time: Duration,
-    isolation: IsolationMode,
-    kernel_landlock_abi: u32,
-    store: RunStore,
-    secrets: SecretValues,
-    agent_name: String,
-    stages: Vec<AgentDef>,
-    dangerous: Vec<String>,
+pub(super) struct Prepared {
+    pub(super) workspace: PathBuf,
+    pub(super) task: String,
+    pub(super) cassette: Option<String>,
+    pub(super) provider: Option<ProviderId>,
+    pub(super) loaded: LoadedSettings,
+    pub(super) policy: TieredPolicy,
+    pub(super) hooks_json: Option<String>,
+    pub(super) hooks_time: Duration,
+    pub(super) isolation: IsolationMode,
+    pub(super) kernel_landlock_abi: u32,
+    pub(super) store: RunStore,
+    pub(super) secrets: SecretValues,
+    pub(super) agent_name: String,
+    pub(super) stages: Vec<AgentDef>,
+    pub(super) dangerous: Vec<String>,
     /// The run's network allow-list (entries; empty: no network).
-    network_allow: Vec<String>,
+    pub(super) network_allow: Vec<String>,
 }
 
 async fn run_in(args: &Args, env: &StartEnv, demo: Option<&Path>) -> anyhow::Result<i32> {
@@ -241,7 +241,7 @@ async fn run_in(args: &Args, env: &StartEnv, demo: Option<&Path>) -> anyhow::Res
 
 /// Everything that can be refused before a worker starts. `Err(code)` when `run` must end here
 /// with that code (the reason already printed).
-fn prepare(
+pub(super) fn prepare(
     args: &Args,
     env: &StartEnv,
     demo: Option<&Path>,
@@ -577,7 +577,7 @@ async fn drive(
 
 /// `--model`, else the first stage's model, else a model set in the settings (a file, the
 /// environment), else the provider's default.
-fn model_name(args: &Args, prep: &Prepared, provider: &ProviderConfig) -> String {
+pub(super) fn model_name(args: &Args, prep: &Prepared, provider: &ProviderConfig) -> String {
     let configured = prep.loaded.merged.sources.get("model") != Some(&Source::Default);
     args.model
         .clone()
@@ -629,7 +629,7 @@ pub fn demo_policy() -> anyhow::Result<TieredPolicy> {
 }
 
 /// A built-in agent, `auto`'s stages, or a stored agent.
-fn resolve_agent(name: &str, store: &RunStore) -> anyhow::Result<Vec<AgentDef>> {
+pub(super) fn resolve_agent(name: &str, store: &RunStore) -> anyhow::Result<Vec<AgentDef>> {
     if name == "auto" {
         return Ok(AUTO_STAGES
             .iter()

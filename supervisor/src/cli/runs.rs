@@ -16,8 +16,8 @@ use crate::secrets::StartEnv;
 use crate::userfile::{write_user_file, PRIVATE};
 use hanzo_policy::{AuditRecord, RuleRef};
 use hanzo_store::{
-    CallStatus, EventRecord, RunId, RunRecord, RunStatus, RunSummary, StepRecord, StoreError,
-    ToolCallRecord,
+    CallStatus, EventRecord, RunId, RunRecord, RunStatus, RunSummary, Session, SessionId,
+    StepRecord, StoreError, ToolCallRecord,
 };
 use serde_json::Value;
 use std::io::Write;
@@ -40,6 +40,18 @@ pub enum RunsCommand {
         #[arg(long, default_value_t = 20, value_name = "N")]
         limit: usize,
         /// A JSON array of run headers instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Only the runs (turns) of this chat session, oldest first (ids from `runs sessions`).
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+    },
+    /// The most recent chat sessions (`hanzo-dev chat`), newest first.
+    Sessions {
+        /// How many sessions to show; 0 for all.
+        #[arg(long, default_value_t = 20, value_name = "N")]
+        limit: usize,
+        /// A JSON array of sessions instead of a table.
         #[arg(long)]
         json: bool,
     },
@@ -76,13 +88,36 @@ fn execute(args: &Args, env: &StartEnv) -> Result<String, Failure> {
     let store =
         store::open(args.org.as_deref(), env).map_err(|e| Failure::Usage(format!("{e:#}")))?;
     match &args.command {
-        RunsCommand::List { limit, json } => {
+        RunsCommand::List {
+            limit,
+            json,
+            session,
+        } => {
             let limit = if *limit == 0 { usize::MAX } else { *limit };
-            let runs = store.list_runs(limit).map_err(store_failure)?;
+            let runs = match session {
+                None => store.list_runs(limit).map_err(store_failure)?,
+                Some(id) => {
+                    let id = parse_session_id(id)?;
+                    let mut runs = store
+                        .list_session_runs(id)
+                        .map_err(|e| session_not_found(e, id, &org))?;
+                    runs.truncate(limit);
+                    runs
+                }
+            };
             Ok(if *json {
                 pretty_json(&runs)
             } else {
                 render_run_table(&runs, &org)
+            })
+        }
+        RunsCommand::Sessions { limit, json } => {
+            let limit = if *limit == 0 { usize::MAX } else { *limit };
+            let sessions = store.list_sessions(None, limit).map_err(store_failure)?;
+            Ok(if *json {
+                pretty_json(&sessions)
+            } else {
+                render_session_table(&sessions, &org)
             })
         }
         RunsCommand::Show { id, json } => {
@@ -120,6 +155,25 @@ pub(super) fn parse_run_id(text: &str) -> Result<RunId, Failure> {
         _ => Err(Failure::Usage(format!(
             "malformed run id {text:?}: a run id is a positive integer, as `hanzo-dev runs list` shows"
         ))),
+    }
+}
+
+fn parse_session_id(text: &str) -> Result<SessionId, Failure> {
+    match text.trim().parse::<SessionId>() {
+        Ok(id) if id.0 > 0 => Ok(id),
+        _ => Err(Failure::Usage(format!(
+            "malformed session id {text:?}: a session id is a positive integer, as \
+             `hanzo-dev runs sessions` shows"
+        ))),
+    }
+}
+
+fn session_not_found(e: StoreError, id: SessionId, org: &str) -> Failure {
+    match e {
+        StoreError::SessionNotFound(_) => Failure::NotFound(format!(
+            "no session {id} in org {org} (see `hanzo-dev runs sessions --org {org}`)"
+        )),
+        other => store_failure(other),
     }
 }
 
@@ -226,7 +280,7 @@ pub(super) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` from milliseconds since the Unix epoch (UTC, proleptic Gregorian).
-pub(super) fn iso_utc(ms: u64) -> String {
+pub fn iso_utc(ms: u64) -> String {
     let secs = ms / 1000;
     let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
     let tod = secs % 86_400;
@@ -344,6 +398,26 @@ pub fn render_run_table(runs: &[RunSummary], org: &str) -> String {
         ],
         &rows,
     )
+}
+
+/// The `runs sessions` table.
+pub fn render_session_table(sessions: &[Session], org: &str) -> String {
+    if sessions.is_empty() {
+        return format!("no sessions in org {org}\n");
+    }
+    let rows: Vec<Vec<String>> = sessions
+        .iter()
+        .map(|s| {
+            vec![
+                s.id.to_string(),
+                s.agent.clone(),
+                iso_utc(s.updated_ms),
+                one_line(&s.workspace, LIST_INPUT_CHARS),
+                one_line(s.title.as_deref().unwrap_or("-"), LIST_INPUT_CHARS),
+            ]
+        })
+        .collect();
+    table(&["ID", "AGENT", "UPDATED", "WORKSPACE", "TITLE"], &rows)
 }
 
 // ---- runs show ----
@@ -851,6 +925,7 @@ mod tests {
             command: RunsCommand::List {
                 limit: 0,
                 json: true,
+                session: None,
             },
         };
         let mut out = Vec::new();
@@ -870,6 +945,7 @@ mod tests {
             command: RunsCommand::List {
                 limit: 1,
                 json: false,
+                session: None,
             },
         };
         assert_eq!(run_to(&bad_org, &env, &mut Vec::new()), exit::USAGE);

@@ -1,0 +1,649 @@
+//! The screen's state and drawing: the transcript, a permission prompt when one is open, the
+//! input box and the status line, laid out top to bottom. Keys come in through
+//! [`App::on_key`], which says what the session should do ([`Intent`]).
+
+use super::bridge::{Answer, PermissionAsk, UiMsg};
+use super::keys::{is_ctrl, to_key};
+use super::transcript::{push_wrapped, Transcript};
+use crate::agent::events::RunEvent;
+use crossterm::event::{KeyCode, KeyEvent};
+use hanzo_line_edit::{Action, Editor, InputMode};
+use hanzo_md_render::sanitize_line_for_terminal;
+use ratatui::layout::{Constraint, Layout, Position};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::Frame;
+use std::time::{Duration, Instant};
+
+/// A second Ctrl-C within this long exits.
+pub const DOUBLE_CTRL_C: Duration = Duration::from_secs(1);
+/// Lines of a tool's input shown in the permission prompt before the rest is counted.
+pub const PROMPT_INPUT_LINES: usize = 12;
+
+/// What the status line shows.
+#[derive(Debug, Clone, Default)]
+pub struct Status {
+    pub model: String,
+    pub agent: String,
+    pub tier: String,
+    pub approval: String,
+    pub session: i64,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    /// Input tokens of the last model request: how much of the context is in use.
+    pub context_used: u64,
+    pub max_context: u64,
+}
+
+/// What a key asks the session to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Intent {
+    None,
+    Submit(String),
+    /// Cancel the running turn.
+    CancelTurn,
+    Quit,
+}
+
+/// A permission question on screen, and the reason being typed after `n`.
+struct Prompt {
+    ask: PermissionAsk,
+    reason: Option<String>,
+}
+
+pub struct App {
+    pub transcript: Transcript,
+    pub editor: Editor,
+    pub status: Status,
+    /// A turn is running.
+    pub busy: bool,
+    /// One line for the status bar (a hint, an error), replaced by the next.
+    pub message: Option<String>,
+    prompts: std::collections::VecDeque<Prompt>,
+    /// Lines scrolled up from the bottom of the transcript.
+    scroll: usize,
+    last_ctrl_c: Option<Instant>,
+}
+
+impl App {
+    pub fn new(width: u16, color: bool, mode: InputMode) -> App {
+        App {
+            transcript: Transcript::new(width, color),
+            editor: Editor::new(mode),
+            status: Status::default(),
+            busy: false,
+            message: None,
+            prompts: std::collections::VecDeque::new(),
+            scroll: 0,
+            last_ctrl_c: None,
+        }
+    }
+
+    /// Whether a permission question is waiting.
+    pub fn prompting(&self) -> bool {
+        !self.prompts.is_empty()
+    }
+
+    /// Take what the loop sent.
+    pub fn apply(&mut self, msg: UiMsg) {
+        match msg {
+            UiMsg::Event(ev) => {
+                if let RunEvent::StepFinished {
+                    input_tokens,
+                    output_tokens,
+                    ..
+                } = &ev
+                {
+                    self.status.tokens_in += input_tokens;
+                    self.status.tokens_out += output_tokens;
+                    self.status.context_used = *input_tokens;
+                }
+                self.transcript.apply(&ev);
+                self.scroll = 0;
+            }
+            UiMsg::Permission(ask) => self.prompts.push_back(Prompt { ask, reason: None }),
+        }
+    }
+
+    /// Deny every open question (the turn is being cancelled).
+    pub fn deny_open_prompts(&mut self, why: &str) {
+        for p in self.prompts.drain(..) {
+            let _ = p.ask.reply.send(Answer::Deny(why.to_string()));
+        }
+    }
+
+    /// A key pressed at `now`.
+    pub fn on_key(&mut self, ev: KeyEvent, now: Instant) -> Intent {
+        if is_ctrl(&ev, 'c') {
+            return self.ctrl_c(now);
+        }
+        if self.prompting() {
+            self.prompt_key(ev);
+            return Intent::None;
+        }
+        if is_ctrl(&ev, 'o') {
+            self.transcript.expanded = !self.transcript.expanded;
+            return Intent::None;
+        }
+        match ev.code {
+            KeyCode::PageUp => {
+                self.scroll += 10;
+                return Intent::None;
+            }
+            KeyCode::PageDown => {
+                self.scroll = self.scroll.saturating_sub(10);
+                return Intent::None;
+            }
+            _ => {}
+        }
+        let Some(key) = to_key(&ev) else {
+            return Intent::None;
+        };
+        match self.editor.handle(key, now) {
+            Action::None => Intent::None,
+            Action::Submit(text) if self.busy => {
+                self.editor.set_text(&text);
+                self.message = Some("a turn is running: wait for it, or Ctrl-C cancels it".into());
+                Intent::None
+            }
+            Action::Submit(text) if text.trim().is_empty() => Intent::None,
+            Action::Submit(text) => Intent::Submit(text),
+            Action::Quit => Intent::Quit,
+            Action::Cancel => self.ctrl_c(now),
+            Action::Complete => {
+                self.complete();
+                Intent::None
+            }
+            Action::ModeChanged(m) => {
+                self.message = Some(format!("input mode: {m}"));
+                Intent::None
+            }
+            Action::Message(m) => {
+                self.message = Some(m);
+                Intent::None
+            }
+        }
+    }
+
+    fn ctrl_c(&mut self, now: Instant) -> Intent {
+        let double = self
+            .last_ctrl_c
+            .is_some_and(|t| now.saturating_duration_since(t) < DOUBLE_CTRL_C);
+        self.last_ctrl_c = Some(now);
+        if double {
+            return Intent::Quit;
+        }
+        if self.busy {
+            self.deny_open_prompts("the user cancelled the turn");
+            self.message = Some("cancelling the turn… (Ctrl-C again exits)".into());
+            return Intent::CancelTurn;
+        }
+        self.editor.clear();
+        self.message = Some("Ctrl-C again (or Ctrl-D) exits".into());
+        Intent::None
+    }
+
+    fn complete(&mut self) {
+        let text = self.editor.text();
+        match super::slash::complete(&text) {
+            Some(done) => self.editor.set_text(&done),
+            None => {
+                let c = super::slash::candidates(&text);
+                if !c.is_empty() {
+                    self.message = Some(c.join("  "));
+                }
+            }
+        }
+    }
+
+    fn prompt_key(&mut self, ev: KeyEvent) {
+        let Some(p) = self.prompts.front_mut() else {
+            return;
+        };
+        let answer = match (&mut p.reason, ev.code) {
+            (None, KeyCode::Char('y' | 'Y')) => Some(Answer::Once),
+            (None, KeyCode::Char('a' | 'A')) => Some(Answer::Session),
+            (None, KeyCode::Char('n' | 'N')) => {
+                p.reason = Some(String::new());
+                None
+            }
+            (None, KeyCode::Esc) => Some(Answer::Deny(String::new())),
+            (Some(r), KeyCode::Enter) => Some(Answer::Deny(std::mem::take(r))),
+            (Some(_), KeyCode::Esc) => Some(Answer::Deny(String::new())),
+            (Some(r), KeyCode::Backspace) => {
+                r.pop();
+                None
+            }
+            (Some(r), KeyCode::Char(c)) if !c.is_control() && r.chars().count() < 500 => {
+                r.push(c);
+                None
+            }
+            _ => None,
+        };
+        if let Some(a) = answer {
+            if let Some(p) = self.prompts.pop_front() {
+                let _ = p.ask.reply.send(a);
+            }
+        }
+    }
+
+    /// Clear a pending operator's indicator once its time is up (vim).
+    pub fn tick(&mut self, now: Instant) -> bool {
+        self.editor.tick(now)
+    }
+
+    /// Draw everything into `f`.
+    pub fn draw(&mut self, f: &mut Frame<'_>) {
+        let area = f.area();
+        let input_lines = self.editor.lines();
+        let input_h = u16::try_from(input_lines.len())
+            .unwrap_or(u16::MAX)
+            .saturating_add(2)
+            .clamp(3, 10);
+        let rows = usize::from((area.height / 2).saturating_sub(2)).max(4);
+        let prompt = self.prompt_lines(area.width.saturating_sub(2), rows);
+        let prompt_h = prompt
+            .as_ref()
+            .map_or(0, |l| u16::try_from(l.len() + 2).unwrap_or(u16::MAX));
+        let [top, mid, input, status] = Layout::vertical([
+            Constraint::Min(1),
+            Constraint::Length(prompt_h),
+            Constraint::Length(input_h),
+            Constraint::Length(1),
+        ])
+        .areas(area);
+        self.transcript.set_width(top.width);
+        let h = usize::from(top.height);
+        let lines = self.transcript.last_lines(h.saturating_add(self.scroll));
+        let max_scroll = lines.len().saturating_sub(h);
+        self.scroll = self.scroll.min(max_scroll);
+        let end = lines.len() - self.scroll;
+        let start = end.saturating_sub(h);
+        f.render_widget(Paragraph::new(lines[start..end].to_vec()), top);
+        if let Some(p) = prompt {
+            let block = Block::default().borders(Borders::ALL).title(" permission ");
+            f.render_widget(Paragraph::new(p).block(block), mid);
+        }
+        self.draw_input(f, input, &input_lines);
+        f.render_widget(Paragraph::new(self.status_line()), status);
+    }
+
+    fn draw_input(&self, f: &mut Frame<'_>, area: ratatui::layout::Rect, lines: &[String]) {
+        let title = format!(
+            " {}{} ",
+            self.editor.mode_indicator(),
+            if self.busy { " · running" } else { "" }
+        );
+        let block = Block::default().borders(Borders::ALL).title(title);
+        let inner_h = usize::from(area.height.saturating_sub(2)).max(1);
+        let (row, _) = self.editor.cursor();
+        let first = row.saturating_sub(inner_h - 1);
+        // A line longer than the box scrolls sideways so the cursor stays in view.
+        let inner_w = usize::from(area.width.saturating_sub(2)).max(1);
+        let col = self.editor.cursor_display_col();
+        let offset = (col + 1).saturating_sub(inner_w);
+        let shown: Vec<Line<'static>> = lines
+            .iter()
+            .skip(first)
+            .take(inner_h)
+            .map(|l| Line::from(skip_cells(&sanitize_line_for_terminal(l), offset)))
+            .collect();
+        f.render_widget(Paragraph::new(shown).block(block), area);
+        if !self.prompting() {
+            let x = area.x + 1 + u16::try_from(col - offset).unwrap_or(0);
+            let y = area.y + 1 + u16::try_from(row - first).unwrap_or(0);
+            f.set_cursor_position(Position::new(x.min(area.right().saturating_sub(2)), y));
+        }
+    }
+
+    /// The open question in at most `rows` lines: what would not fit is counted, never
+    /// silently cut (consent must show what will run).
+    fn prompt_lines(&self, width: u16, rows: usize) -> Option<Vec<Line<'static>>> {
+        let p = self.prompts.front()?;
+        let width = usize::from(width.max(20));
+        let bold = Style::default().add_modifier(Modifier::BOLD);
+        let plain = Style::default();
+        let mut out = Vec::new();
+        push_wrapped(
+            &mut out,
+            "",
+            &format!("allow {}?", sanitize_line_for_terminal(&p.ask.tool)),
+            bold,
+            width,
+        );
+        push_wrapped(
+            &mut out,
+            "asked by: ",
+            &sanitize_line_for_terminal(&p.ask.why),
+            plain,
+            width,
+        );
+        let text = prompt_input_text(&p.ask.tool, &p.ask.input);
+        let mut body = Vec::new();
+        for l in text.split('\n') {
+            push_wrapped(
+                &mut body,
+                "  │ ",
+                &sanitize_line_for_terminal(l),
+                plain,
+                width,
+            );
+        }
+        let room = rows
+            .saturating_sub(out.len() + 2)
+            .clamp(1, PROMPT_INPUT_LINES);
+        if body.len() > room {
+            let hidden = body.len() - (room - 1);
+            body.truncate(room - 1);
+            push_wrapped(
+                &mut body,
+                "  │ ",
+                &format!("[… {hidden} more lines not shown: deny, and ask for a shorter call]"),
+                bold,
+                width,
+            );
+        }
+        out.extend(body);
+        let keys = match &p.reason {
+            None => {
+                "[y] allow once   [a] allow for this session   [n] deny with a reason".to_string()
+            }
+            Some(r) => format!(
+                "deny, reason: {}▏ (Enter denies, Esc denies without one)",
+                sanitize_line_for_terminal(r)
+            ),
+        };
+        push_wrapped(&mut out, "", &keys, bold, width);
+        Some(out)
+    }
+
+    fn status_line(&self) -> Line<'static> {
+        let s = &self.status;
+        let ctx = (s.context_used.saturating_mul(100))
+            .checked_div(s.max_context)
+            .map_or_else(|| "-".to_string(), |p| format!("{p}%"));
+        // Shortest and most needed first: a narrow terminal cuts the end.
+        let mut text = format!(
+            "{} · tier {} · approval {} · {}/{} tok · ctx {ctx} · {} · session {}",
+            s.agent,
+            s.tier,
+            s.approval,
+            s.tokens_in,
+            s.tokens_out,
+            sanitize_line_for_terminal(&s.model),
+            s.session
+        );
+        if let Some(m) = &self.message {
+            text = format!("{} │ {text}", sanitize_line_for_terminal(m));
+        }
+        Line::from(Span::styled(
+            text,
+            Style::default().add_modifier(Modifier::REVERSED),
+        ))
+    }
+}
+
+/// `text` without its first `cells` display cells.
+fn skip_cells(text: &str, cells: usize) -> String {
+    use unicode_width::UnicodeWidthChar as _;
+    let mut used = 0;
+    let mut out = String::new();
+    for c in text.chars() {
+        if used >= cells {
+            out.push(c);
+        } else {
+            used += c.width().unwrap_or(0);
+        }
+    }
+    out
+}
+
+/// The input as the prompt shows it: the command for `bash`, the path or pattern for the file
+/// tools, then the other fields as JSON.
+fn prompt_input_text(tool: &str, input: &serde_json::Value) -> String {
+    let key = match tool {
+        "bash" => "command",
+        _ if input.get("path").is_some() => "path",
+        _ => "pattern",
+    };
+    let main = input.get(key).and_then(serde_json::Value::as_str);
+    let rest: serde_json::Map<String, serde_json::Value> = input
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .filter(|(k, _)| main.is_none() || k.as_str() != key)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut text = main.unwrap_or_default().to_string();
+    if !rest.is_empty() {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&serde_json::Value::Object(rest).to_string());
+    } else if !input.is_object() {
+        text = input.to_string();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tui::bridge::PermissionAsk;
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use ratatui::backend::TestBackend;
+    use ratatui::Terminal;
+    use serde_json::json;
+
+    fn draw(app: &mut App, w: u16, h: u16) -> ratatui::buffer::Buffer {
+        let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+        t.draw(|f| app.draw(f)).expect("draw");
+        t.backend().buffer().clone()
+    }
+
+    fn text(buf: &ratatui::buffer::Buffer) -> String {
+        let area = buf.area;
+        let mut out = String::new();
+        for y in 0..area.height {
+            for x in 0..area.width {
+                out.push_str(buf[(x, y)].symbol());
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    fn ev(app: &mut App, e: RunEvent) {
+        app.apply(UiMsg::Event(e));
+    }
+
+    fn ask(app: &mut App, command: &str) -> tokio::sync::oneshot::Receiver<Answer> {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        app.apply(UiMsg::Permission(PermissionAsk {
+            tool: "bash".into(),
+            input: json!({"command": command}),
+            why: "rule bash(*) (project, #2) says prompt".into(),
+            reply,
+        }));
+        rx
+    }
+
+    fn key(c: char) -> KeyEvent {
+        KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+    }
+
+    fn tool(app: &mut App, id: &str, command: &str, output: &str) {
+        ev(
+            app,
+            RunEvent::ToolCall {
+                id: id.into(),
+                name: "bash".into(),
+                input: json!({"command": command}),
+            },
+        );
+        ev(
+            app,
+            RunEvent::ToolDecision {
+                id: id.into(),
+                allowed: true,
+                decided_by: hanzo_store::DecidedBy::Rule,
+                reason: "allowed".into(),
+            },
+        );
+        ev(
+            app,
+            RunEvent::ToolResult {
+                id: id.into(),
+                is_error: false,
+                preview: output.into(),
+                duration_ms: 1200,
+            },
+        );
+    }
+
+    /// No cell holds a C0 or C1 control character, whatever the model, a command or a prompt
+    /// carried.
+    #[test]
+    fn hostile_text_never_becomes_a_raw_control_in_a_cell() {
+        let mut app = App::new(80, true, InputMode::Default);
+        let hostile = "a\u{1b}]52;c;Y2xpcA==\u{7}b\u{1b}[2Jc\u{9b}31md\r\u{8}e\u{202e}f";
+        ev(
+            &mut app,
+            RunEvent::Text {
+                text: format!("reply {hostile}\n\n```\ncode {hostile}\n```\n"),
+            },
+        );
+        tool(
+            &mut app,
+            "t1",
+            &format!("echo {hostile}"),
+            &format!("out {hostile}\nline2"),
+        );
+        let _rx = ask(&mut app, &format!("rm {hostile}"));
+        app.message = Some(format!("msg {hostile}"));
+        app.editor.insert_str(&format!("typed {hostile}"));
+        let buf = draw(&mut app, 80, 24);
+        for cell in buf.content() {
+            for c in cell.symbol().chars() {
+                let code = u32::from(c);
+                assert!(
+                    code >= 0x20 && code != 0x7f && !(0x80..=0x9f).contains(&code),
+                    "a raw control {code:#x} in a cell"
+                );
+            }
+        }
+        let screen = text(&buf);
+        assert!(screen.contains("␛]52;c;Y2xpcA==␇"), "{screen}");
+        assert!(screen.contains("allow bash?"), "{screen}");
+        assert!(
+            screen.contains("asked by: rule bash(*) (project, #2) says prompt"),
+            "{screen}"
+        );
+    }
+
+    #[test]
+    fn a_long_command_in_the_prompt_is_counted_not_silently_cut() {
+        let mut app = App::new(80, true, InputMode::Default);
+        let command: Vec<String> = (1..=100).map(|i| format!("echo line{i}")).collect();
+        let _rx = ask(&mut app, &command.join("\n"));
+        let screen = text(&draw(&mut app, 80, 24));
+        assert!(screen.contains("│ echo line1 "), "{screen}");
+        assert!(screen.contains("more lines not shown"), "{screen}");
+        assert!(screen.contains("[y] allow once"), "{screen}");
+    }
+
+    #[test]
+    fn prompt_keys_answer_once_for_the_session_or_deny_with_a_reason() {
+        let mut app = App::new(80, true, InputMode::Default);
+        let now = Instant::now();
+        let mut rx = ask(&mut app, "ls");
+        app.on_key(key('y'), now);
+        assert_eq!(rx.try_recv(), Ok(Answer::Once));
+        let mut rx = ask(&mut app, "ls");
+        app.on_key(key('a'), now);
+        assert_eq!(rx.try_recv(), Ok(Answer::Session));
+        let mut rx = ask(&mut app, "rm -rf /");
+        for c in "nno way".chars() {
+            app.on_key(key(c), now);
+        }
+        assert!(rx.try_recv().is_err(), "answered before Enter");
+        app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE), now);
+        assert_eq!(rx.try_recv(), Ok(Answer::Deny("no way".into())));
+        assert!(!app.prompting());
+        // Keys while asked never reach the input box.
+        assert!(app.editor.is_empty());
+    }
+
+    #[test]
+    fn ctrl_c_cancels_a_turn_and_a_second_within_a_second_exits() {
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        let t0 = Instant::now();
+        let mut app = App::new(80, true, InputMode::Default);
+        app.busy = true;
+        assert_eq!(app.on_key(ctrl_c, t0), Intent::CancelTurn);
+        assert_eq!(
+            app.on_key(ctrl_c, t0 + Duration::from_millis(900)),
+            Intent::Quit
+        );
+        let mut idle = App::new(80, true, InputMode::Default);
+        idle.editor.insert_str("draft");
+        assert_eq!(idle.on_key(ctrl_c, t0), Intent::None);
+        assert!(idle.editor.is_empty(), "Ctrl-C clears the line");
+        assert_eq!(
+            idle.on_key(ctrl_c, t0 + Duration::from_millis(1500)),
+            Intent::None
+        );
+        let ctrl_d = KeyEvent::new(KeyCode::Char('d'), KeyModifiers::CONTROL);
+        assert_eq!(
+            idle.on_key(ctrl_d, t0 + Duration::from_secs(5)),
+            Intent::Quit
+        );
+    }
+
+    #[test]
+    fn tool_output_is_folded_and_ctrl_o_expands_it() {
+        let mut app = App::new(80, true, InputMode::Default);
+        tool(&mut app, "t1", "cargo test", "l1\nl2\nl3\nl4\nl5");
+        let screen = text(&draw(&mut app, 80, 24));
+        assert!(
+            screen.contains("✓ bash cargo test — allowed (rule) · 1.2 s"),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("│ l1") && !screen.contains("│ l3"),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("4 more lines, Ctrl-O shows them"),
+            "{screen}"
+        );
+        app.on_key(
+            KeyEvent::new(KeyCode::Char('o'), KeyModifiers::CONTROL),
+            Instant::now(),
+        );
+        let screen = text(&draw(&mut app, 80, 24));
+        assert!(screen.contains("│ l5"), "{screen}");
+    }
+
+    #[test]
+    fn a_long_input_line_scrolls_so_the_cursor_stays_visible() {
+        let mut app = App::new(40, true, InputMode::Default);
+        app.editor.insert_str(&format!("{}END", "x".repeat(100)));
+        let screen = text(&draw(&mut app, 40, 12));
+        assert!(screen.contains("xxxEND"), "{screen}");
+    }
+
+    #[test]
+    fn tab_completes_a_slash_command_in_the_box() {
+        let mut app = App::new(80, true, InputMode::Default);
+        app.editor.insert_str("/perm");
+        app.on_key(
+            KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE),
+            Instant::now(),
+        );
+        assert_eq!(app.editor.text(), "/permissions ");
+    }
+}

@@ -1,0 +1,172 @@
+//! Slash commands typed in the input box, and their completion on Tab.
+
+/// Every slash command with one line of help, in the order `/help` lists them.
+pub const COMMANDS: &[(&str, &str)] = &[
+    ("/plan", "switch to the plan agent (reads, proposes a plan)"),
+    ("/solve", "switch to the solve agent"),
+    ("/code", "switch to the code agent (the default)"),
+    (
+        "/auto",
+        "switch to the auto pipeline (plan → code → review)",
+    ),
+    ("/clear", "start a new session with an empty transcript"),
+    ("/help", "list the slash commands and keys"),
+    (
+        "/model",
+        "show the model, or /model NAME to use another from the next turn",
+    ),
+    (
+        "/permissions",
+        "the permission rules in effect, with their tiers",
+    ),
+    ("/mcp", "the configured MCP servers"),
+    ("/compact", "how the conversation is compacted"),
+    ("/branch", "/branch NAME: create and switch to a git branch"),
+    (
+        "/commit",
+        "/commit MESSAGE: commit the staged changes (no message: the model proposes one)",
+    ),
+    (
+        "/diff",
+        "add the staged and unstaged diff to the next message",
+    ),
+    ("/stash", "git stash the changes as \"hanzo: <timestamp>\""),
+    (
+        "/worktree",
+        "/worktree NAME: a new git worktree and branch beside this one",
+    ),
+    (
+        "/commit-push-pr",
+        "push the branch to origin, then open a pull request (gh, or the URL)",
+    ),
+];
+
+/// A parsed slash command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Slash {
+    Agent(String),
+    Clear,
+    Help,
+    Model(Option<String>),
+    Permissions,
+    Mcp,
+    Compact,
+    Branch(String),
+    Commit(Option<String>),
+    Diff,
+    Stash,
+    Worktree(String),
+    CommitPushPr,
+    /// Not a command, or a command missing its argument: the message says which.
+    Invalid(String),
+}
+
+/// The command in `text`, if it is one (a first word starting with `/`).
+pub fn parse(text: &str) -> Option<Slash> {
+    let text = text.trim();
+    if !text.starts_with('/') {
+        return None;
+    }
+    let (cmd, arg) = match text.split_once(char::is_whitespace) {
+        Some((c, a)) => (c, a.trim()),
+        None => (text, ""),
+    };
+    let arg = (!arg.is_empty()).then(|| arg.to_string());
+    let need = |what: &str, f: fn(String) -> Slash| match &arg {
+        Some(a) => f(a.clone()),
+        None => Slash::Invalid(format!("{cmd} needs {what}")),
+    };
+    Some(match cmd {
+        "/plan" | "/solve" | "/code" | "/auto" => Slash::Agent(cmd[1..].to_string()),
+        "/clear" => Slash::Clear,
+        "/help" => Slash::Help,
+        "/model" => Slash::Model(arg),
+        "/permissions" => Slash::Permissions,
+        "/mcp" => Slash::Mcp,
+        "/compact" => Slash::Compact,
+        "/branch" => need("a branch name", Slash::Branch),
+        "/commit" => Slash::Commit(arg),
+        "/diff" => Slash::Diff,
+        "/stash" => Slash::Stash,
+        "/worktree" => need("a name", Slash::Worktree),
+        "/commit-push-pr" => Slash::CommitPushPr,
+        other => Slash::Invalid(format!(
+            "unknown command {}: /help lists them",
+            hanzo_md_render::sanitize_line_for_terminal(other)
+        )),
+    })
+}
+
+/// What Tab makes of `text`: the one command it starts (with a space after it), or the longest
+/// prefix the candidates share; `None` when there is nothing to complete.
+pub fn complete(text: &str) -> Option<String> {
+    if !text.starts_with('/') || text.contains(char::is_whitespace) {
+        return None;
+    }
+    let matches: Vec<&str> = COMMANDS
+        .iter()
+        .map(|(c, _)| *c)
+        .filter(|c| c.starts_with(text))
+        .collect();
+    match matches.as_slice() {
+        [] => None,
+        [one] => Some(format!("{one} ")),
+        many => {
+            let first = many[0];
+            let common = (text.len()..=first.len())
+                .rev()
+                .find(|&n| many.iter().all(|c| c.get(..n) == first.get(..n)))
+                .unwrap_or(text.len());
+            (common > text.len()).then(|| first[..common].to_string())
+        }
+    }
+}
+
+/// The candidates for `text`, for the status line when Tab cannot decide.
+pub fn candidates(text: &str) -> Vec<&'static str> {
+    COMMANDS
+        .iter()
+        .map(|(c, _)| *c)
+        .filter(|c| text.starts_with('/') && c.starts_with(text))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_parse_with_their_arguments() {
+        assert_eq!(parse("hello"), None);
+        assert_eq!(parse("/plan"), Some(Slash::Agent("plan".into())));
+        assert_eq!(
+            parse(" /branch  feat-x "),
+            Some(Slash::Branch("feat-x".into()))
+        );
+        assert_eq!(parse("/model"), Some(Slash::Model(None)));
+        assert_eq!(
+            parse("/commit fix: it"),
+            Some(Slash::Commit(Some("fix: it".into())))
+        );
+        assert!(matches!(parse("/branch"), Some(Slash::Invalid(m)) if m.contains("branch name")));
+        assert!(
+            matches!(parse("/nope\u{1b}[2J"), Some(Slash::Invalid(m)) if !m.contains('\u{1b}'))
+        );
+    }
+
+    #[test]
+    fn tab_completes_one_match_or_the_shared_prefix() {
+        assert_eq!(complete("/pl"), Some("/plan ".into()));
+        assert_eq!(complete("/commit-"), Some("/commit-push-pr ".into()));
+        // /commit and /commit-push-pr share "/commit"; /c matches /code, /clear, /commit…
+        assert_eq!(complete("/co"), None);
+        assert_eq!(complete("/comm"), Some("/commit".into()));
+        assert_eq!(complete("/zzz"), None);
+        assert_eq!(complete("plain"), None);
+        assert_eq!(complete("/plan x"), None);
+        assert_eq!(
+            candidates("/co"),
+            ["/code", "/compact", "/commit", "/commit-push-pr"]
+        );
+    }
+}
