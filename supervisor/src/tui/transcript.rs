@@ -232,6 +232,8 @@ impl Transcript {
                     _ => self.error(&format!("turn {status}: {outcome}")),
                 }
             }
+            // Already sanitised and bounded by the recorder; drawn through the cell sanitiser too.
+            RunEvent::Egress(e) => self.notice(&format!("egress: {}", e.summary)),
             RunEvent::RunStarted { .. }
             | RunEvent::StepStarted { .. }
             | RunEvent::StepFinished { .. } => {}
