@@ -441,6 +441,16 @@ pub async fn handle_common<P: HasCommon, W: AsyncWrite + Unpin + Send>(
             role: P::ROLE,
             rss_kib: self_rss_kib(),
         })),
+        // The test-only requests exist in the wire types when `hanzo-ipc/test-support` is on
+        // even if this crate's feature is off (cargo unifies features per build: `cargo test -p
+        // hanzo-ipc -p hanzo-broker` turns on ipc's alone, which failed to compile). Such a
+        // build does not serve them.
+        #[cfg(not(feature = "test-support"))]
+        #[allow(unreachable_patterns)]
+        _ => Err(RemoteError::new(
+            RemoteErrorKind::BadRequest,
+            "a test-only request, which this build does not serve",
+        )),
     }
 }
 
