@@ -216,6 +216,9 @@ fn denied_requests_are_refused_with_the_recorded_reason_and_nothing_leaks_direct
     udp.set_nonblocking(true).expect("nonblocking");
     let u = udp.local_addr().expect("udp addr").port();
     // Listed: a name that resolves to the host's loopback (rebinding), and another port.
+    // The direct probe fails on any HTTP error too: the forwarder picks its port at random in the
+    // command's own namespace, and when that is `p` the probe meets the forwarder's refusal, not
+    // the host's server (a CI run hit exactly that). "Nothing leaks" is the `hello-egress` check.
     let script = format!(
         "export NO_PROXY= no_proxy=; \
          curl -sS -o /dev/null -w 'unlisted=%{{http_code}}\\n' http://unlisted.example:{p}/; \
@@ -223,7 +226,7 @@ fn denied_requests_are_refused_with_the_recorded_reason_and_nothing_leaks_direct
          curl -sS -o /dev/null -w 'rebind=%{{http_code}}\\n' http://localhost:{p}/index.txt; \
          curl -sS -x \"socks5://${{ALL_PROXY#socks5h://}}\" http://127.0.0.1:{p}/index.txt \
            || echo socks-ipv4-refused; \
-         curl -sS --noproxy '*' --max-time 5 http://127.0.0.1:{p}/index.txt \
+         curl -sSf --noproxy '*' --max-time 5 http://127.0.0.1:{p}/index.txt \
            || echo direct-refused; \
          getent hosts example.com || echo dns-refused; \
          /usr/bin/python3 -c 'import socket; \

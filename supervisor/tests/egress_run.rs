@@ -217,7 +217,7 @@ fn a_run_s_commands_reach_an_allowed_host_and_every_attempt_is_recorded_with_its
          curl -s -o /dev/null -w 'notlisted=%{{http_code}}\\n' http://not-listed.example/; \
          curl -s -o /dev/null -w 'literal=%{{http_code}}\\n' http://10.1.2.3/; \
          curl -s -o /dev/null -w 'rebind=%{{http_code}}\\n' http://localhost:{REBIND_PORT}/; \
-         curl -s --noproxy '*' --max-time 5 http://127.0.0.1:{p}/index.txt || echo direct-refused"
+         curl -sf --noproxy '*' --max-time 5 http://127.0.0.1:{p}/index.txt || echo direct-refused"
     );
     // A listed name that resolves to the host's loopback, on a port the literal entry does not
     // name: a rebinding name cannot reach the host's own services.
