@@ -92,7 +92,7 @@ fn spawn_one(exe: &PathBuf, req: SpawnRequest) -> std::io::Result<tokio::process
                 )
                 .collect(),
             rlimits: req.rlimits,
-            parent_pid: std::process::id() as i32,
+            parent_pid: hanzo_sandbox::own_pid(),
             new_session: true,
             join_cgroups: req.cgroup.iter().map(|f| f.as_raw_fd()).collect(),
         },

@@ -132,7 +132,7 @@ fn open_browser(env: &StartEnv, url: &str) -> bool {
 pub fn relative(expires_at: i64) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
         .unwrap_or(0);
     let d = expires_at - now;
     let (n, unit) = match d.unsigned_abs() {

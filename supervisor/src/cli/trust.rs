@@ -121,7 +121,8 @@ fn execute(
 /// `YYYY-MM-DD HH:MM UTC` from milliseconds since the epoch (proleptic Gregorian calendar).
 fn format_utc(ms: u64) -> String {
     let secs = ms / 1000;
-    let days = (secs / 86_400) as i64;
+    // u64::MAX ms is under 2^38 days: `days` always fits.
+    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX);
     let rem = secs % 86_400;
     // Civil-from-days (H. Hinnant's algorithm), days counted from 1970-01-01.
     let z = days + 719_468;
