@@ -86,6 +86,22 @@ impl<P: Protocol, W> Clone for Client<P, W> {
     }
 }
 
+/// What the reader does with a worker's event when the events receiver is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventFlow {
+    /// Drop it: a worker that floods events faster than they are consumed loses them rather
+    /// than growing the supervisor's memory or stalling its replies. For receivers that may be
+    /// held without being read.
+    DropWhenFull,
+    /// Wait for room: nothing the worker sends is lost, and a flood is slowed to the speed of
+    /// the consumer (the reader stops reading, the socket fills, the worker's writes wait).
+    /// Replies wait behind the event too, so only a receiver that is always drained by a task
+    /// of its own, which never waits on this channel's replies, may ask for this. Events that
+    /// are records (the broker's egress decisions) need it: a command opening connections in
+    /// a burst must not be able to outrun the run record.
+    Backpressure,
+}
+
 /// How a channel ended, as seen by the reader.
 #[derive(Debug)]
 pub enum ChannelEnd {
@@ -111,10 +127,26 @@ where
 {
     /// Start the client over a channel whose handshake is done. Returns the client, the worker's
     /// events, and a receiver that resolves when the channel ends (after every request in flight
-    /// has been failed).
+    /// has been failed). Events beyond a full receiver are dropped ([`EventFlow::DropWhenFull`]).
     pub fn start<R>(
+        reader: FrameReader<R>,
+        writer: FrameWriter<W>,
+    ) -> (
+        Client<P, W>,
+        mpsc::Receiver<P::Event>,
+        oneshot::Receiver<ChannelEnd>,
+    )
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+    {
+        Self::start_with(reader, writer, EventFlow::DropWhenFull)
+    }
+
+    /// [`Client::start`] with the given treatment of events beyond a full receiver.
+    pub fn start_with<R>(
         mut reader: FrameReader<R>,
         writer: FrameWriter<W>,
+        flow: EventFlow,
     ) -> (
         Client<P, W>,
         mpsc::Receiver<P::Event>,
@@ -137,7 +169,7 @@ where
         let (end_tx, end_rx) = oneshot::channel();
         let reader_shared = shared.clone();
         tokio::spawn(async move {
-            let end = read_loop(&reader_shared, &mut reader, &event_tx).await;
+            let end = read_loop(&reader_shared, &mut reader, &event_tx, flow).await;
             reader_shared.fail_all(&end.to_string());
             let _ = end_tx.send(end);
         });
@@ -299,6 +331,7 @@ async fn read_loop<P, W, R>(
     shared: &Shared<P, W>,
     reader: &mut FrameReader<R>,
     events: &mpsc::Sender<P::Event>,
+    flow: EventFlow,
 ) -> ChannelEnd
 where
     P: Protocol,
@@ -347,9 +380,15 @@ where
                 }
                 frame_type::EVENT => {
                     let event: P::Event = decode_payload("EVENT", &frame.payload)?;
-                    // A worker that floods events faster than they are consumed loses them
-                    // rather than growing the supervisor's memory.
-                    let _ = events.try_send(event);
+                    // Either way a receiver that is gone takes nothing: the event has no reader.
+                    match flow {
+                        EventFlow::DropWhenFull => {
+                            let _ = events.try_send(event);
+                        }
+                        EventFlow::Backpressure => {
+                            let _ = events.send(event).await;
+                        }
+                    }
                 }
                 got => return Err(IpcError::UnexpectedFrame { got }),
             }

@@ -6,12 +6,12 @@ use hanzo_ipc::attest::{
     SocketPolicy,
 };
 use hanzo_ipc::channel::{
-    serve, CallError, ChannelEnd, Client, Handler, ItemSink, ServerWriter, StreamPart,
+    serve, CallError, ChannelEnd, Client, EventFlow, Handler, ItemSink, ServerWriter, StreamPart,
 };
 use hanzo_ipc::frame::{FrameError, DEFAULT_MAX_FRAME};
 use hanzo_ipc::proto::{self, frame_type, HandshakeError, Hello, RemoteErrorKind};
-use hanzo_ipc::roles::tools::{Item, Request, Response, ToolsProtocol};
-use hanzo_ipc::roles::{CommonItem, CommonRequest, CommonResponse};
+use hanzo_ipc::roles::tools::{Event, Item, Request, Response, ToolsProtocol};
+use hanzo_ipc::roles::{CommonEvent, CommonItem, CommonRequest, CommonResponse, LogLevel};
 use hanzo_ipc::transport::{self, FrameReader, FrameWriter, IpcError};
 use hanzo_ipc::Role;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -360,4 +360,105 @@ async fn request_larger_than_the_channel_limit_is_refused_locally() {
         err,
         CallError::TooLarge(FrameError::TooLarge { .. })
     ));
+}
+
+/// A worker that sends `count` log events and then nothing; the client end starts with `flow`.
+async fn flooding_pair(
+    count: usize,
+    flow: EventFlow,
+) -> (
+    Client<ToolsProtocol, OwnedWriteHalf>,
+    tokio::sync::mpsc::Receiver<Event>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (a, b) = UnixStream::pair().expect("socketpair");
+    let (mut cr, mut cw) = transport::split(a, DEFAULT_MAX_FRAME);
+    let (mut sr, mut sw) = transport::split(b, DEFAULT_MAX_FRAME);
+    let att = attestation(Role::Tools);
+    let (sup, wrk) = tokio::join!(
+        transport::supervisor_handshake(&mut cr, &mut cw, Role::Tools),
+        transport::worker_handshake(&mut sr, &mut sw, Role::Tools, &att),
+    );
+    sup.expect("supervisor handshake");
+    wrk.expect("worker handshake");
+    let writer = ServerWriter::new(sw);
+    let sink = writer.events::<ToolsProtocol>();
+    let handler = Arc::new(Gated {
+        gate: Arc::new(Notify::new()),
+        dropped_unfinished: Arc::new(AtomicBool::new(false)),
+    });
+    tokio::spawn(serve::<ToolsProtocol, _, _, _>(sr, writer, handler));
+    let flood = tokio::spawn(async move {
+        for i in 0..count {
+            sink.send(Event::Common(CommonEvent::Log {
+                level: LogLevel::Info,
+                message: format!("record {i}"),
+            }))
+            .await
+            .expect("event sent");
+        }
+    });
+    let (client, events, _end) = Client::<ToolsProtocol, _>::start_with(cr, cw, flow);
+    (client, events, flood)
+}
+
+fn message(event: Event) -> String {
+    let Event::Common(CommonEvent::Log { message, .. }) = event;
+    message
+}
+
+#[tokio::test]
+async fn with_backpressure_a_burst_of_events_arrives_whole_and_in_order() {
+    // Four times the receiver's room, read slowly: after each event the test yields, so the
+    // reader could run ahead and (if it dropped events) lose some. Once the worker has sent all,
+    // a call: its reply is behind the burst in the stream, so when it is back every event the
+    // reader kept has been handed over.
+    let (client, mut events, mut flood) = flooding_pair(1024, EventFlow::Backpressure).await;
+    let mut got = Vec::new();
+    loop {
+        tokio::select! {
+            biased;
+            Some(e) = events.recv() => {
+                got.push(message(e));
+                for _ in 0..8 {
+                    tokio::task::yield_now().await;
+                }
+            }
+            sent = &mut flood => {
+                sent.expect("the worker sent every event");
+                break;
+            }
+        }
+    }
+    let mut call = tokio::spawn(async move { client.call(echo(b"after")).await });
+    let reply = loop {
+        tokio::select! {
+            biased;
+            Some(e) = events.recv() => got.push(message(e)),
+            reply = &mut call => break reply.expect("call task"),
+        }
+    };
+    let want: Vec<String> = (0..1024).map(|i| format!("record {i}")).collect();
+    let first_gap = got.iter().zip(&want).position(|(g, w)| g != w);
+    assert_eq!((got.len(), first_gap), (1024, None), "events lost");
+    assert_eq!(
+        reply.expect("reply"),
+        Response::Common(CommonResponse::Echo {
+            data: b"after".to_vec()
+        })
+    );
+}
+
+#[tokio::test]
+async fn by_default_a_burst_beyond_the_receiver_is_dropped_and_replies_are_not_held() {
+    let (client, mut events, flood) = flooding_pair(1024, EventFlow::DropWhenFull).await;
+    // The worker finishes sending although nobody reads, and a reply overtakes the backlog.
+    flood.await.expect("the worker sent every event");
+    client.call(echo(b"after")).await.expect("reply");
+    let mut kept = 0;
+    while events.try_recv().is_ok() {
+        kept += 1;
+    }
+    assert!(kept < 1024, "kept {kept}");
+    assert!(kept > 0);
 }

@@ -11,7 +11,7 @@ use crate::spawner::{SpawnRequest, Spawner};
 use crate::supervise::Stop;
 use crate::worker::{RestartPolicy, WorkerClient, WorkerInfo};
 use hanzo_ipc::attest::Attestation;
-use hanzo_ipc::channel::{ChannelEnd, Client};
+use hanzo_ipc::channel::{ChannelEnd, Client, EventFlow};
 use hanzo_ipc::frame::DEFAULT_MAX_FRAME;
 use hanzo_ipc::proto::Protocol;
 use hanzo_ipc::transport::{self, UnixFrameReader, UnixFrameWriter};
@@ -115,7 +115,10 @@ pub async fn start_worker<P: Protocol>(
             });
         }
     };
-    let (client, mut events, end) = Client::<P, _>::start(reader, writer);
+    // The task below drains every event at once and never waits on this channel's replies, so
+    // the reader may wait for it: no egress record is lost to a burst.
+    let (client, mut events, end) =
+        Client::<P, _>::start_with(reader, writer, EventFlow::Backpressure);
     let records = spec.egress_records.clone();
     tokio::spawn(async move {
         while let Some(event) = events.recv().await {

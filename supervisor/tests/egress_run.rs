@@ -500,3 +500,47 @@ fn the_live_view_shows_each_record_on_one_line_without_control_characters() {
         out.stderr
     );
 }
+
+/// A command that opens connections as fast as it can: each is refused, and each must be on
+/// record. The broker's records reach the supervisor as events on its channel; the channel used
+/// to drop events its receiver had no room for. Here the supervisor drains them fast enough that
+/// this test passed on that code too: the channel's own tests (`ipc/tests/channel.rs`, the
+/// backpressure burst) are the ones that catch a lossy reader. This one holds the whole path.
+const BURST: usize = 600;
+const FLOOD: &str = r#"
+import os, socket
+port = int(os.environ['HTTP_PROXY'].rsplit(':', 1)[1])
+answered = 0
+for i in range(BURST):
+    s = socket.create_connection(('127.0.0.1', port))
+    s.sendall(b'CONNECT burst-%d.example:443 HTTP/1.1\r\n\r\n' % i)
+    answered += s.recv(12).startswith(b'HTTP/1.1 40')
+    s.close()
+print('answered=%d' % answered)
+"#;
+
+#[test]
+fn a_burst_of_connections_leaves_one_record_each() {
+    require_tier_b();
+    let env = Env::new();
+    env.settings(json!({}));
+    let script = format!("/usr/bin/python3 - <<'EOF'\nBURST = {BURST}\n{FLOOD}\nEOF");
+    let out = env.run_bash(&[&script], &["--network-allow", &env.local()]);
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        previews(&out)[0].contains(&format!("answered={BURST}")),
+        "{:?}",
+        previews(&out)
+    );
+    let stored = stored_egress(&env, run_id(&out));
+    let mut hosts: Vec<String> = stored
+        .iter()
+        .filter(|e| e["decision"] == "denied")
+        .filter_map(|e| e["host"].as_str().map(str::to_string))
+        .collect();
+    hosts.sort();
+    hosts.dedup();
+    assert_eq!(hosts.len(), BURST, "{} records stored", stored.len());
+    // The live stream carries each one too.
+    assert_eq!(of_type(&out.events, "egress").len(), stored.len());
+}

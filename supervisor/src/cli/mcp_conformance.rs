@@ -109,7 +109,8 @@ async fn drive(
                 url: url.to_string(),
                 credential: Some(format!("mcp:{SERVER}")),
             },
-            initialize_timeout_ms: u64::try_from(INITIALIZE_TIMEOUT.as_millis()).unwrap_or(u64::MAX),
+            initialize_timeout_ms: u64::try_from(INITIALIZE_TIMEOUT.as_millis())
+                .unwrap_or(u64::MAX),
             call_timeout_ms: crate::mcp::CALL_TIMEOUT_MS,
             elicitation_defaults,
         }],
