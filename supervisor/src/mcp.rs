@@ -177,8 +177,8 @@ pub fn mcp_plan_with(
         servers.push(McpServerConfig {
             name: name.clone(),
             transport,
-            initialize_timeout_ms: INITIALIZE_TIMEOUT_MS,
-            call_timeout_ms: CALL_TIMEOUT_MS,
+            initialize_timeout_ms: s.startup_timeout_ms.unwrap_or(INITIALIZE_TIMEOUT_MS),
+            call_timeout_ms: s.timeout_ms.unwrap_or(CALL_TIMEOUT_MS),
             elicitation_defaults: false,
         });
     }
@@ -238,32 +238,55 @@ pub async fn allow_remotes(
     }
 }
 
-/// How long a run's MCP call may take before the worker is considered unresponsive: the
-/// servers' call timeout and a grace to report.
-pub fn run_call_limit() -> std::time::Duration {
-    std::time::Duration::from_millis(CALL_TIMEOUT_MS + 10_000)
+/// What the mcp worker is given to report a timeout of its own before the supervisor stops
+/// waiting for it.
+const WORKER_GRACE_MS: u64 = 10_000;
+
+/// How long a run's MCP call may take before the worker is considered unresponsive: the longest
+/// call timeout of `config`'s servers and a grace for the worker to report it.
+pub fn run_call_limit(config: &McpConfig) -> std::time::Duration {
+    let longest = config
+        .servers
+        .iter()
+        .map(|s| s.call_timeout_ms)
+        .max()
+        .unwrap_or(CALL_TIMEOUT_MS);
+    std::time::Duration::from_millis(longest.saturating_add(WORKER_GRACE_MS))
 }
 
-/// Configure the mcp worker with the run's servers (from `loaded`); `true` when at least one is
-/// ready, so that the run offers MCP tools. Servers that fail or are left out are reported on
-/// stderr with the reason; the run goes on without them.
+/// How long configuring `config`'s servers may take: the longest start-up timeout (servers
+/// start side by side) and the grace.
+pub fn configure_limit(config: &McpConfig) -> std::time::Duration {
+    let longest = config
+        .servers
+        .iter()
+        .map(|s| s.initialize_timeout_ms)
+        .max()
+        .unwrap_or(INITIALIZE_TIMEOUT_MS);
+    std::time::Duration::from_millis(longest.saturating_add(WORKER_GRACE_MS))
+}
+
+/// Configure the mcp worker with the run's servers (from `loaded`). When at least one is ready,
+/// so that the run offers MCP tools, the answer is how long a call may take
+/// ([`run_call_limit`]). Servers that fail or are left out are reported on stderr with the
+/// reason; the run goes on without them.
 pub async fn start_for_run(
     sup: &crate::tree::Supervisor,
     loaded: &hanzo_policy::settings::LoadedSettings,
     workspace: &Path,
-) -> bool {
+) -> Option<std::time::Duration> {
     let plan = match plan_for(loaded, workspace) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("warning: {e}; no MCP server is started");
-            return false;
+            return None;
         }
     };
     for (name, _, state, reason) in &plan.not_started {
         eprintln!("warning: MCP server {name:?} {state}: {reason}");
     }
     if plan.config.servers.is_empty() {
-        return false;
+        return None;
     }
     if has_remote(&plan.config) {
         if let Err(e) = allow_remotes(sup, &plan.config, McpLogin::Never).await {
@@ -273,8 +296,9 @@ pub async fn start_for_run(
             );
         }
     }
+    let limit = run_call_limit(&plan.config);
+    let within = configure_limit(&plan.config);
     let request = hanzo_ipc::roles::mcp::Request::Configure(plan.config);
-    let within = std::time::Duration::from_millis(INITIALIZE_TIMEOUT_MS + 10_000);
     match sup.mcp.call_within(request, within).await {
         Ok(hanzo_ipc::roles::mcp::Response::Servers(statuses)) => {
             let mut ready = false;
@@ -289,15 +313,15 @@ pub async fn start_for_run(
                     _ => {}
                 }
             }
-            ready
+            ready.then_some(limit)
         }
         Ok(other) => {
             eprintln!("warning: the mcp worker answered Configure with {other:?}");
-            false
+            None
         }
         Err(e) => {
             eprintln!("warning: the MCP servers could not be configured: {e}");
-            false
+            None
         }
     }
 }
@@ -387,6 +411,52 @@ mod tests {
         // Trusted, the workspace's url is used.
         let plan = mcp_plan(&c, &sources, true, Path::new("/w")).unwrap();
         assert_eq!(plan.config.servers.len(), 2);
+    }
+
+    #[test]
+    fn per_server_timeouts_reach_the_worker_config_and_bound_the_supervisor_s_waits() {
+        let slow = McpServer {
+            timeout_ms: Some(900_000),
+            startup_timeout_ms: Some(45_000),
+            ..stdio("slow")
+        };
+        let quick = McpServer {
+            timeout_ms: Some(1_500),
+            ..stdio("quick")
+        };
+        let c = config(&[("quick", quick), ("slow", slow), ("plain", stdio("p"))]);
+        let plan = mcp_plan(&c, &BTreeMap::new(), true, Path::new("/w")).unwrap();
+        let limits: Vec<(&str, u64, u64)> = plan
+            .config
+            .servers
+            .iter()
+            .map(|s| (s.name.as_str(), s.call_timeout_ms, s.initialize_timeout_ms))
+            .collect();
+        assert_eq!(
+            limits,
+            [
+                ("plain", CALL_TIMEOUT_MS, INITIALIZE_TIMEOUT_MS),
+                ("quick", 1_500, INITIALIZE_TIMEOUT_MS),
+                ("slow", 900_000, 45_000),
+            ]
+        );
+        // The supervisor waits for the slowest server, plus the worker's time to report.
+        assert_eq!(
+            run_call_limit(&plan.config),
+            std::time::Duration::from_millis(900_000 + WORKER_GRACE_MS)
+        );
+        assert_eq!(
+            configure_limit(&plan.config),
+            std::time::Duration::from_millis(45_000 + WORKER_GRACE_MS)
+        );
+        let none = McpConfig {
+            servers: vec![],
+            ..plan.config
+        };
+        assert_eq!(
+            run_call_limit(&none),
+            std::time::Duration::from_millis(CALL_TIMEOUT_MS + WORKER_GRACE_MS)
+        );
     }
 
     #[test]

@@ -699,44 +699,49 @@ fn a_run_offers_mcp_tools_calls_them_under_policy_and_records_them() {
     assert_eq!(env.call.rule.as_ref().unwrap().pattern, "mcp__evil__env");
 }
 
-/// `hanzo-dev mcp list | tools | call` from settings: a user server runs, a disabled one and an
-/// untrusted project's one are listed with the reason, a call goes through the policy.
-#[test]
-fn the_mcp_commands_list_servers_tools_and_call_through_the_policy() {
-    let root = tempfile::tempdir().unwrap();
-    for d in ["home", "data", "config/hanzo", "ws/.hanzo", "tmp"] {
-        std::fs::create_dir_all(root.path().join(d)).unwrap();
+/// A scratch home, data, config and workspace for `hanzo-dev mcp …` with `hostile_server.py` in
+/// the workspace, and a way to run the CLI there.
+struct McpCli {
+    root: tempfile::TempDir,
+}
+
+impl McpCli {
+    fn new() -> McpCli {
+        let root = tempfile::tempdir().unwrap();
+        for d in ["home", "data", "config/hanzo", "ws/.hanzo", "tmp"] {
+            std::fs::create_dir_all(root.path().join(d)).unwrap();
+        }
+        let cli = McpCli { root };
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/hostile_server.py"),
+            cli.script(),
+        )
+        .unwrap();
+        cli
     }
-    let p = |s: &str| root.path().join(s);
-    let script = p("ws/hostile_server.py");
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/hostile_server.py"),
-        &script,
-    )
-    .unwrap();
-    let user = serde_json::json!({
-        "mcp_servers": {
-            "evil": {"command": "/usr/bin/python3", "args": [script]},
-            "off": {"command": "/usr/bin/python3", "args": [script], "disabled": true},
-        },
-        "permissions": {"mcp__evil__env": "deny", "mcp__evil__lie": "allow"},
-    });
-    std::fs::write(p("config/hanzo/settings.json"), user.to_string()).unwrap();
-    // A cloned repository adds a server: not trusted, so not started.
-    let project = serde_json::json!({
-        "mcp_servers": {"cloned": {"command": "/usr/bin/python3", "args": [script]}},
-    });
-    std::fs::write(p("ws/.hanzo/settings.json"), project.to_string()).unwrap();
-    let run = |args: &[&str]| {
+
+    fn p(&self, s: &str) -> PathBuf {
+        self.root.path().join(s)
+    }
+
+    fn script(&self) -> PathBuf {
+        self.p("ws/hostile_server.py")
+    }
+
+    fn user_settings(&self, v: &serde_json::Value) {
+        std::fs::write(self.p("config/hanzo/settings.json"), v.to_string()).unwrap();
+    }
+
+    fn run(&self, args: &[&str]) -> (Option<i32>, String, String) {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_hanzo-dev"))
             .args(args)
-            .current_dir(p("ws"))
+            .current_dir(self.p("ws"))
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", p("home"))
-            .env("XDG_DATA_HOME", p("data"))
-            .env("XDG_CONFIG_HOME", p("config"))
-            .env("TMPDIR", p("tmp"))
+            .env("HOME", self.p("home"))
+            .env("XDG_DATA_HOME", self.p("data"))
+            .env("XDG_CONFIG_HOME", self.p("config"))
+            .env("TMPDIR", self.p("tmp"))
             .stdin(std::process::Stdio::null())
             .output()
             .expect("hanzo-dev mcp");
@@ -745,7 +750,29 @@ fn the_mcp_commands_list_servers_tools_and_call_through_the_policy() {
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
-    };
+    }
+}
+
+/// `hanzo-dev mcp list | tools | call` from settings: a user server runs, a disabled one and an
+/// untrusted project's one are listed with the reason, a call goes through the policy.
+#[test]
+fn the_mcp_commands_list_servers_tools_and_call_through_the_policy() {
+    let cli = McpCli::new();
+    let script = cli.script();
+    let user = serde_json::json!({
+        "mcp_servers": {
+            "evil": {"command": "/usr/bin/python3", "args": [script]},
+            "off": {"command": "/usr/bin/python3", "args": [script], "disabled": true},
+        },
+        "permissions": {"mcp__evil__env": "deny", "mcp__evil__lie": "allow"},
+    });
+    cli.user_settings(&user);
+    // A cloned repository adds a server: not trusted, so not started.
+    let project = serde_json::json!({
+        "mcp_servers": {"cloned": {"command": "/usr/bin/python3", "args": [script]}},
+    });
+    std::fs::write(cli.p("ws/.hanzo/settings.json"), project.to_string()).unwrap();
+    let run = |args: &[&str]| cli.run(args);
     let (code, stdout, stderr) = run(&["mcp", "list", "--json"]);
     assert_eq!(code, Some(0), "{stderr}");
     let doc: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
@@ -791,4 +818,50 @@ fn the_mcp_commands_list_servers_tools_and_call_through_the_policy() {
     ]);
     assert_ne!(code, Some(0));
     assert!(stderr.contains("--yes"), "{stderr}");
+}
+
+/// `timeout_ms` and `startup_timeout_ms` from settings are each server's own: a hanging call
+/// fails at its server's limit with the worker's timeout (not the supervisor's default two
+/// minutes), and a server that never answers `initialize` is reported failed, naming the setting.
+#[test]
+fn per_server_timeouts_from_settings_end_a_hanging_call_and_a_silent_start() {
+    let cli = McpCli::new();
+    let script = cli.script();
+    cli.user_settings(&serde_json::json!({
+        "mcp_servers": {
+            "quick": {"command": "/usr/bin/python3", "args": [script], "timeout_ms": 1500},
+            "silent": {
+                "command": "/usr/bin/python3",
+                "args": [script, "hang-initialize"],
+                "startup_timeout_ms": 1000,
+            },
+        },
+        "permissions": {"mcp__quick__hang": "allow"},
+    }));
+    let (code, stdout, stderr) = cli.run(&["mcp", "call", "quick", "hang", "--json"]);
+    assert_ne!(code, Some(0), "{stdout}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(doc["classification"], "failed", "{doc} {stderr}");
+    assert_eq!(doc["kind"], "Timeout", "{doc}");
+    assert!(
+        doc["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("within 1.5s"),
+        "{doc}"
+    );
+    let (code, stdout, stderr) = cli.run(&["mcp", "list", "--json"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    let silent = doc["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "silent")
+        .cloned()
+        .unwrap_or_else(|| panic!("silent not listed: {doc}"));
+    assert_eq!(silent["state"], "failed", "{silent}");
+    let reason = silent["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("`initialize` within 1s"), "{reason}");
+    assert!(reason.contains("startup_timeout_ms"), "{reason}");
 }

@@ -79,7 +79,19 @@ pub struct McpServerEntry {
     pub url: Option<String>,
     /// `true` turns the server off (e.g. a project server, from the local file).
     pub disabled: Option<bool>,
+    /// How long one `tools/call` may take, in milliseconds (1 ms to 1 hour; default 120 000).
+    /// A call that takes longer fails with a timeout and the server is sent
+    /// `notifications/cancelled`.
+    pub timeout_ms: Option<u64>,
+    /// How long the server may take from start to its answer to `initialize`, in milliseconds
+    /// (1 ms to 10 minutes; default 30 000).
+    pub startup_timeout_ms: Option<u64>,
 }
+
+/// The longest `mcp_servers.*.timeout_ms`: one hour.
+pub const MAX_MCP_CALL_TIMEOUT_MS: u64 = 60 * 60 * 1000;
+/// The longest `mcp_servers.*.startup_timeout_ms`: ten minutes.
+pub const MAX_MCP_STARTUP_TIMEOUT_MS: u64 = 10 * 60 * 1000;
 
 impl McpServerEntry {
     /// The fields that decide what program runs: they need workspace trust in project/local files.
@@ -336,7 +348,16 @@ pub(crate) const OAUTH_PROVIDER_KEYS: &[&str] = &[
     "resource",
     "device_poll_interval_secs",
 ];
-pub(crate) const MCP_KEYS: &[&str] = &["command", "args", "env", "cwd", "url", "disabled"];
+pub(crate) const MCP_KEYS: &[&str] = &[
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "disabled",
+    "timeout_ms",
+    "startup_timeout_ms",
+];
 pub(crate) const HOOK_KEYS: &[&str] = &["event", "command", "tool_pattern", "timeout_ms"];
 pub(crate) const SANDBOX_KEYS: &[&str] = &[
     "isolation",
@@ -513,6 +534,21 @@ fn validate(s: &SettingsFile, file: &str) -> Result<(), SettingsError> {
                     ));
                 }
             }
+            for (field, v, max) in [
+                ("timeout_ms", e.timeout_ms, MAX_MCP_CALL_TIMEOUT_MS),
+                (
+                    "startup_timeout_ms",
+                    e.startup_timeout_ms,
+                    MAX_MCP_STARTUP_TIMEOUT_MS,
+                ),
+            ] {
+                if let Some(v) = v.filter(|v| *v == 0 || *v > max) {
+                    return Err(invalid(
+                        format!("mcp_servers.{name}.{field}"),
+                        format!("`{field}` must be between 1 and {max}, got {v}"),
+                    ));
+                }
+            }
         }
     }
     if let Some(m) = &s.model {
@@ -579,6 +615,39 @@ mod tests {
         )
         .expect_err("event");
         assert!(err.to_string().contains("hooks[0].event"), "{err}");
+        for (entry, key) in [
+            (
+                r#"{"command": "x", "timeout_ms": 0}"#,
+                "mcp_servers.s.timeout_ms",
+            ),
+            (
+                r#"{"command": "x", "timeout_ms": 3600001}"#,
+                "mcp_servers.s.timeout_ms",
+            ),
+            (
+                r#"{"url": "https://x", "startup_timeout_ms": 0}"#,
+                "mcp_servers.s.startup_timeout_ms",
+            ),
+            (
+                r#"{"url": "https://x", "startup_timeout_ms": 600001}"#,
+                "mcp_servers.s.startup_timeout_ms",
+            ),
+        ] {
+            let err = parse(&format!("{{\"mcp_servers\": {{\"s\": {entry}}}}}")).expect_err(entry);
+            assert!(
+                matches!(&err, SettingsError::Invalid { key_path, .. } if key_path == key),
+                "{entry}: {err}"
+            );
+            assert!(err.to_string().contains("must be between 1 and"), "{err}");
+        }
+        let (f, w) = parse(r#"{"mcp_servers": {"s": {"command": "x", "timeout_ms": 3600000, "startup_timeout_ms": 1}}}"#)
+            .expect("the limits themselves are accepted");
+        assert!(w.is_empty(), "{w:?}");
+        let s = &f.mcp_servers.expect("servers")["s"];
+        assert_eq!(
+            (s.timeout_ms, s.startup_timeout_ms),
+            (Some(3_600_000), Some(1))
+        );
         let err = parse("{\"permissions\": {\"a\": \"allow\", \"a\": \"deny\"}}").expect_err("dup");
         assert!(err.to_string().contains("appears twice"), "{err}");
     }

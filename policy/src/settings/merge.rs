@@ -114,6 +114,10 @@ pub struct McpServer {
     pub cwd: Option<String>,
     pub url: Option<String>,
     pub disabled: bool,
+    /// `timeout_ms`: the per-call limit, when set (the caller's default otherwise).
+    pub timeout_ms: Option<u64>,
+    /// `startup_timeout_ms`: the limit up to `initialize`'s answer, when set.
+    pub startup_timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,17 +219,24 @@ impl Config {
             .mcp_servers
             .iter()
             .map(|(name, s)| {
-                (
-                    name.clone(),
-                    json!({
-                        "command": s.command,
-                        "args": s.args,
-                        "env": s.env,
-                        "cwd": s.cwd,
-                        "url": s.url,
-                        "disabled": s.disabled,
-                    }),
-                )
+                let mut server = json!({
+                    "command": s.command,
+                    "args": s.args,
+                    "env": s.env,
+                    "cwd": s.cwd,
+                    "url": s.url,
+                    "disabled": s.disabled,
+                });
+                // Only when set: the canonical form of files without them stays as it was.
+                for (key, v) in [
+                    ("timeout_ms", s.timeout_ms),
+                    ("startup_timeout_ms", s.startup_timeout_ms),
+                ] {
+                    if let Some(v) = v {
+                        server[key] = json!(v);
+                    }
+                }
+                (name.clone(), server)
             })
             .collect();
         json!({
@@ -708,6 +719,8 @@ impl Merger {
                     cwd: e.cwd,
                     url: e.url,
                     disabled,
+                    timeout_ms: e.timeout_ms,
+                    startup_timeout_ms: e.startup_timeout_ms,
                 },
             );
         }
@@ -766,6 +779,14 @@ fn merge_server_fields(acc: &mut McpServerEntry, entry: McpServerEntry) -> Vec<&
         acc.disabled = entry.disabled;
         set.push("disabled");
     }
+    if entry.timeout_ms.is_some() {
+        acc.timeout_ms = entry.timeout_ms;
+        set.push("timeout_ms");
+    }
+    if entry.startup_timeout_ms.is_some() {
+        acc.startup_timeout_ms = entry.startup_timeout_ms;
+        set.push("startup_timeout_ms");
+    }
     set
 }
 
@@ -799,6 +820,44 @@ mod tests {
         assert!(
             err.to_string().contains("both `command` and `url`"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn mcp_timeouts_merge_field_by_field_and_show_only_when_set() {
+        let files = [
+            tier(
+                Scope::User,
+                r#"{"mcp_servers": {"x": {"command": "x", "timeout_ms": 5000}, "y": {"command": "y"}}}"#,
+            ),
+            tier(
+                Scope::Local,
+                r#"{"mcp_servers": {"x": {"startup_timeout_ms": 9000}}}"#,
+            ),
+        ];
+        let m = merge(&files, &BTreeMap::new(), &CliOverrides::default(), true).expect("merges");
+        let x = &m.config.mcp_servers["x"];
+        assert_eq!(
+            (x.timeout_ms, x.startup_timeout_ms),
+            (Some(5000), Some(9000))
+        );
+        assert_eq!(x.command.as_deref(), Some("x"));
+        let y = &m.config.mcp_servers["y"];
+        assert_eq!((y.timeout_ms, y.startup_timeout_ms), (None, None));
+        let canonical = m.config.canonical_json();
+        assert_eq!(canonical["mcp_servers"]["x"]["timeout_ms"], 5000);
+        assert_eq!(canonical["mcp_servers"]["x"]["startup_timeout_ms"], 9000);
+        // A server without them has the canonical form it always had.
+        let mut keys: Vec<&String> = canonical["mcp_servers"]["y"]
+            .as_object()
+            .expect("object")
+            .keys()
+            .collect();
+        keys.sort();
+        assert_eq!(keys, ["args", "command", "cwd", "disabled", "env", "url"]);
+        assert_eq!(
+            m.sources.get("mcp_servers.x.startup_timeout_ms"),
+            Some(&Source::Local)
         );
     }
 

@@ -334,7 +334,7 @@ async fn serve(
         tools: &sup.tools,
         deadlines,
         hooks_time: prep.hooks_time,
-        mcp: mcp.then(|| McpTools::new(&sup.mcp, crate::mcp::run_call_limit())),
+        mcp: mcp.map(|limit| McpTools::new(&sup.mcp, limit)),
         lsp: None,
     };
     let approval = args.approval.unwrap_or(ApprovalMode::Prompt);

@@ -15,7 +15,6 @@ use hanzo_ipc::Role;
 use hanzo_policy::permission::{PermissionMode, RuleList, TieredPolicy};
 use hanzo_policy::settings::{load, CliOverrides, LoadedSettings, SettingsSources};
 use serde_json::{json, Value};
-use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -60,9 +59,6 @@ pub enum McpCommand {
         url: String,
     },
 }
-
-/// How long starting the configured servers may take before the command gives up.
-const CONFIGURE_WITHIN: Duration = Duration::from_secs(120);
 
 pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     if let McpCommand::ConformanceClient { url } = &args.command {
@@ -117,7 +113,10 @@ async fn with_tree(
     }
     let statuses = match sup
         .mcp
-        .call_within(Request::Configure(plan.config.clone()), CONFIGURE_WITHIN)
+        .call_within(
+            Request::Configure(plan.config.clone()),
+            crate::mcp::configure_limit(&plan.config),
+        )
         .await?
     {
         Response::Servers(s) => s,

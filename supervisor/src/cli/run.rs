@@ -497,7 +497,7 @@ async fn drive(
         tools: &sup.tools,
         deadlines,
         hooks_time: prep.hooks_time,
-        mcp: mcp.then(|| McpTools::new(&sup.mcp, crate::mcp::run_call_limit())),
+        mcp: mcp.map(|limit| McpTools::new(&sup.mcp, limit)),
         lsp,
     };
     let prompter = Prompter::for_mode(approval);

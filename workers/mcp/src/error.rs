@@ -59,7 +59,7 @@ pub enum McpError {
     #[error("MCP server connection ended: {0}")]
     Closed(CloseReason),
     /// `initialize` got no answer in time.
-    #[error("the MCP server did not answer `initialize` within {}s; check that the command (or URL) really serves MCP, or raise the initialize timeout", .after.as_secs_f64())]
+    #[error("the MCP server did not answer `initialize` within {}s; check that the command (or URL) really serves MCP, or raise the server's `startup_timeout_ms` setting", .after.as_secs_f64())]
     InitializeTimeout { after: Duration },
     /// A request got no answer in time (`notifications/cancelled` was sent).
     #[error("the MCP server did not answer `{method}` within {}s (the request was cancelled)", .after.as_secs_f64())]
