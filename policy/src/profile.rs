@@ -146,6 +146,78 @@ pub const COMMAND_ENOSYS_SYSCALLS: &[&str] = &["openat2"];
 /// `S_ISUID | S_ISGID`.
 pub const SETID_BITS: u64 = 0o6000;
 
+/// One libc call that glibc and musl make through different syscalls on x86_64 with the same
+/// effect: glibc (the build the allow-lists were traced from) issues `glibc`, the static musl
+/// build issues `musl`, usually the legacy twin (`open` for `openat(AT_FDCWD, …)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LibcTwin {
+    /// The libc function.
+    pub call: &'static str,
+    pub glibc: &'static str,
+    pub musl: &'static str,
+    /// For each argument of `glibc` that an argument rule may inspect, the index of the same
+    /// argument of `musl`, or `None` where `musl` has no such argument because the call fixes
+    /// its value (`fork` is `clone(SIGCHLD)`: no `CLONE_NEW*` flag can be passed).
+    pub args: &'static [(u8, Option<u8>)],
+}
+
+/// Every pair of [`LibcTwin`]s a worker meets. An allow-list that admits a pair's `glibc` call
+/// must admit its `musl` call, or the musl build's worker stops where the glibc one runs; an
+/// argument rule on one must hold on the other at the mapped index, or the rule is bypassed
+/// through the twin (both checked by tests). Since each `musl` call does no more than its
+/// `glibc` twin already may, admitting it does not widen a list.
+pub const LIBC_TWINS: &[LibcTwin] = &[
+    LibcTwin {
+        call: "open",
+        glibc: "openat",
+        musl: "open",
+        // openat(dirfd, path, flags, mode) → open(path, flags, mode).
+        args: &[(1, Some(0)), (2, Some(1)), (3, Some(2))],
+    },
+    LibcTwin {
+        call: "stat",
+        glibc: "newfstatat",
+        musl: "stat",
+        // newfstatat(AT_FDCWD, path, buf, 0) → stat(path, buf).
+        args: &[(1, Some(0)), (2, Some(1)), (3, None)],
+    },
+    LibcTwin {
+        call: "lstat",
+        glibc: "newfstatat",
+        musl: "lstat",
+        // newfstatat(AT_FDCWD, path, buf, AT_SYMLINK_NOFOLLOW) → lstat(path, buf).
+        args: &[(1, Some(0)), (2, Some(1)), (3, None)],
+    },
+    LibcTwin {
+        call: "fstat",
+        glibc: "newfstatat",
+        musl: "fstat",
+        // newfstatat(fd, "", buf, AT_EMPTY_PATH) → fstat(fd, buf).
+        args: &[(0, Some(0)), (2, Some(1)), (3, None)],
+    },
+    LibcTwin {
+        call: "fork",
+        glibc: "clone",
+        musl: "fork",
+        // clone(flags, …) → fork(): the flags are SIGCHLD alone.
+        args: &[(0, None)],
+    },
+    LibcTwin {
+        call: "fork (in the child)",
+        glibc: "clone",
+        musl: "set_tid_address",
+        // clone(CLONE_CHILD_CLEARTID, …, tidptr) → set_tid_address(tidptr) in the child.
+        args: &[(0, None)],
+    },
+    LibcTwin {
+        call: "epoll_wait",
+        glibc: "epoll_wait",
+        musl: "epoll_pwait",
+        // epoll_wait(epfd, events, max, timeout) → epoll_pwait(…, NULL): no signal mask.
+        args: &[(0, Some(0)), (1, Some(1)), (2, Some(2)), (3, Some(3))],
+    },
+];
+
 /// Which syscalls a process may make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Syscalls {
@@ -927,6 +999,77 @@ mod tests {
         {
             for s in parse_list(text) {
                 assert!(!base.contains(&s), "{name}.txt repeats {s} from base.txt");
+            }
+        }
+    }
+
+    #[test]
+    fn every_list_that_admits_a_glibc_call_admits_its_musl_twin() {
+        // Lists are re-derived by tracing the glibc build; this keeps the static musl build's
+        // workers running on the same lists.
+        for list in allow_lists() {
+            for t in LIBC_TWINS {
+                assert!(
+                    !list.contains(t.glibc) || list.contains(t.musl),
+                    "{} admits {} (glibc's {}) but not {} (musl's)",
+                    list.file(),
+                    t.glibc,
+                    t.call,
+                    t.musl
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_argument_rule_holds_on_both_twins() {
+        // Argument rules: the command rules on file modes, and (in hanzo-sandbox's seccomp.rs)
+        // every profile's namespace-flag rule on clone's argument 0 and the socket-family rule
+        // on socket's argument 0.
+        let mut rules: Vec<(&str, u8)> = SETID_MODE_ARGS.to_vec();
+        rules.extend([("clone", 0), ("socket", 0)]);
+        for t in LIBC_TWINS {
+            for &(name, index) in &rules {
+                let mapped = if name == t.glibc {
+                    t.args
+                        .iter()
+                        .find(|(g, _)| *g == index)
+                        .map(|(_, m)| (t.musl, *m))
+                } else if name == t.musl {
+                    t.args
+                        .iter()
+                        .find(|(_, m)| *m == Some(index))
+                        .map(|(g, _)| (t.glibc, Some(*g)))
+                } else {
+                    continue;
+                };
+                let Some((twin, mapped)) = mapped else {
+                    panic!("{}: argument {index} of {name} is not mapped", t.call);
+                };
+                if let Some(i) = mapped {
+                    assert!(
+                        rules.contains(&(twin, i)),
+                        "{}: {name} is checked at argument {index}, {twin} not at {i}",
+                        t.call
+                    );
+                }
+            }
+        }
+        // open's mode is checked like openat's, so a musl command cannot set set-id bits.
+        assert!(SETID_MODE_ARGS.contains(&("open", 2)));
+        assert!(SETID_MODE_ARGS.contains(&("openat", 3)));
+    }
+
+    #[test]
+    fn twins_are_denied_together_or_not_at_all() {
+        for t in LIBC_TWINS {
+            for denied in [BASE_DENIED_SYSCALLS, COMMAND_DENIED_SYSCALLS] {
+                assert_eq!(
+                    denied.contains(&t.glibc),
+                    denied.contains(&t.musl),
+                    "{}",
+                    t.call
+                );
             }
         }
     }
