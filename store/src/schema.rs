@@ -126,6 +126,10 @@ const MIGRATIONS: &[&str] = &[
 ];
 
 /// The schema version this build writes.
+#[allow(
+    clippy::cast_possible_wrap,
+    reason = "a const of a few migrations (`try_from` is not const); far below i64::MAX"
+)]
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 fn user_version(conn: &Connection) -> Result<i64> {
@@ -268,7 +272,7 @@ mod tests {
                 "INSERT INTO tool_calls (id, run_id, step_id, name, input, permission, rule,
                      allowed, decision_reason, hook_results, duration_ms, recorded_ms)
                  VALUES (?1, 1, 1, 'bash', '{}', ?2, ?3, 1, ?4, ?5, 0, 0)",
-                params![i as i64 + 1, perm, rule, reason, hooks],
+                params![i64::try_from(i + 1).expect("id"), perm, rule, reason, hooks],
             )
             .expect("call");
         }
@@ -278,7 +282,7 @@ mod tests {
             let (got, status): (String, String) = conn
                 .query_row(
                     "SELECT decided_by, status FROM tool_calls WHERE id = ?1",
-                    [i as i64 + 1],
+                    [i64::try_from(i + 1).expect("id")],
                     |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .expect("row");

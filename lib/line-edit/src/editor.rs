@@ -364,12 +364,14 @@ impl Editor {
     pub(crate) fn vertical(&mut self, lines: isize) -> bool {
         let pos = self.buf.cursor;
         let line = self.buf.line_index(pos);
-        let target = line as isize + lines;
-        if target < 0 || target as usize >= self.buf.line_count() {
+        let Some(target) = line
+            .checked_add_signed(lines)
+            .filter(|&t| t < self.buf.line_count())
+        else {
             return false;
-        }
+        };
         let col = *self.want_col.get_or_insert(self.buf.col(pos));
-        let start = self.buf.line_start_of(target as usize);
+        let start = self.buf.line_start_of(target);
         self.buf.cursor = self.buf.at_col(start, col);
         self.typing = false;
         true

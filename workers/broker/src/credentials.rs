@@ -467,7 +467,7 @@ impl CredentialStore {
                         .oauth
                         .as_ref()
                         .and_then(|o| o.expires_at)
-                        .map(|t| t.floor() as i64),
+                        .map(whole_seconds),
                     scopes: c
                         .oauth
                         .as_ref()
@@ -503,4 +503,14 @@ fn credential_from_entry(entry: &StoredCredential) -> Option<Credential> {
 /// `$XDG_CONFIG_HOME/hanzo/credentials.json` for a config directory.
 pub fn credential_path(config_dir: &Path) -> PathBuf {
     config_dir.join(CREDENTIALS_FILE)
+}
+
+/// An expiry time in seconds since the epoch, as stored (`f64`), floored to whole seconds.
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "narrowing intended: a float-to-int `as` saturates (NaN gives 0), and every real \
+              timestamp is far inside i64"
+)]
+pub(crate) fn whole_seconds(t: f64) -> i64 {
+    t.floor() as i64
 }

@@ -6,6 +6,13 @@
 //! against a per-provider allow-list, get the credential injected, and the response goes back raw.
 //! It is also the egress proxy for sandboxed commands ([`egress`]): the only way a command reaches
 //! a network host, and only one the user allowed.
+// The cast lints (issue 11), enforced crate by crate until every member passes them.
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss,
+    clippy::cast_lossless
+)]
 #![forbid(unsafe_code)]
 
 pub mod allow;

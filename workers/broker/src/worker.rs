@@ -11,13 +11,14 @@ use crate::fetch::Broker;
 use crate::oauth::OAuthError;
 use hanzo_ipc::channel::{serve, EventSink, Handler, ItemSink, ServerWriter};
 use hanzo_ipc::frame::DEFAULT_MAX_FRAME;
-use hanzo_ipc::proto::{RemoteError, RemoteErrorKind};
+use hanzo_ipc::proto::{Protocol, RemoteError, RemoteErrorKind};
 use hanzo_ipc::roles::broker::{BrokerProtocol, EgressSettings, Item, Request, Response};
 use hanzo_ipc::roles::http::{self, direct_handshake, HttpProtocol};
 use hanzo_ipc::roles::mcphttp::{self, McpHttpProtocol, BROKER_MCP_FD};
 use hanzo_ipc::roles::{CommonEvent, LogLevel};
 use hanzo_ipc::transport;
 use hanzo_worker::{handle_common, WorkerContext, WorkerOptions};
+use std::future::Future;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 use tokio::net::unix::OwnedWriteHalf;
@@ -57,10 +58,12 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
                 }
             });
             if let Some(fd) = ctx.direct {
-                tokio::spawn(serve_direct(fd, b.clone()));
+                let handler = DirectHandler { broker: b.clone() };
+                tokio::spawn(serve_direct::<HttpProtocol, _>(fd, handler, "direct"));
             }
             if let Some(fd) = mcp_direct {
-                tokio::spawn(serve_mcp_direct(fd, b.clone()));
+                let handler = McpDirectHandler { broker: b.clone() };
+                tokio::spawn(serve_direct::<McpHttpProtocol, _>(fd, handler, "mcp"));
             }
         }
         BrokerHandler {
@@ -121,39 +124,22 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-async fn serve_direct(fd: OwnedFd, broker: Arc<Broker>) {
+/// Serves one direct channel (fd `fd`, after the handshake) with `handler` until it ends;
+/// `name` labels the message when it ends with an error.
+async fn serve_direct<P, H>(fd: OwnedFd, handler: H, name: &str)
+where
+    P: Protocol,
+    H: Handler<P, OwnedWriteHalf>,
+{
     let result = async {
         let stream = transport::stream_from_fd(fd)?;
         let (mut reader, mut writer) = transport::split(stream, DEFAULT_MAX_FRAME);
         direct_handshake(&mut reader, &mut writer).await?;
-        serve::<HttpProtocol, _, _, _>(
-            reader,
-            ServerWriter::new(writer),
-            Arc::new(DirectHandler { broker }),
-        )
-        .await
+        serve::<P, _, _, _>(reader, ServerWriter::new(writer), Arc::new(handler)).await
     }
     .await;
     if let Err(e) = result {
-        eprintln!("hanzo-dev broker worker: direct channel ended: {e}");
-    }
-}
-
-async fn serve_mcp_direct(fd: OwnedFd, broker: Arc<Broker>) {
-    let result = async {
-        let stream = transport::stream_from_fd(fd)?;
-        let (mut reader, mut writer) = transport::split(stream, DEFAULT_MAX_FRAME);
-        direct_handshake(&mut reader, &mut writer).await?;
-        serve::<McpHttpProtocol, _, _, _>(
-            reader,
-            ServerWriter::new(writer),
-            Arc::new(McpDirectHandler { broker }),
-        )
-        .await
-    }
-    .await;
-    if let Err(e) = result {
-        eprintln!("hanzo-dev broker worker: mcp channel ended: {e}");
+        eprintln!("hanzo-dev broker worker: {name} channel ended: {e}");
     }
 }
 
@@ -242,6 +228,8 @@ impl BrokerHandler {
     }
 }
 
+/// The model worker's channel: a request names a provider credential, checked against the
+/// provider allow-list ([`Broker::fetch`]).
 struct DirectHandler {
     broker: Arc<Broker>,
 }
@@ -253,27 +241,16 @@ impl<W: tokio::io::AsyncWrite + Unpin + Send + 'static> Handler<HttpProtocol, W>
         items: ItemSink<HttpProtocol, W>,
     ) -> Result<http::Response, RemoteError> {
         let http::Request::Send(req) = request;
-        let (tx, mut rx) = mpsc::channel(16);
-        let fetch = async move {
-            let r = self.broker.fetch(req, &tx).await;
-            drop(tx);
-            r
-        };
-        let pump = async {
-            while let Some(item) = rx.recv().await {
-                items
-                    .send(item)
-                    .await
-                    .map_err(|e| RemoteError::new(RemoteErrorKind::Internal, e.to_string()))?;
-            }
-            Ok::<(), RemoteError>(())
-        };
-        let (response, pumped) = tokio::join!(fetch, pump);
-        pumped?;
-        Ok(response)
+        relay(
+            &items,
+            |tx| async move { self.broker.fetch(req, &tx).await },
+        )
+        .await
     }
 }
 
+/// The mcp worker's channel: a request names a configured MCP server, checked against the
+/// servers the supervisor allowed, and carries only that server's token ([`Broker::fetch_mcp`]).
 struct McpDirectHandler {
     broker: Arc<Broker>,
 }
@@ -287,23 +264,39 @@ impl<W: tokio::io::AsyncWrite + Unpin + Send + 'static> Handler<McpHttpProtocol,
         items: ItemSink<McpHttpProtocol, W>,
     ) -> Result<http::Response, RemoteError> {
         let mcphttp::Request::Send(req) = request;
-        let (tx, mut rx) = mpsc::channel(16);
-        let fetch = async move {
-            let r = self.broker.fetch_mcp(req, &tx).await;
-            drop(tx);
-            r
-        };
-        let pump = async {
-            while let Some(item) = rx.recv().await {
-                items
-                    .send(item)
-                    .await
-                    .map_err(|e| RemoteError::new(RemoteErrorKind::Internal, e.to_string()))?;
-            }
-            Ok::<(), RemoteError>(())
-        };
-        let (response, pumped) = tokio::join!(fetch, pump);
-        pumped?;
-        Ok(response)
+        relay(
+            &items,
+            |tx| async move { self.broker.fetch_mcp(req, &tx).await },
+        )
+        .await
     }
+}
+
+/// Runs one exchange of a direct channel: `fetch` streams its items into the sender it is given
+/// (and drops it when done) while they are relayed to the requester; the answer is `fetch`'s,
+/// unless relaying an item failed.
+async fn relay<P, W, F, Fut>(
+    items: &ItemSink<P, W>,
+    fetch: F,
+) -> Result<http::Response, RemoteError>
+where
+    P: Protocol<Item = http::Item>,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+    F: FnOnce(mpsc::Sender<http::Item>) -> Fut,
+    Fut: Future<Output = http::Response>,
+{
+    let (tx, mut rx) = mpsc::channel(16);
+    let fetch = fetch(tx);
+    let pump = async {
+        while let Some(item) = rx.recv().await {
+            items
+                .send(item)
+                .await
+                .map_err(|e| RemoteError::new(RemoteErrorKind::Internal, e.to_string()))?;
+        }
+        Ok::<(), RemoteError>(())
+    };
+    let (response, pumped) = tokio::join!(fetch, pump);
+    pumped?;
+    Ok(response)
 }

@@ -7,6 +7,13 @@
 //! [`HttpClient`] (in the worker, the broker's direct channel). Everything a server sends is
 //! untrusted: messages are size-capped before they are buffered, results are cut at a configured
 //! size, and nothing is interpreted beyond the JSON-RPC envelope.
+// The cast lints (issue 11), enforced crate by crate until every member passes them.
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss,
+    clippy::cast_lossless
+)]
 #![forbid(unsafe_code)]
 
 pub mod broker_http;

@@ -247,7 +247,7 @@ fn spawn(
         confinement,
         Some(plan),
         Vec::new(),
-        std::process::id() as i32,
+        hanzo_sandbox::own_pid(),
     );
     // The child is the keeper; SIGCHLD is ignored here, so the kernel reaps it.
     cmd.spawn().map(drop).map_err(|e| e.to_string())

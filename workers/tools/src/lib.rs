@@ -7,6 +7,13 @@
 //! one [`runner`] — in the worker, through its [`launcher`], forked before the worker confines
 //! itself — under a keeper that kills all it started and a confinement of its own; the
 //! [`egress_forward`]er hands tier B commands' proxy connections to the broker.
+// The cast lints (issue 11), enforced crate by crate until every member passes them.
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss,
+    clippy::cast_lossless
+)]
 #![forbid(unsafe_code)]
 
 pub mod defs;

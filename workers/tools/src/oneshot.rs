@@ -423,7 +423,7 @@ pub fn run_with_egress(spec: &OneShot, egress: Option<OneShotEgress>) -> Result<
         confinement,
         Some(plan),
         join,
-        std::process::id() as i32,
+        hanzo_sandbox::own_pid(),
     );
     let spawn_error = |source| OneShotError::Spawn {
         program: program.to_string_lossy().into_owned(),
@@ -433,7 +433,8 @@ pub fn run_with_egress(spec: &OneShot, egress: Option<OneShotEgress>) -> Result<
     drop(cmd);
     drop(cgroup_files);
     // The keeper leads the command's process group; it ignores these, the command gets them.
-    hanzo_sandbox::signals::forward(-(child.id() as i32));
+    // `Child::id` is the `pid_t` fork returned, widened to a `u32`: `cast_signed` restores it.
+    hanzo_sandbox::signals::forward(-child.id().cast_signed());
     let status = child.wait().map_err(spawn_error)?;
     drop(switch);
     drop(cgroup);
@@ -533,10 +534,12 @@ fn start_proxy(
     proxy_end: std::os::fd::OwnedFd,
     pid1: libc::pid_t,
 ) -> Result<Box<dyn std::any::Any>, OneShotError> {
+    let parent = u32::try_from(pid1)
+        .map_err(|_| OneShotError::Egress(format!("tier B's pid 1 is {pid1}, not a process id")))?;
     let deadline = std::time::Instant::now() + FORWARDER_PATIENCE;
     let forwarder = loop {
         if let Some(pid) =
-            hanzo_sandbox::procfs::child_with_ns_pid(pid1 as u32, crate::egress_forward::NS_PID)
+            hanzo_sandbox::procfs::child_with_ns_pid(parent, crate::egress_forward::NS_PID)
         {
             break pid;
         }

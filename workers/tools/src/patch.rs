@@ -260,7 +260,7 @@ pub fn apply_patch_within(roots: &Roots, input: PatchInput, deadline: &Deadline)
         // Hunks apply in order; a shift from earlier hunks moves the expected place of later ones.
         let mut shift: isize = 0;
         for (n, h) in fp.hunks.iter().enumerate() {
-            let want = (h.old_start.saturating_sub(1) as isize + shift).max(0) as usize;
+            let want = h.old_start.saturating_sub(1).saturating_add_signed(shift);
             let at = find_at(&lines, &h.old, want, from).ok_or_else(|| {
                 format!(
                     "{name}: hunk {} (at line {}) does not match the file; nothing was changed",
@@ -270,7 +270,8 @@ pub fn apply_patch_within(roots: &Roots, input: PatchInput, deadline: &Deadline)
             })?;
             lines.splice(at..at + h.old.len(), h.new.iter().cloned());
             from = at + h.new.len();
-            shift += h.new.len() as isize - h.old.len() as isize;
+            // A `Vec`'s length never exceeds `isize::MAX`: `cast_signed` keeps its value.
+            shift += h.new.len().cast_signed() - h.old.len().cast_signed();
         }
         if fp.new_path.is_none() {
             if !lines.is_empty() {
@@ -371,6 +372,20 @@ mod tests {
         assert_eq!(
             fs::read_to_string(d.path().join("f")).expect("read"),
             "x\ny\na\nB\nc\n"
+        );
+    }
+
+    #[test]
+    fn a_shrinking_hunk_moves_the_place_of_the_next_one_up() {
+        // The second hunk's text occurs four times; only the shift left by the first hunk (two
+        // lines fewer) picks the line it names, the original line 6.
+        let (d, r) = ws();
+        fs::write(d.path().join("f"), "a\nb\nc\nk\nk\nk\nk\n").expect("write");
+        let patch = "--- a/f\n+++ b/f\n@@ -1,3 +1,1 @@\n a\n-b\n-c\n@@ -6,1 +4,1 @@\n-k\n+K\n";
+        assert_eq!(apply(&r, patch), Ok("patched f".into()));
+        assert_eq!(
+            fs::read_to_string(d.path().join("f")).expect("read"),
+            "a\nk\nk\nK\nk\n"
         );
     }
 

@@ -472,7 +472,7 @@ impl Runner {
                     confinement,
                     Some(keeper.plan_with_line(line)),
                     Vec::new(),
-                    std::process::id() as i32,
+                    hanzo_sandbox::own_pid(),
                 );
                 // Spawned through tokio so that the keeper, our child, is reaped.
                 let mut cmd = tokio::process::Command::from(cmd);

@@ -294,7 +294,7 @@ impl Egress {
             outcome: h.outcome,
             bytes_up: 0,
             bytes_down: 0,
-            duration_ms: started.elapsed().as_millis() as u64,
+            duration_ms: millis(started.elapsed()),
         })
         .await;
     }
@@ -320,7 +320,7 @@ impl Egress {
             outcome: h.outcome,
             bytes_up: traffic.up.load(Ordering::Relaxed),
             bytes_down: traffic.down.load(Ordering::Relaxed),
-            duration_ms: started.elapsed().as_millis() as u64,
+            duration_ms: millis(started.elapsed()),
         })
         .await;
     }
@@ -647,6 +647,11 @@ async fn answer_in(
         Ok::<(), io::Error>(())
     })
     .await;
+}
+
+/// A duration in whole milliseconds, saturating at `u64::MAX` (about 585 million years).
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn http_status(reason: EgressDenial) -> (u16, &'static str) {

@@ -52,7 +52,7 @@ impl Traffic {
 
     fn moved(&self, counter: &AtomicU64, n: usize) {
         counter.fetch_add(n as u64, Ordering::Relaxed);
-        let now = self.start.elapsed().as_millis() as u64;
+        let now = super::millis(self.start.elapsed());
         self.last.store(now, Ordering::Relaxed);
     }
 

@@ -7,7 +7,7 @@ use super::code::{authorization_request, exchange_code, LoopbackListener};
 use super::config::{resolve, ResolvedProvider};
 use super::discovery::{register_client, RegisteredClient};
 use super::{device, OAuthError, TokenSet};
-use crate::credentials::{valid_entry_name, StoredCredential};
+use crate::credentials::{valid_entry_name, whole_seconds, StoredCredential};
 use crate::fetch::Broker;
 use crate::secret::Secret;
 use hanzo_ipc::roles::broker::{AuthKind, LoginOutcome, LoginProgress, LoginRequest};
@@ -205,7 +205,7 @@ impl Broker {
         Ok(LoginOutcome {
             provider: name.to_string(),
             kind: AuthKind::OAuth,
-            expires_at: tokens.expires_at.map(|t| t.floor() as i64),
+            expires_at: tokens.expires_at.map(whole_seconds),
             scopes: tokens.scopes.clone(),
         })
     }
