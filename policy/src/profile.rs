@@ -443,6 +443,12 @@ pub struct ProfileContext {
     /// Tier B still hides them; tier A cannot (a Landlock grant cannot have a hole), so tier A is
     /// refused for such a workspace unless this is set.
     pub allow_dangerous_workspace: bool,
+    /// Installation prefixes of language servers that live outside the system directories and
+    /// the workspace (a package tree under `$HOME`, such as `~/.npm-global/lib/node_modules` or
+    /// `~/.local/bin`), read-only for the lsp role alone: its worker, its launcher and its
+    /// servers. Computed and vetted by `hanzo_lsp::prefix` (never `$HOME` itself, a directory
+    /// holding secrets, or one that contains the workspace or a hidden path).
+    pub toolchains: Vec<PathBuf>,
 }
 
 impl ProfileContext {
@@ -718,11 +724,26 @@ pub fn profile_for(role: Role, ctx: &ProfileContext) -> SandboxProfile {
         // It asks its launcher to start every server (each under `CommandProfile`s of its own:
         // the workspace read-only, no socket).
         Role::Lsp => SandboxProfile {
-            fs: reader_grants(ctx, "language servers and toolchains"),
+            fs: lsp_grants(ctx),
             launcher: true,
             ..base(role, Syscalls::AllowList(allow_list("lsp")))
         },
     }
+}
+
+/// What the lsp worker reads: [`reader_grants`] and the vetted installation prefixes of its
+/// servers ([`ProfileContext::toolchains`]).
+fn lsp_grants(ctx: &ProfileContext) -> Vec<PathGrant> {
+    let mut fs = reader_grants(ctx, "language servers and toolchains");
+    fs.extend(ctx.toolchains.iter().map(|p| {
+        grant(
+            p,
+            FsAccess::ReadExec,
+            "a language server's installation prefix",
+        )
+    }));
+    dedup(&mut fs);
+    fs
 }
 
 fn reader_grants(ctx: &ProfileContext, why: &'static str) -> Vec<PathGrant> {
@@ -905,6 +926,12 @@ pub fn launcher_profile(role: Role, ctx: &ProfileContext, tier: Tier) -> Sandbox
             Role::Tools => FsScope::WorkspaceRw,
             _ => FsScope::WorkspaceRo,
         },
+        // The lsp role's servers may read their installation prefixes (and nothing else does).
+        extra_read: if role == Role::Lsp {
+            ctx.toolchains.clone()
+        } else {
+            Vec::new()
+        },
         ..CommandProfile::bash(tier)
     };
     command_profile(role, &widest, ctx, tier)
@@ -933,6 +960,7 @@ mod tests {
                 "/home/u/.local/share/hanzo".into(),
             ],
             allow_dangerous_workspace: false,
+            toolchains: Vec::new(),
         }
     }
 
@@ -1232,6 +1260,34 @@ mod tests {
             .fs
             .iter()
             .any(|g| g.path == Path::new("/w") && g.access == FsAccess::ReadWrite));
+    }
+
+    #[test]
+    fn language_server_prefixes_reach_the_lsp_role_alone() {
+        let with = ProfileContext {
+            toolchains: vec!["/home/u/.npm-global/lib/node_modules".into()],
+            ..ctx()
+        };
+        let prefix = Path::new("/home/u/.npm-global/lib/node_modules");
+        let has = |fs: &[PathGrant]| {
+            fs.iter()
+                .any(|g| g.path == prefix && g.access == FsAccess::ReadExec)
+        };
+        assert!(has(&profile_for(Role::Lsp, &with).fs));
+        assert!(has(&launcher_profile(Role::Lsp, &with, Tier::A).fs));
+        for role in [Role::Tools, Role::Mcp, Role::Model, Role::Broker] {
+            assert!(!has(&profile_for(role, &with).fs), "{role}");
+            assert!(!has(&launcher_profile(role, &with, Tier::A).fs), "{role}");
+        }
+        // A server granted its prefix nests inside the launcher.
+        let server = CommandProfile {
+            fs: FsScope::WorkspaceRo,
+            extra_read: with.toolchains.clone(),
+            ..CommandProfile::hook()
+        };
+        let p = command_profile(Role::Lsp, &server, &with, Tier::A).expect("server");
+        assert!(has(&p.fs));
+        assert!(!has(&profile_for(Role::Lsp, &ctx()).fs));
     }
 
     #[test]

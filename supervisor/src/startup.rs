@@ -143,6 +143,7 @@ pub fn supervisor_config(
             run_dir: Some(run_dir.path().to_path_buf()),
             hidden: hidden_paths(env),
             allow_dangerous_workspace: false,
+            toolchains: Vec::new(),
         },
         env: env.vars.clone(),
         secret_names: env.extra_secret_names(),

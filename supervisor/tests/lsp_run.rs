@@ -319,3 +319,87 @@ fn a_hostile_configured_server_cannot_read_a_secret_write_or_open_a_socket() {
     // The probes are errors: the check fails.
     assert_eq!(out.status.code(), Some(1), "{stderr}");
 }
+
+/// A server installed under `$HOME` (issue 15), through the real worker and launcher: its
+/// installation prefix (`~/.local/lib/hostile-lsp`, reached through a link in `~/.local/bin`) is
+/// granted to the lsp role, the server runs and answers, and the home's secrets stay out of reach.
+/// One placed directly in `$HOME` is refused, naming the path.
+#[test]
+fn a_server_installed_under_home_reads_its_prefix_and_nothing_else_of_home() {
+    let env = Env::new();
+    let home = env.path("home").canonicalize().expect("home");
+    let canary = "canary-home-e2e-must-not-leak";
+    std::fs::create_dir_all(home.join(".ssh")).expect("ssh");
+    std::fs::write(home.join(".ssh/id_rsa"), canary).expect("key");
+    let pkg = home.join(".local/lib/hostile-lsp");
+    let bin = home.join(".local/bin");
+    std::fs::create_dir_all(&pkg).expect("pkg");
+    std::fs::create_dir_all(&bin).expect("bin");
+    for dir in [&pkg, &home] {
+        let script = dir.join("hostile_lsp.py");
+        std::fs::copy(
+            repo_root().join("workers/lsp/tests/fixtures/hostile_lsp.py"),
+            &script,
+        )
+        .expect("copy the hostile server");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    std::os::unix::fs::symlink(pkg.join("hostile_lsp.py"), bin.join("hostile-lsp")).expect("link");
+    std::fs::write(env.ws().join("a.evil"), "x\n").expect("file");
+    std::fs::write(env.ws().join("a.bad"), "x\n").expect("file");
+    let probe_args = json!([
+        "probe",
+        home.join(".ssh/id_rsa").display().to_string(),
+        home.join(".ssh").display().to_string(),
+    ]);
+    env.settings(json!({
+        "lsp_servers": {
+            "hostile": {"command": "hostile-lsp", "args": probe_args, "files": ["**/*.evil"]},
+            "inhome": {
+                "command": home.join("hostile_lsp.py").display().to_string(),
+                "args": probe_args,
+                "files": ["**/*.bad"],
+            },
+        },
+    }));
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let out = env
+        .command(&["lsp", "check", "--json", "a.evil", "a.bad"])
+        .env("PATH", &path)
+        .output()
+        .expect("check");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON report ({e}): {stderr}"));
+    let files = report["files"].as_array().expect("files");
+    let evil = files
+        .iter()
+        .find(|f| f["path"] == "a.evil")
+        .unwrap_or_else(|| panic!("{report:#}\n{stderr}"));
+    let said: Vec<String> = evil["diagnostics"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no diagnostics: {report:#}\n{stderr}"))
+        .iter()
+        .map(|d| d["message"].as_str().unwrap_or("").to_string())
+        .collect();
+    let read = said
+        .iter()
+        .find(|m| m.starts_with("read: "))
+        .unwrap_or_else(|| panic!("no read probe in {said:?}\n{stderr}"));
+    assert!(read.starts_with("read: denied"), "{said:?}");
+    assert!(!said.iter().any(|m| m.contains(canary)), "{said:?}");
+    assert!(!home.join(".ssh/pwned.txt").exists());
+    // The server in $HOME itself: a warning at the start and a failure for its file, both
+    // naming the path.
+    assert!(
+        stderr.contains("inhome") && stderr.contains("is the home directory itself"),
+        "{stderr}"
+    );
+    let text = format!("{report}");
+    assert!(
+        text.contains(&format!("installed under {}", home.display())),
+        "{report:#}"
+    );
+    assert!(!text.contains(canary));
+}

@@ -393,6 +393,61 @@ pub fn changed_paths(tool: &str, input_json: &str) -> Vec<String> {
     out
 }
 
+/// Opens the lsp role to the installation prefixes of the servers in `servers_json` (the
+/// `lsp_servers` table) that are installed outside the system directories, such as under
+/// `$HOME` (`ProfileContext::toolchains`; `hanzo_lsp::prefix`). The lsp worker's sandbox is
+/// fixed at its start, so this runs before the supervisor starts it. A server whose prefix would
+/// be `$HOME`, a directory of secrets or the workspace's parent is not opened; a warning names
+/// the path (and the worker refuses it, naming the path, when a file of its language is used).
+pub fn grant_server_prefixes(
+    ctx: &mut hanzo_policy::profile::ProfileContext,
+    servers_json: &str,
+    env: &crate::secrets::StartEnv,
+) {
+    let var = |name: &str| {
+        env.vars
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .filter(|v| !v.is_empty())
+    };
+    let Some(workspace) = ctx.workspace.clone() else {
+        return;
+    };
+    let entries: hanzo_lsp::LspServers = if servers_json.trim().is_empty() {
+        hanzo_lsp::LspServers::new()
+    } else {
+        match serde_json::from_str(servers_json) {
+            Ok(e) => e,
+            Err(_) => return, // the worker reports a bad table on Configure
+        }
+    };
+    let Ok(registry) = hanzo_lsp::Registry::with_settings(&entries) else {
+        return;
+    };
+    let search_path = var("PATH")
+        .map(|p| {
+            std::env::split_paths(&p)
+                .filter(|d| d.is_absolute())
+                .collect()
+        })
+        .unwrap_or_default();
+    let rules = hanzo_lsp::prefix::PrefixRules {
+        home: var("HOME").map(|h| {
+            let h = std::path::PathBuf::from(h);
+            h.canonicalize().unwrap_or(h)
+        }),
+        workspace,
+        hidden: ctx.hidden.clone(),
+        search_path,
+    };
+    let (granted, refused) = hanzo_lsp::prefix::grants_for(&registry, &rules);
+    for (server, why) in refused {
+        eprintln!("warning: language server {server} is not started: {why}");
+    }
+    ctx.toolchains = granted;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

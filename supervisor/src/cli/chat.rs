@@ -157,6 +157,11 @@ async fn chat_in(args: &Args, env: &StartEnv, demo: Option<&Path>) -> anyhow::Re
         supervisor_config(Some(prep.workspace.clone()), env, prep.kernel_landlock_abi)?;
     cfg.isolation = prep.isolation;
     cfg.secret_names = env.secret_names();
+    crate::agent::lsp::grant_server_prefixes(
+        &mut cfg.ctx,
+        &serde_json::to_string(&prep.loaded.merged.config.lsp_servers).context("lsp_servers")?,
+        env,
+    );
     let sup = Supervisor::start(cfg).await?;
     let result = serve(args, &rargs, &mut prep, &sup, session, env, demo.is_some()).await;
     sup.shutdown().await;

@@ -221,6 +221,11 @@ async fn run_in(args: &Args, env: &StartEnv, demo: Option<&Path>) -> anyhow::Res
         supervisor_config(Some(prep.workspace.clone()), env, prep.kernel_landlock_abi)?;
     cfg.isolation = prep.isolation;
     cfg.secret_names = env.secret_names();
+    crate::agent::lsp::grant_server_prefixes(
+        &mut cfg.ctx,
+        &serde_json::to_string(&prep.loaded.merged.config.lsp_servers).context("lsp_servers")?,
+        env,
+    );
     // Network for commands: the broker and the tools worker get the egress control socket, and
     // the broker's records come here, to be stored (on a store connection of their own).
     let egress = if prep.network_allow.is_empty() {

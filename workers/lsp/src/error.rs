@@ -26,6 +26,11 @@ pub enum LspError {
     #[error("language server {server} is unavailable: {reason}")]
     Unavailable { server: String, reason: String },
 
+    /// The server is installed where its sandbox may not read (its installation prefix would be
+    /// the home directory, a directory of secrets, or was not granted at the worker's start).
+    #[error("language server {server} is refused: {detail}")]
+    Refused { server: String, detail: String },
+
     /// The server process could not be started.
     #[error("could not start language server {server}: {detail}")]
     Spawn { server: String, detail: String },
@@ -100,6 +105,7 @@ impl LspError {
             LspError::ServerMissing { server, .. }
             | LspError::Unavailable { server, .. }
             | LspError::Spawn { server, .. }
+            | LspError::Refused { server, .. }
             | LspError::ServerExited { server, .. }
             | LspError::Protocol { server, .. }
             | LspError::Flooded { server, .. }
@@ -121,7 +127,7 @@ impl LspError {
         let kind = match self {
             LspError::NoServer { .. } => K::NoServer,
             LspError::ServerMissing { .. } => K::ServerMissing,
-            LspError::Unavailable { .. } => K::Unavailable,
+            LspError::Unavailable { .. } | LspError::Refused { .. } => K::Unavailable,
             LspError::Spawn { .. } => K::Spawn,
             LspError::ServerExited { .. } => K::ServerExited,
             LspError::Protocol { .. } => K::Protocol,

@@ -23,6 +23,7 @@ pub mod enrich;
 pub mod error;
 pub mod framing;
 pub mod inbound;
+pub mod prefix;
 pub mod registry;
 pub mod sanitize;
 pub mod servers;

@@ -58,6 +58,13 @@ pub struct LanguageServersConfig {
     pub restart: RestartPolicy,
     /// Directories expanded by [`LanguageServers::check`] yield at most this many files.
     pub max_check_files: usize,
+    /// Under a sandbox, the installation prefixes it was given (`ProfileContext::toolchains`):
+    /// a server outside the system directories and the workspace starts only when its prefixes
+    /// ([`crate::prefix::server_prefixes`]) are among them, and is refused, naming the path,
+    /// otherwise. `None` (no sandbox, as with [`crate::TokioSpawner`]): nothing is checked.
+    pub granted_prefixes: Option<Vec<PathBuf>>,
+    /// hanzo's hidden directories, which no prefix may overlap.
+    pub hidden: Vec<PathBuf>,
 }
 
 impl LanguageServersConfig {
@@ -69,6 +76,8 @@ impl LanguageServersConfig {
             client: ClientOptions::default(),
             restart: RestartPolicy::default(),
             max_check_files: 500,
+            granted_prefixes: None,
+            hidden: Vec::new(),
         }
     }
 }
@@ -80,6 +89,9 @@ pub enum ServerEvent {
         server: String,
         pid: Option<u32>,
         starts: u32,
+        /// The installation prefixes its sandbox reads it from, beyond the system directories
+        /// and the workspace (empty for most servers).
+        prefixes: Vec<PathBuf>,
     },
     /// The program is not installed: sent once per server and session.
     Missing {
@@ -133,6 +145,8 @@ pub struct LanguageServers {
     options: ClientOptions,
     restart: RestartPolicy,
     max_check_files: usize,
+    granted_prefixes: Option<Vec<PathBuf>>,
+    hidden: Vec<PathBuf>,
     spawner: Arc<dyn ServerSpawner>,
     events: EventSink,
     slots: Vec<Slot>,
@@ -176,6 +190,8 @@ impl LanguageServers {
             options: config.client,
             restart: config.restart,
             max_check_files: config.max_check_files,
+            granted_prefixes: config.granted_prefixes,
+            hidden: config.hidden,
             spawner,
             events,
             slots,
@@ -474,7 +490,7 @@ impl LanguageServers {
         };
         tokio::time::sleep(delay).await;
         match self.start(&slot.spec).await {
-            Ok(client) => {
+            Ok((client, prefixes)) => {
                 let client = Arc::new(client);
                 let starts = {
                     let mut st = lock(&slot.state);
@@ -488,6 +504,7 @@ impl LanguageServers {
                     server: name.clone(),
                     pid: client.pid(),
                     starts,
+                    prefixes,
                 });
                 self.watch_exit(&client);
                 Ok(client)
@@ -504,6 +521,17 @@ impl LanguageServers {
                     server: name,
                     program,
                     hint,
+                })
+            }
+            Err(StartError::Refused(detail)) => {
+                lock(&slot.state).unavailable = Some(detail.clone());
+                self.emit(ServerEvent::Unavailable {
+                    server: name.clone(),
+                    reason: detail.clone(),
+                });
+                Err(LspError::Refused {
+                    server: name,
+                    detail,
                 })
             }
             Err(StartError::Failed(e)) => {
@@ -560,13 +588,43 @@ impl LanguageServers {
         });
     }
 
-    async fn start(&self, spec: &ServerSpec) -> Result<LspClient, StartError> {
+    /// The installation prefixes `program` is read from, when a sandbox gave them; refused when
+    /// one would open too much or was not given.
+    fn check_prefixes(&self, program: &Path) -> Result<Vec<PathBuf>, StartError> {
+        let Some(granted) = &self.granted_prefixes else {
+            return Ok(Vec::new());
+        };
+        let rules = crate::prefix::PrefixRules {
+            home: None,
+            workspace: self.root.clone(),
+            hidden: self.hidden.clone(),
+            search_path: self.search_path.clone(),
+        };
+        let prefixes = crate::prefix::server_prefixes(program, &rules)
+            .map_err(|e| StartError::Refused(e.to_string()))?;
+        if let Some(p) = prefixes
+            .iter()
+            .find(|p| !granted.iter().any(|g| p.starts_with(g)))
+        {
+            return Err(StartError::Refused(format!(
+                "{} is installed under {}, which was not opened to the language servers when \
+                 the lsp worker started (its sandbox is fixed then; `hanzo-dev` grants the \
+                 prefixes of the servers found on PATH at the start of a run)",
+                program.display(),
+                p.display()
+            )));
+        }
+        Ok(prefixes)
+    }
+
+    async fn start(&self, spec: &ServerSpec) -> Result<(LspClient, Vec<PathBuf>), StartError> {
         let missing = || StartError::Missing {
             program: spec.command.clone(),
             hint: spec.install_hint.clone(),
         };
         let program =
             resolve_program(&spec.command, &self.search_path, &self.root).ok_or_else(missing)?;
+        let prefixes = self.check_prefixes(&program)?;
         let mut initialization_options = spec.initialization_options.clone();
         if spec.needs_typescript {
             match find_typescript(&self.root, &program) {
@@ -609,12 +667,18 @@ impl LanguageServers {
         };
         LspClient::start(setup, spawned, self.options, log)
             .await
+            .map(|c| (c, prefixes))
             .map_err(StartError::Failed)
     }
 }
 
 enum StartError {
-    Missing { program: String, hint: String },
+    Missing {
+        program: String,
+        hint: String,
+    },
+    /// Its installation prefix may not be opened to it (the message names the path).
+    Refused(String),
     Failed(LspError),
 }
 

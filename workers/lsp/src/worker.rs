@@ -33,11 +33,13 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 /// What every language server may reach: the workspace read-only (plus the system directories
 /// every command reads), the device nodes ordinary programs open, its private home and temp
-/// directory inside the run directory, and no network (`socket(2)` refused outright).
-pub fn server_profile() -> CommandProfile {
+/// directory inside the run directory, and no network (`socket(2)` refused outright). A server
+/// installed outside the system directories also reads `prefixes`, its installation prefixes
+/// ([`crate::prefix`], granted to the lsp role at its start).
+pub fn server_profile(prefixes: &[PathBuf]) -> CommandProfile {
     CommandProfile {
         fs: FsScope::WorkspaceRo,
-        extra_read: Vec::new(),
+        extra_read: prefixes.to_vec(),
         extra_write: Vec::new(),
         network: NetAccess::None,
         devices: true,
@@ -61,6 +63,9 @@ pub struct RunnerSpawner {
     /// `<run>/lsp/<server>/`.
     run_dir: PathBuf,
     path: String,
+    /// The installation prefixes granted to the lsp role (`ProfileContext::toolchains`), which
+    /// every server may read (each is vetted before it starts: [`crate::prefix`]).
+    prefixes: Vec<PathBuf>,
 }
 
 impl RunnerSpawner {
@@ -70,7 +75,15 @@ impl RunnerSpawner {
             runner,
             run_dir: run_dir.into(),
             path: path.unwrap_or_else(|| DEFAULT_PATH.to_string()),
+            prefixes: Vec::new(),
         }
+    }
+
+    /// Servers may also read these installation prefixes (the lsp role's
+    /// `ProfileContext::toolchains`; outside them the sandbox refuses).
+    pub fn with_prefixes(mut self, prefixes: Vec<PathBuf>) -> Self {
+        self.prefixes = prefixes;
+        self
     }
 
     /// The complete environment of a server: nothing of the worker's reaches it but `PATH`.
@@ -116,7 +129,7 @@ impl ServerSpawner for RunnerSpawner {
             env: self.env(&home, &tmp),
             cwd: spec.cwd.clone(),
             rlimits: SERVER_RLIMITS,
-            profile: server_profile(),
+            profile: server_profile(&self.prefixes),
         };
         let mut running = self
             .runner
@@ -225,6 +238,15 @@ impl LspHandler {
         let servers = Arc::new(servers);
         st.servers = Some(servers.clone());
         Ok(servers)
+    }
+
+    /// Under a sandbox: the installation prefixes it was given and hanzo's hidden directories,
+    /// against which each server is checked before it starts
+    /// ([`LanguageServersConfig::granted_prefixes`]).
+    pub fn with_prefixes(mut self, granted: Vec<PathBuf>, hidden: Vec<PathBuf>) -> Self {
+        self.template.granted_prefixes = Some(granted);
+        self.template.hidden = hidden;
+        self
     }
 
     /// Replace the table of servers; running ones are stopped. The table in effect again is a
@@ -379,11 +401,25 @@ pub fn to_channel_event(e: ServerEvent) -> Option<Event> {
             server,
             pid,
             starts,
-        } => Event::ServerStarted {
-            server,
-            pid,
-            starts,
-        },
+            prefixes,
+        } => {
+            if !prefixes.is_empty() {
+                tracing::info!(
+                    server = %server,
+                    "started, reading its installation prefix {}",
+                    prefixes
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            Event::ServerStarted {
+                server,
+                pid,
+                starts,
+            }
+        }
         ServerEvent::Missing {
             server,
             program,
@@ -465,11 +501,11 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
             .clone()
             .unwrap_or_else(std::env::temp_dir);
         let runner = Runner::shared(Role::Lsp, ctx.opts.ctx.clone());
-        let spawner = Arc::new(RunnerSpawner::new(
-            runner,
-            run_dir,
-            std::env::var("PATH").ok(),
-        ));
+        let toolchains = ctx.opts.ctx.toolchains.clone();
+        let spawner = Arc::new(
+            RunnerSpawner::new(runner, run_dir, std::env::var("PATH").ok())
+                .with_prefixes(toolchains.clone()),
+        );
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
         let events = ctx.events;
         tokio::spawn(async move {
@@ -484,7 +520,7 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
                 let _ = tx.send(e);
             }
         });
-        LspHandler::new(root, spawner, sink)
+        LspHandler::new(root, spawner, sink).with_prefixes(toolchains, ctx.opts.ctx.hidden.clone())
     })
 }
 

@@ -153,6 +153,10 @@ impl WorkerOptions {
             args.push("--hide".to_string());
             args.push(h.display().to_string());
         }
+        for t in &self.ctx.toolchains {
+            args.push("--toolchain".to_string());
+            args.push(t.display().to_string());
+        }
         if self.ctx.allow_dangerous_workspace {
             args.push("--allow-dangerous-workspace".into());
             args.push("yes".into());
@@ -187,6 +191,7 @@ impl WorkerOptions {
                 "--config-dir" => opts.ctx.config_dir = Some(value.into()),
                 "--run-dir" => opts.ctx.run_dir = Some(value.into()),
                 "--hide" => opts.ctx.hidden.push(value.into()),
+                "--toolchain" => opts.ctx.toolchains.push(value.into()),
                 "--allow-dangerous-workspace" => {
                     opts.ctx.allow_dangerous_workspace = value == "yes"
                 }
@@ -520,6 +525,7 @@ mod tests {
                 run_dir: Some("/tmp/r".into()),
                 hidden: vec!["/h/.config/hanzo".into(), "/h/.local/share/hanzo".into()],
                 allow_dangerous_workspace: true,
+                toolchains: vec!["/h/.npm-global/lib/node_modules".into()],
             },
             isolation: IsolationMode::Strict,
             fault: Some(Fault::OversizedFrame),
