@@ -3,7 +3,7 @@
 //!
 //! The same machinery carries the egress control socket between the broker (side A) and the
 //! tools worker (side B) when a run allows network for commands ([`DirectPair::egress_control`]):
-//! a `SOCK_SEQPACKET` pair, inherited as fd 5 by each, with `SO_PASSCRED` set on the broker's end
+//! a `SOCK_SEQPACKET` pair, inherited as fd 6 by each (`EGRESS_FD`), with `SO_PASSCRED` set on the broker's end
 //! the moment it is made, before the tools worker's forwarder can send anything on the other.
 //!
 //! The two workers are restarted as a pair: a channel whose other end died cannot be reconnected,
