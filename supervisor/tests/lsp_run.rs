@@ -403,3 +403,41 @@ fn a_server_installed_under_home_reads_its_prefix_and_nothing_else_of_home() {
     );
     assert!(!text.contains(canary));
 }
+
+/// The refusal of a server in `$HOME` names its path, and a path full of terminal escapes (a file
+/// name or a link target the repository or an installer chose) reaches the terminal inert.
+#[test]
+fn a_refused_server_s_hostile_path_is_printed_without_its_escapes() {
+    let env = Env::new();
+    let home = env.path("home").canonicalize().expect("home");
+    let name = "evil\u{1b}]0;pwned\u{7}\u{1b}[2J.py";
+    let script = home.join(name);
+    std::fs::copy(
+        repo_root().join("workers/lsp/tests/fixtures/hostile_lsp.py"),
+        &script,
+    )
+    .expect("copy the hostile server");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::write(env.ws().join("a.bad"), "x\n").expect("file");
+    env.settings(json!({
+        "lsp_servers": {
+            "inhome": {"command": script.display().to_string(), "files": ["**/*.bad"]},
+        },
+    }));
+    let out = env
+        .command(&["lsp", "check", "a.bad"])
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .expect("check");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("is the home directory itself"), "{stderr}");
+    for (what, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+        assert!(
+            !text.chars().any(|c| c == '\u{1b}' || c == '\u{7}'),
+            "{what} carries a raw escape: {text:?}"
+        );
+    }
+    assert!(stderr.contains("evil"), "{stderr}");
+}

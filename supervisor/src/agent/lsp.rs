@@ -443,7 +443,13 @@ pub fn grant_server_prefixes(
     };
     let (granted, refused) = hanzo_lsp::prefix::grants_for(&registry, &rules);
     for (server, why) in refused {
-        eprintln!("warning: language server {server} is not started: {why}");
+        // Paths come from the filesystem (link targets included): no control character of
+        // theirs reaches the terminal.
+        eprintln!(
+            "warning: language server {} is not started: {}",
+            crate::term::sanitize_line_for_terminal(&server),
+            crate::term::sanitize_line_for_terminal(&why.to_string())
+        );
     }
     ctx.toolchains = granted;
 }

@@ -102,8 +102,12 @@ async fn check(args: &CheckArgs, env: StartEnv) -> anyhow::Result<i32> {
     if args.json {
         println!("{}", serde_json::to_string(&report).context("report")?);
     } else {
-        print!("{}", hanzo_lsp::check::to_text(&report));
-        if !hanzo_lsp::check::to_text(&report).ends_with('\n') {
+        // Paths and messages come from servers and the filesystem: the text reaches the
+        // terminal without their control characters (line breaks kept).
+        let text = hanzo_lsp::check::to_text(&report);
+        let text = crate::term::sanitize_for_terminal(&text);
+        print!("{text}");
+        if !text.ends_with('\n') {
             println!();
         }
     }

@@ -494,7 +494,10 @@ async fn drive(
     let lsp = match lsp.configure(&deadlines).await {
         Ok(()) => Some(lsp),
         Err(e) => {
-            eprintln!("warning: no language servers in this run: {e}");
+            eprintln!(
+                "warning: no language servers in this run: {}",
+                crate::term::sanitize_line_for_terminal(&e.to_string())
+            );
             None
         }
     };
