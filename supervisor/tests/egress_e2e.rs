@@ -146,10 +146,14 @@ impl Fixture {
 }
 
 /// The record lines the sandbox printed.
+/// The proxy's records on the command's stderr. Each is one atomic write, but the command shares
+/// that stderr and may have written part of a line just before (curl writes its error in pieces:
+/// a run under load showed `c` + record + `url: (97) …`), so a record may begin mid-line.
 fn records(out: &Out) -> Vec<&str> {
+    const PREFIX: &str = "hanzo-dev sandbox: egress: ";
     out.stderr
         .lines()
-        .filter_map(|l| l.strip_prefix("hanzo-dev sandbox: egress: "))
+        .filter_map(|l| l.find(PREFIX).map(|at| &l[at + PREFIX.len()..]))
         .collect()
 }
 
@@ -267,7 +271,9 @@ fn denied_requests_are_refused_with_the_recorded_reason_and_nothing_leaks_direct
     );
     assert!(
         find(&format!("denied socks5 127.0.0.1:{p}: ip_literal")),
-        "{recs:?}"
+        "{recs:?}\n{}\n{}",
+        out.stdout,
+        out.stderr
     );
     // UDP goes to the namespace's own loopback: the host's socket got nothing.
     assert!(out.stdout.contains("udp-sent"), "{}", out.stdout);
