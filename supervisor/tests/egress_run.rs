@@ -544,3 +544,48 @@ fn a_burst_of_connections_leaves_one_record_each() {
     // The live stream carries each one too.
     assert_eq!(of_type(&out.events, "egress").len(), stored.len());
 }
+
+/// More connections held open at once than the proxy serves (`max_tunnels`, 256, served; as many
+/// again refused with an answer; beyond that closed unread): each one still leaves a record.
+const HELD: usize = 600;
+const HOLD_OPEN: &str = r#"
+import os, socket
+port = int(os.environ['HTTP_PROXY'].rsplit(':', 1)[1])
+socks = []
+for i in range(HELD):
+    s = socket.create_connection(('127.0.0.1', port))
+    s.sendall(b'CONNECT held-%d.example:443 HTTP/1.1\r\n\r\n' % i)
+    socks.append(s)
+answered = reset = 0
+for s in socks:
+    try:
+        answered += s.recv(12).startswith(b'HTTP/1.1 4')
+    except ConnectionResetError:
+        reset += 1
+print('answered=%d reset=%d' % (answered, reset))
+"#;
+
+#[test]
+fn connections_beyond_the_proxy_s_capacity_are_each_recorded() {
+    require_tier_b();
+    let env = Env::new();
+    env.settings(json!({}));
+    let script = format!("/usr/bin/python3 - <<'EOF'\nHELD = {HELD}\n{HOLD_OPEN}\nEOF");
+    let out = env.run_bash(&[&script], &["--network-allow", &env.local()]);
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    let shown = previews(&out);
+    let stored = stored_egress(&env, run_id(&out));
+    assert_eq!(stored.len(), HELD, "{shown:?}");
+    assert!(
+        stored.iter().all(|e| e["decision"] == "denied"),
+        "{stored:?}"
+    );
+    let unread = stored
+        .iter()
+        .filter(|e| e.to_string().contains("closed unread"))
+        .count();
+    assert!(
+        shown[0].contains(&format!("reset={unread}")),
+        "{shown:?} vs {unread} closed unread"
+    );
+}
