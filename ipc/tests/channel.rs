@@ -114,7 +114,10 @@ struct Pair {
     server: tokio::task::JoinHandle<Result<(), IpcError>>,
 }
 
-async fn connected_pair() -> Pair {
+type Halves = (transport::UnixFrameReader, transport::UnixFrameWriter);
+
+/// Both ends of a tools channel over a socketpair, handshake done: (supervisor's, worker's).
+async fn handshaken() -> (Halves, Halves) {
     let (a, b) = UnixStream::pair().expect("socketpair");
     let (mut cr, mut cw) = transport::split(a, DEFAULT_MAX_FRAME);
     let (mut sr, mut sw) = transport::split(b, DEFAULT_MAX_FRAME);
@@ -127,6 +130,11 @@ async fn connected_pair() -> Pair {
     assert_eq!(hello.role, Role::Tools);
     assert_eq!(got_att, att);
     assert_eq!(wrk.expect("worker handshake").role, Role::Tools);
+    ((cr, cw), (sr, sw))
+}
+
+async fn connected_pair() -> Pair {
+    let ((cr, cw), (sr, sw)) = handshaken().await;
     let gate = Arc::new(Notify::new());
     let dropped_unfinished = Arc::new(AtomicBool::new(false));
     let handler = Arc::new(Gated {
@@ -371,16 +379,7 @@ async fn flooding_pair(
     tokio::sync::mpsc::Receiver<Event>,
     tokio::task::JoinHandle<()>,
 ) {
-    let (a, b) = UnixStream::pair().expect("socketpair");
-    let (mut cr, mut cw) = transport::split(a, DEFAULT_MAX_FRAME);
-    let (mut sr, mut sw) = transport::split(b, DEFAULT_MAX_FRAME);
-    let att = attestation(Role::Tools);
-    let (sup, wrk) = tokio::join!(
-        transport::supervisor_handshake(&mut cr, &mut cw, Role::Tools),
-        transport::worker_handshake(&mut sr, &mut sw, Role::Tools, &att),
-    );
-    sup.expect("supervisor handshake");
-    wrk.expect("worker handshake");
+    let ((cr, cw), (sr, sw)) = handshaken().await;
     let writer = ServerWriter::new(sw);
     let sink = writer.events::<ToolsProtocol>();
     let handler = Arc::new(Gated {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{test_client_options, write, Events};
+use common::{link_tree, registry, test_client_options, write, Events};
 use hanzo_ipc::Role;
 use hanzo_lsp::prefix::{grants_for, PrefixRules};
 use hanzo_lsp::{
@@ -14,7 +14,6 @@ use hanzo_lsp::{
 };
 use hanzo_policy::profile::ProfileContext;
 use hanzo_tools::runner::Runner;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -130,21 +129,6 @@ impl Home {
             },
         )])
     }
-}
-
-/// Only the named entries; the built-in servers off.
-fn registry(entries: Vec<(&str, LspServerEntry)>) -> Registry {
-    let mut map: BTreeMap<String, LspServerEntry> = entries
-        .into_iter()
-        .map(|(n, e)| (n.to_string(), e))
-        .collect();
-    for builtin in ["pyright", "typescript", "rust-analyzer"] {
-        map.entry(builtin.to_string()).or_insert(LspServerEntry {
-            disabled: Some(true),
-            ..LspServerEntry::default()
-        });
-    }
-    Registry::with_settings(&map).expect("registry")
 }
 
 #[tokio::test]
@@ -278,23 +262,6 @@ fn install_pyright_globally(home: &Path) -> PathBuf {
     )
     .expect("link the command");
     modules
-}
-
-fn link_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dst)?;
-    for entry in std::fs::read_dir(src)? {
-        let entry = entry?;
-        let (from, to) = (entry.path(), dst.join(entry.file_name()));
-        let ty = entry.file_type()?;
-        if ty.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&from)?, &to)?;
-        } else if ty.is_dir() {
-            link_tree(&from, &to)?;
-        } else if std::fs::hard_link(&from, &to).is_err() {
-            std::fs::copy(&from, &to)?;
-        }
-    }
-    Ok(())
 }
 
 #[tokio::test]

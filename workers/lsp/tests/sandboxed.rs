@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{eventually, quick_restarts, test_client_options, write, Events};
+use common::{eventually, link_tree, quick_restarts, registry, test_client_options, write, Events};
 use hanzo_ipc::Role;
 use hanzo_lsp::{
     LanguageServers, LanguageServersConfig, LspError, LspServerEntry, Position, Registry,
@@ -14,7 +14,6 @@ use hanzo_lsp::{
 };
 use hanzo_policy::profile::ProfileContext;
 use hanzo_tools::runner::Runner;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,21 +73,6 @@ impl Sandbox {
         tune(&mut config);
         LanguageServers::new(config, Arc::new(spawner), events.sink()).expect("servers")
     }
-}
-
-/// Only the named entries; the built-in servers off.
-fn registry(entries: Vec<(&str, LspServerEntry)>) -> Registry {
-    let mut map: BTreeMap<String, LspServerEntry> = entries
-        .into_iter()
-        .map(|(n, e)| (n.to_string(), e))
-        .collect();
-    for builtin in ["pyright", "typescript", "rust-analyzer"] {
-        map.entry(builtin.to_string()).or_insert(LspServerEntry {
-            disabled: Some(true),
-            ..LspServerEntry::default()
-        });
-    }
-    Registry::with_settings(&map).expect("registry")
 }
 
 fn hostile(sb: &Sandbox, mode: &str) -> Registry {
@@ -292,23 +276,6 @@ pub fn install_servers_into(ws: &Path) {
     let src = common::repo_root().join("test-deps/lsp/node_modules");
     common::lsp_bin_dir();
     link_tree(&src, &ws.join("node_modules")).expect("link node_modules into the workspace");
-}
-
-fn link_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dst)?;
-    for entry in std::fs::read_dir(src)? {
-        let entry = entry?;
-        let (from, to) = (entry.path(), dst.join(entry.file_name()));
-        let ty = entry.file_type()?;
-        if ty.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&from)?, &to)?;
-        } else if ty.is_dir() {
-            link_tree(&from, &to)?;
-        } else if std::fs::hard_link(&from, &to).is_err() {
-            std::fs::copy(&from, &to)?;
-        }
-    }
-    Ok(())
 }
 
 #[tokio::test]

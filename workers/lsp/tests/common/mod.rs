@@ -181,3 +181,36 @@ pub fn process_exists(pid: u32) -> bool {
         Err(_) => false,
     }
 }
+
+/// Only the named entries; the built-in servers off.
+pub fn registry(entries: Vec<(&str, LspServerEntry)>) -> Registry {
+    let mut map: BTreeMap<String, LspServerEntry> = entries
+        .into_iter()
+        .map(|(n, e)| (n.to_string(), e))
+        .collect();
+    for builtin in ["pyright", "typescript", "rust-analyzer"] {
+        map.entry(builtin.to_string()).or_insert(LspServerEntry {
+            disabled: Some(true),
+            ..LspServerEntry::default()
+        });
+    }
+    Registry::with_settings(&map).expect("registry")
+}
+
+/// A copy of the tree `src` at `dst`: files hard-linked (copied across filesystems), links kept.
+pub fn link_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dst)?;
+    for entry in std::fs::read_dir(src)? {
+        let entry = entry?;
+        let (from, to) = (entry.path(), dst.join(entry.file_name()));
+        let ty = entry.file_type()?;
+        if ty.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&from)?, &to)?;
+        } else if ty.is_dir() {
+            link_tree(&from, &to)?;
+        } else if std::fs::hard_link(&from, &to).is_err() {
+            std::fs::copy(&from, &to)?;
+        }
+    }
+    Ok(())
+}
