@@ -84,3 +84,19 @@ if compgen -G "test-deps/*/package-lock.json" >/dev/null; then
         fi
     done
 fi
+
+# Real test peers from PyPI, the same way: `test-deps/<domain>/requirements.txt` (pinned, with
+# hashes) installed into `test-deps/<domain>/site`, which the tests put on PYTHONPATH.
+for req in test-deps/*/requirements.txt; do
+    [ -f "$req" ] || continue
+    dir=$(dirname "$req")
+    want=$(sha256sum "$req" | cut -d' ' -f1)
+    if [ "$(cat "$dir/.installed-py" 2>/dev/null)" != "$want" ] || [ ! -d "$dir/site" ]; then
+        echo "setup: pip install -r $req"
+        rm -rf "$dir/site"
+        python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+            --require-hashes --no-deps \
+            --target "$dir/site" -r "$req"
+        echo "$want" >"$dir/.installed-py"
+    fi
+done

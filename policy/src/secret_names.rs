@@ -35,6 +35,9 @@ const SECRET_NAMES: &[&str] = &[
     "MYSQL_PWD",
     "PGPASSFILE",
     "NETRC",
+    // OTLP collector headers carry the collector's API key; the broker alone sends them.
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
 ];
 
 /// Suffixes after an underscore (`*_TOKEN`), compared upper-cased.
@@ -258,6 +261,8 @@ mod tests {
 
     /// Names that must be recognised as secrets, each with what it stands for.
     const SECRETS: &[&str] = &[
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
         "ANTHROPIC_API_KEY",
         "OPENAI_API_KEY",
         "HANZO_API_KEY",
@@ -317,6 +322,8 @@ mod tests {
 
     /// Names that must not be taken for secrets (the scrubber would withhold their values).
     const NOT_SECRETS: &[&str] = &[
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
         "PATH",
         "HOME",
         "TOKENIZER_PATH",

@@ -14,6 +14,7 @@ pub mod cli;
 pub mod demo;
 pub mod egress;
 pub mod mcp;
+pub mod otlp;
 pub mod pair;
 pub mod secrets;
 pub mod serve;

@@ -24,7 +24,7 @@ fn main() -> ExitCode {
     // Still single-threaded: take the secrets out of our environment before anything can copy it.
     let env = secrets::scrub_own_environment(&[]);
     let cli = cli::Cli::parse();
-    cli::init_logging(&cli.global);
+    cli::init_logging(&cli.global, &env.vars);
     let code = match cli::run(cli, env) {
         Ok(code) => code,
         Err(e) => cli::exit::report(&e),

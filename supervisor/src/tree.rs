@@ -146,6 +146,9 @@ macro_rules! define_supervisor {
             stop: watch::Sender<bool>,
             tasks: Vec<JoinHandle<()>>,
             started: Vec<Role>,
+            /// Sends the process's `agent.*` spans through this tree's broker, when
+            /// `OTEL_EXPORTER_OTLP_*` asks for it ([`crate::otlp`]).
+            exporter: Option<crate::otlp::Exporter>,
             $($(#[$doc])* pub $module: WorkerHandle<roles::$module::$proto>,)*
         }
 
@@ -167,7 +170,12 @@ macro_rules! define_supervisor {
                 let mut tasks = Vec::new();
                 let started = Role::ALL.into_iter().filter(|r| cfg.starts(*r)).collect();
                 $(let $module = start_role::<roles::$module::$proto>(&cfg, &parts, &mut tasks);)*
-                Ok(Supervisor { stop: parts.stop, tasks, started, $($module,)* })
+                let mut sup =
+                    Supervisor { stop: parts.stop, tasks, started, exporter: None, $($module,)* };
+                if sup.started.contains(&Role::Broker) {
+                    sup.exporter = crate::otlp::Exporter::start(sup.broker.clone());
+                }
+                Ok(sup)
             }
 
             /// Wait until every started role is attested; the first role that fails ends the
@@ -200,8 +208,12 @@ impl Supervisor {
         &self.started
     }
 
-    /// Stop every worker (killed and reaped, cgroups removed) and the tree.
+    /// Stop every worker (killed and reaped, cgroups removed) and the tree, after the spans
+    /// ended so far were exported (when trace export is on).
     pub async fn shutdown(self) {
+        if let Some(exporter) = &self.exporter {
+            exporter.flush().await;
+        }
         self.stop.send_replace(true);
         for task in self.tasks {
             let abort = task.abort_handle();

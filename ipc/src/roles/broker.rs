@@ -39,6 +39,11 @@ pub enum Request {
     /// Wait (briefly, bounded by the broker) until no egress connection is open and every
     /// record has been sent as [`Event::Egress`]; replies [`Response::EgressQuiet`].
     EgressQuiesce,
+    /// Send one batch of finished spans to the OTLP/HTTP collector the user configured (the
+    /// supervisor encodes them; the broker adds the `OTEL_EXPORTER_OTLP_*HEADERS` it alone holds).
+    /// Replies [`Response::TracesExported`]; `Refused` for an endpoint that is not `http(s)://`,
+    /// `Internal` when the collector cannot be reached or answers with an error.
+    ExportTraces(TraceExport),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,6 +65,10 @@ pub enum Response {
     EgressQuiet {
         records: u64,
         open: u32,
+    },
+    /// The collector's answer to an [`Request::ExportTraces`] (a 2xx status).
+    TracesExported {
+        status: u16,
     },
 }
 
@@ -138,6 +147,20 @@ impl Default for EgressSettings {
             idle_timeout_ms: 300_000,
         }
     }
+}
+
+/// One OTLP/HTTP export: where to, in which encoding, and the encoded
+/// `ExportTraceServiceRequest`. Built by the supervisor from its own spans and the standard
+/// `OTEL_EXPORTER_OTLP_*` variables (trusted configuration), never from anything a model produced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceExport {
+    /// The traces URL (`…/v1/traces`), `http://` or `https://`.
+    pub endpoint: String,
+    /// `application/x-protobuf` or `application/json`.
+    pub content_type: String,
+    pub body: Vec<u8>,
+    /// How long the broker waits for the collector.
+    pub timeout_ms: u64,
 }
 
 /// The record of one connection attempt.

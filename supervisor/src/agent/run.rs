@@ -247,7 +247,16 @@ where
             Some(session) => self.store.begin_session_run(session, &new)?,
             None => self.store.begin_run(&new)?,
         };
-        let span = tracing::info_span!("agent.run", run_id = run.0, agent = %spec.agent_name);
+        // `status` and the token counts are recorded when the run ends (trace export reads them).
+        let span = tracing::info_span!(
+            "agent.run",
+            run_id = run.0,
+            agent = %spec.agent_name,
+            model = %spec.model,
+            status = tracing::field::Empty,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+        );
         let started = Instant::now();
         self.events.emit(&RunEvent::RunStarted {
             run_id: run.0,
@@ -272,7 +281,10 @@ where
             budget: RecordBudget::new(self.config.limits.max_record_bytes),
             prior: continuation.prior.clone(),
         };
-        let result = self.run_stages(spec, &mut progress).instrument(span).await;
+        let result = self
+            .run_stages(spec, &mut progress)
+            .instrument(span.clone())
+            .await;
         let (status, outcome, final_text) = match result {
             Ok(Ok(text)) => conclude(&text, &progress),
             Ok(Err(Stop::Cancelled)) => (
@@ -291,6 +303,10 @@ where
             }
         };
         let outcome = self.scrub(&outcome);
+        span.record("status", status.as_str());
+        span.record("gen_ai.usage.input_tokens", progress.usage.input);
+        span.record("gen_ai.usage.output_tokens", progress.usage.output);
+        drop(span);
         tracing::info!(
             run_id = run.0,
             status = status.as_str(),
@@ -407,7 +423,13 @@ where
             }
             progress.steps += 1;
             let step_no = progress.steps;
-            let span = tracing::info_span!("agent.step", run_id = progress.run.0, step = step_no);
+            let span = tracing::info_span!(
+                "agent.step",
+                run_id = progress.run.0,
+                step = step_no,
+                gen_ai.usage.input_tokens = tracing::field::Empty,
+                gen_ai.usage.output_tokens = tracing::field::Empty,
+            );
             let step = self
                 .step(agent, &tools, &mut conv, progress, step_no)
                 .instrument(span)
@@ -472,6 +494,9 @@ where
         };
         progress.usage.input += turn.usage.input;
         progress.usage.output += turn.usage.output;
+        let span = tracing::Span::current();
+        span.record("gen_ai.usage.input_tokens", turn.usage.input);
+        span.record("gen_ai.usage.output_tokens", turn.usage.output);
         push_assistant(conv, &turn);
         if turn.uses.is_empty() {
             self.end_step(step, step_no, &turn.text, turn.usage)?;

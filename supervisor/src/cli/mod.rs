@@ -130,7 +130,12 @@ pub fn isolation_parser() -> impl clap::builder::TypedValueParser<Value = Isolat
         .map(|s| IsolationMode::parse(&s).expect("clap admits only the listed modes"))
 }
 
-pub fn init_logging(global: &GlobalArgs) {
+/// Logging to stderr, and trace export when the start environment `vars` (the whole environment
+/// as it was, before [`crate::secrets::scrub_own_environment`]) asks for it.
+pub fn init_logging(global: &GlobalArgs, vars: &[(String, String)]) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::Layer as _;
     let default = match global.verbose {
         0 => "warn",
         1 => "info",
@@ -141,14 +146,29 @@ pub fn init_logging(global: &GlobalArgs) {
     // Colour only on a terminal, and never with NO_COLOR (https://no-color.org).
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(colour)
         .with_writer(std::io::stderr);
-    match global.log_format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
+    let fmt = match global.log_format {
+        LogFormat::Text => fmt.with_filter(filter).boxed(),
+        LogFormat::Json => fmt.json().with_filter(filter).boxed(),
+    };
+    // Trace export keeps the `agent.*` spans whatever the log level (its own filter).
+    let otlp = match crate::otlp::layer_from_env(|k| {
+        vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+    }) {
+        Ok(layer) => layer,
+        Err(e) => {
+            eprintln!("warning: trace export is off: {e}");
+            None
+        }
+    };
+    let otlp = otlp.map(|l| {
+        l.with_filter(tracing_subscriber::filter::filter_fn(|m| {
+            m.is_span() && crate::otlp::layer::exported(m.name())
+        }))
+    });
+    tracing_subscriber::registry().with(fmt).with(otlp).init();
 }
 
 /// Run a parsed command line; returns the exit code.

@@ -24,6 +24,7 @@ pub mod oauth;
 pub mod pkce;
 pub mod secret;
 pub mod store;
+pub mod traces;
 mod worker;
 
 pub use allow::{AllowError, AllowList};

@@ -66,8 +66,10 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
                 tokio::spawn(serve_direct::<McpHttpProtocol, _>(fd, handler, "mcp"));
             }
         }
+        let traces = trace_sender(&ctx.events);
         BrokerHandler {
             broker,
+            traces,
             egress: EgressSlot {
                 control: Mutex::new(egress_control),
                 run: Mutex::new(None),
@@ -145,7 +147,36 @@ where
 
 struct BrokerHandler {
     broker: Option<Arc<Broker>>,
+    /// The OTLP/HTTP sender (`None`: it could not be built; exports are refused).
+    traces: Option<crate::traces::TraceSender>,
     egress: EgressSlot,
+}
+
+/// The trace sender with the collector headers of this process's environment; a malformed
+/// header entry is named (by key) in a warning to the supervisor.
+fn trace_sender(
+    events: &EventSink<BrokerProtocol, OwnedWriteHalf>,
+) -> Option<crate::traces::TraceSender> {
+    let (headers, warnings) = crate::traces::headers_from_env(|k| std::env::var(k).ok());
+    let sender = crate::traces::TraceSender::new(headers);
+    let mut messages = warnings;
+    if let Err(e) = &sender {
+        messages.push(e.clone());
+    }
+    if !messages.is_empty() {
+        let events = events.clone();
+        tokio::spawn(async move {
+            for message in messages {
+                let _ = events
+                    .send(hanzo_ipc::roles::broker::Event::Common(CommonEvent::Log {
+                        level: LogLevel::Warn,
+                        message,
+                    }))
+                    .await;
+            }
+        });
+    }
+    sender.ok()
 }
 
 impl Handler<BrokerProtocol, OwnedWriteHalf> for BrokerHandler {
@@ -182,6 +213,22 @@ impl Handler<BrokerProtocol, OwnedWriteHalf> for BrokerHandler {
             Request::AuthStatus => Ok(Response::AuthStatus(self.broker()?.status())),
             Request::ConfigureEgress(settings) => self.egress.configure(&settings),
             Request::EgressQuiesce => Ok(self.egress.quiesce().await),
+            Request::ExportTraces(export) => {
+                let sender = self.traces.as_ref().ok_or_else(|| {
+                    RemoteError::new(
+                        RemoteErrorKind::Internal,
+                        "the broker has no trace export client",
+                    )
+                })?;
+                match sender.send(export).await {
+                    Ok(status) => Ok(Response::TracesExported { status }),
+                    Err(e @ crate::traces::ExportError::BadEndpoint(_))
+                    | Err(e @ crate::traces::ExportError::BadContentType(_)) => {
+                        Err(RemoteError::new(RemoteErrorKind::Refused, e.to_string()))
+                    }
+                    Err(e) => Err(RemoteError::new(RemoteErrorKind::Internal, e.to_string())),
+                }
+            }
             Request::Logout { provider } => {
                 let broker = self.broker()?;
                 let removed = broker
