@@ -344,7 +344,8 @@ impl<'a> EgressRecorder<'a> {
             Ok(hanzo_ipc::roles::broker::Response::EgressQuiet { records, open }) => {
                 if open > 0 {
                     eprintln!(
-                        "warning: {open} egress connection(s) were still open when the run                          ended; they are recorded when they close, or not at all"
+                        "warning: {open} egress connection(s) were still open when the run \
+                         ended; they are recorded when they close, or not at all"
                     );
                 }
                 records

@@ -668,8 +668,12 @@ pub fn command_profile(p: &McpServerProfile) -> Result<CommandProfile, String> {
             // The mcp worker and its launcher hold the workspace read-only, and a server's
             // sandbox nests inside theirs.
             McpFilesystem::WorkspaceRw => {
-                return Err("its profile asks for the workspace read-write, which MCP servers                             do not get in this build (the mcp worker itself reads the                             workspace only); use workspace-ro or none"
-                    .to_string())
+                return Err(
+                    "its profile asks for the workspace read-write, which MCP servers do \
+                     not get in this build (the mcp worker itself reads the workspace only); \
+                     use workspace-ro or none"
+                        .to_string(),
+                )
             }
         },
         extra_read: p.extra_read.iter().map(PathBuf::from).collect(),
@@ -786,5 +790,32 @@ impl Handler<McpProtocol, OwnedWriteHalf> for McpHandler {
                 Ok(Response::Call(outcome))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hanzo_ipc::roles::mcp::McpFilesystem;
+
+    #[test]
+    fn a_profile_this_build_cannot_give_is_refused_in_one_readable_sentence() {
+        let profile = |filesystem, network| McpServerProfile {
+            filesystem,
+            extra_read: Vec::new(),
+            network,
+        };
+        for (p, says) in [
+            (profile(McpFilesystem::WorkspaceRw, false), "workspace-ro or none"),
+            (profile(McpFilesystem::None, true), "set its network to none"),
+        ] {
+            let why = command_profile(&p).unwrap_err();
+            assert!(why.contains(says), "{why}");
+            // Written as one sentence: no line-continuation gap left in it.
+            assert!(!why.contains("  ") && !why.contains('\n'), "{why:?}");
+        }
+        let ok = command_profile(&profile(McpFilesystem::WorkspaceRo, false)).unwrap();
+        assert_eq!(ok.fs, FsScope::WorkspaceRo);
+        assert_eq!(ok.network, NetAccess::None);
     }
 }
