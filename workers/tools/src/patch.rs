@@ -260,7 +260,14 @@ pub fn apply_patch_within(roots: &Roots, input: PatchInput, deadline: &Deadline)
         // Hunks apply in order; a shift from earlier hunks moves the expected place of later ones.
         let mut shift: isize = 0;
         for (n, h) in fp.hunks.iter().enumerate() {
-            let want = h.old_start.saturating_sub(1).saturating_add_signed(shift);
+            // `-N,M` names the hunk's first old line, N (1-based); a hunk with no old lines
+            // (`-N,0`, a pure insertion) goes after line N, which is index N.
+            let first = if h.old.is_empty() {
+                h.old_start
+            } else {
+                h.old_start.saturating_sub(1)
+            };
+            let want = first.saturating_add_signed(shift);
             let at = find_at(&lines, &h.old, want, from).ok_or_else(|| {
                 format!(
                     "{name}: hunk {} (at line {}) does not match the file; nothing was changed",
@@ -386,6 +393,19 @@ mod tests {
         assert_eq!(
             fs::read_to_string(d.path().join("f")).expect("read"),
             "a\nk\nk\nK\nk\n"
+        );
+    }
+
+    #[test]
+    fn pure_insertions_go_after_the_line_their_header_names() {
+        // `diff -U0` of "a b c" against "Z a b X c d": insertions only, no context lines.
+        let (d, r) = ws();
+        fs::write(d.path().join("f"), "a\nb\nc\n").expect("write");
+        let patch = "--- a/f\n+++ b/f\n@@ -0,0 +1 @@\n+Z\n@@ -2,0 +4 @@\n+X\n@@ -3,0 +6 @@\n+d\n";
+        assert_eq!(apply(&r, patch), Ok("patched f".into()));
+        assert_eq!(
+            fs::read_to_string(d.path().join("f")).expect("read"),
+            "Z\na\nb\nX\nc\nd\n"
         );
     }
 
