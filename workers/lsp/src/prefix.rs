@@ -200,6 +200,17 @@ fn vet(program: &Path, prefix: &Path, rules: &PrefixRules) -> Result<(), PrefixR
             "holds {name}, which is where secrets are kept (it looks like a home directory)"
         )));
     }
+    // A directory anyone may write (`/tmp`, `/var/tmp`, `/dev/shm`): granting it would open
+    // every other user's and program's files there, and anyone could plant the program.
+    if std::fs::metadata(prefix)
+        .is_ok_and(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o002 != 0)
+    {
+        return Err(refuse(
+            "is writable by every user (a shared temporary directory?); install the server \
+             in a directory of its own"
+                .into(),
+        ));
+    }
     if rules.workspace.starts_with(prefix) {
         return Err(refuse(format!(
             "contains the workspace {}",
@@ -312,6 +323,25 @@ mod tests {
             hidden: vec![home.join(".config/hanzo"), home.join(".local/share/hanzo")],
             search_path: vec![],
         }
+    }
+
+    #[test]
+    fn a_directory_every_user_may_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().expect("tmp");
+        let shared = dir.path().canonicalize().expect("dir").join("shared");
+        std::fs::create_dir(&shared).expect("mkdir");
+        std::fs::write(shared.join("server"), "#!/bin/sh\n").expect("server");
+        let r = rules(Path::new("/nonexistent/home"));
+        assert!(vet(&shared.join("server"), &shared, &r).is_ok());
+        // As /tmp is: sticky and world-writable.
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+        let e = vet(&shared.join("server"), &shared, &r).expect_err("refused");
+        assert!(e.why.contains("writable by every user"), "{}", e.why);
+        // Its prefix is the directory holding it, which is refused on the real /tmp too.
+        assert_eq!(prefix_of(&shared.join("server")), shared);
+        let tmp = vet(Path::new("/tmp/server"), Path::new("/tmp"), &r).expect_err("refused");
+        assert!(tmp.why.contains("writable by every user"), "{}", tmp.why);
     }
 
     #[test]

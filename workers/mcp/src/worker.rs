@@ -806,8 +806,14 @@ mod tests {
             network,
         };
         for (p, says) in [
-            (profile(McpFilesystem::WorkspaceRw, false), "workspace-ro or none"),
-            (profile(McpFilesystem::None, true), "set its network to none"),
+            (
+                profile(McpFilesystem::WorkspaceRw, false),
+                "workspace-ro or none",
+            ),
+            (
+                profile(McpFilesystem::None, true),
+                "set its network to none",
+            ),
         ] {
             let why = command_profile(&p).unwrap_err();
             assert!(why.contains(says), "{why}");
