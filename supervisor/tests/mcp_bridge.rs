@@ -435,13 +435,47 @@ async fn a_hostile_server_cannot_escape_and_cannot_take_the_bridge_down() {
         other => panic!("slowinit: {other:?}"),
     }
 
+    // Tier B where the machine offers it (this one does): the worker lives in namespaces of its
+    // own, and a server's pid is one of the worker's pid namespace, not the host's.
+    let info = b.sup.mcp.info().expect("mcp worker running");
+    for ns in ["user", "mount", "pid", "net"] {
+        assert!(
+            info.attestation
+                .namespaces
+                .iter()
+                .any(|n| n.split(' ').next() == Some(ns)),
+            "{ns}: {:?}",
+            info.attestation.namespaces
+        );
+    }
+    let (who, _) = b.call("evil", "whoami", serde_json::json!({})).await;
+    let inner: serde_json::Value = serde_json::from_str(allowed_text(&who)).unwrap();
+    let who: serde_json::Value =
+        serde_json::from_str(inner["content"][0]["text"].as_str().unwrap()).unwrap();
+    let pid = who["pid"].as_u64().expect("pid");
+    assert!(pid < 1000, "the server's pid {pid} is the host's: {who}");
+    // The host's /tmp (where this test's `outside` directory is) is not the server's.
+    let outside_name = b
+        .outside
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    assert!(!who["tmp"].to_string().contains(&outside_name), "{who}");
+
     // Reading outside the workspace: refused by the sandbox, the canary never comes back.
     let secret = b.outside.path().join("secret.txt");
     let (read, _) = b
         .call("evil", "read", serde_json::json!({"path": secret}))
         .await;
     assert!(is_tool_error(&read), "{read:?}");
-    assert!(allowed_text(&read).contains("PermissionError"), "{read:?}");
+    // In tier B the host's /tmp is not even there (a private one); Landlock refuses the rest.
+    assert!(
+        allowed_text(&read).contains("FileNotFoundError")
+            || allowed_text(&read).contains("PermissionError"),
+        "{read:?}"
+    );
     assert!(!allowed_text(&read).contains(CANARY));
     let home_ssh = std::env::var("HOME").unwrap_or_else(|_| "/root".into()) + "/.ssh";
     let (ssh, _) = b
@@ -787,7 +821,7 @@ fn the_mcp_commands_list_servers_tools_and_call_through_the_policy() {
     };
     assert_eq!(server("evil")["state"], "ready");
     assert_eq!(server("evil")["transport"], "stdio");
-    assert_eq!(server("evil")["tool_count"], 9);
+    assert_eq!(server("evil")["tool_count"], 10);
     assert_eq!(server("off")["state"], "disabled");
     assert_eq!(server("cloned")["state"], "skipped");
     assert!(server("cloned")["reason"]

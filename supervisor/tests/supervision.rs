@@ -151,10 +151,10 @@ async fn every_worker_is_confined_as_seen_from_outside() {
             }
             if children(*pid).is_empty() {
                 assert_eq!(st.seccomp_mode, 2, "{} ({pid}): Seccomp", info.role);
-                // One thread, plus in tier B's tools worker the thread that watches for the
-                // launcher's end (`hanzo_tools::runner::launcher_gone`), started after
+                // One thread, plus in tier B's tools and mcp workers the thread that watches for
+                // the launcher's end (`hanzo_tools::runner::launcher_gone`), started after
                 // confinement: every thread must carry the filter.
-                let most = if info.role == hanzo_ipc::Role::Tools
+                let most = if matches!(info.role, hanzo_ipc::Role::Tools | hanzo_ipc::Role::Mcp)
                     && !info.attestation.namespaces.is_empty()
                 {
                     2
@@ -633,11 +633,15 @@ async fn a_sigstopped_worker_times_out_its_request_misses_its_heartbeat_and_is_r
         .expect("start");
     within("ready", sup.wait_ready()).await.expect("ready");
     let old = sup.mcp.info().expect("mcp running");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(old.pid).expect("pid")),
-        nix::sys::signal::Signal::SIGSTOP,
-    )
-    .expect("SIGSTOP the mcp worker");
+    // In tier B the worker is a leaf of a small tree (the process spawned waits for the
+    // namespaces' pid 1): stop every process of it.
+    for pid in process_tree(old.pid) {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(pid).expect("pid")),
+            nix::sys::signal::Signal::SIGSTOP,
+        )
+        .expect("SIGSTOP the mcp worker");
+    }
 
     // The stopped worker answers nothing: the request fails with a typed timeout, not a hang.
     let req = hanzo_ipc::roles::mcp::McpProtocol::common_request(CommonRequest::Echo {

@@ -49,32 +49,78 @@ const SERVER_NOFILE: u64 = 1024;
 /// Largest file a server may write (where its profile lets it write at all).
 const SERVER_FSIZE: u64 = 256 << 20;
 
-/// The mcp worker's `main`: fork the command launcher (tier A: this worker does not enter
-/// namespaces of its own; each server is confined by Landlock and seccomp at spawn), confine,
-/// handshake and serve. Tier A cannot keep a hidden path inside the workspace out of a
-/// workspace-ro server's reach, so such a workspace is refused unless the context allows it.
+/// The mcp worker's `main`: enter tier B's namespaces unless `opts.isolation` is `tier-a` (as the
+/// tools worker does: the host filesystem read-only, the workspace read-only, a private `/tmp`,
+/// no network interface but `lo`), fork the command launcher there, confine, handshake and serve.
+/// Each server is then confined by Landlock and seccomp at spawn, inside those namespaces. With
+/// `strict`, a worker that cannot enter tier B exits rather than run weaker; with `auto` it falls
+/// back to tier A and says why. Tier A cannot keep a hidden path inside the workspace out of a
+/// workspace-ro server's reach, so there such a workspace is refused unless the context allows it.
 pub fn worker_main(opts: WorkerOptions) -> i32 {
+    use hanzo_policy::isolation::IsolationMode;
+    use hanzo_sandbox::namespaces::{self, Side, TierB, WaitAs};
     let fail = |what: &str| {
         eprintln!("hanzo-dev mcp worker: {what}");
         hanzo_worker::exit::CONFINE_FAILED
     };
+    let isolation = opts.isolation;
     let dangerous = opts.ctx.hidden_in_workspace();
-    if !dangerous.is_empty() && !opts.ctx.allow_dangerous_workspace {
-        return fail(&format!(
-            "the workspace contains {}, which an MCP server's sandbox cannot keep out of reach; \
-             move the workspace or pass --allow-dangerous-workspace",
-            dangerous
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
+    let tier_a_refused = || -> Option<String> {
+        (!dangerous.is_empty() && !opts.ctx.allow_dangerous_workspace).then(|| {
+            format!(
+                "the workspace contains {}, which an MCP server's sandbox cannot keep out of \
+                 reach in tier A; move the workspace or pass --allow-dangerous-workspace",
+                dangerous
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+    };
     let mut launcher = match hanzo_tools::launcher::prepare() {
         Ok(l) => l,
         Err(e) => return fail(&e.to_string()),
     };
-    launcher.fork(Role::Mcp, &opts.ctx, Tier::A);
+    let want_b = match isolation {
+        IsolationMode::TierA => false,
+        IsolationMode::Strict => true,
+        IsolationMode::Auto => hanzo_sandbox::doctor::probe_kernel().tier_b().is_ok(),
+    };
+    let mut tier = Tier::A;
+    if want_b {
+        // Only the run directory (the servers' own `HOME`/`TMPDIR`) stays writable; the
+        // workspace is read-only in the mount namespace as well as by Landlock.
+        let cfg = TierB::new(
+            opts.ctx.run_dir.iter().cloned().collect(),
+            opts.ctx.workspace.iter().cloned().collect(),
+            opts.ctx.hidden.clone(),
+            Vec::new(),
+            hanzo_policy::profile::COMMAND_ETC,
+            hanzo_tools::limits::Limits::default().tmp_size,
+        );
+        let ctx = opts.ctx.clone();
+        match namespaces::enter_with(&cfg, |_| launcher.fork(Role::Mcp, &ctx, Tier::B)) {
+            Ok(Side::Parent(parent)) => {
+                std::mem::forget(launcher);
+                return parent.wait(WaitAs {
+                    confine: true,
+                    forward_signals: false,
+                });
+            }
+            Ok(Side::Child) => tier = Tier::B,
+            Err(e) if isolation == IsolationMode::Auto && e.can_fall_back() => {
+                eprintln!("hanzo-dev mcp worker: tier B is unavailable ({e}); running in tier A");
+            }
+            Err(e) => return fail(&format!("cannot enter tier B: {e}")),
+        }
+    }
+    if tier == Tier::A {
+        if let Some(why) = tier_a_refused() {
+            return fail(&why);
+        }
+        launcher.fork(Role::Mcp, &opts.ctx, Tier::A);
+    }
     let attestation = match launcher.finish() {
         Ok(a) => a,
         Err(e) => return fail(&format!("no command launcher: {e}")),
