@@ -8,6 +8,7 @@ pub mod completions;
 pub mod config;
 pub mod doctor;
 pub mod exit;
+mod host;
 pub mod login;
 pub mod lsp;
 pub mod mcp;
