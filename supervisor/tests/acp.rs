@@ -2,7 +2,11 @@
 //! scripted JSON-RPC client, with real workers, sandbox and store and the model replayed from a
 //! cassette. Every line the agent writes must be one JSON-RPC message with no raw control byte.
 
-use hanzo_model::script::{anthropic_cassette, ScriptTurn};
+#[path = "../../workers/model/tests/fixtures/mod.rs"]
+mod fixtures;
+
+use fixtures::server::{Reply, Server};
+use hanzo_model::script::{anthropic_cassette, anthropic_events, ScriptTurn};
 use hanzo_store::{RunStatus, RunStore, SessionId};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
@@ -498,6 +502,16 @@ fn malformed_and_hostile_messages_are_refused_and_the_agent_keeps_serving() {
         let e = c.call("session/new", json!({"cwd": cwd, "mcpServers": []}));
         assert_eq!(error_code(&e), -32602, "{cwd}: {e}");
     }
+    // The refusals of `run`: a home directory is no workspace.
+    let e = c.call(
+        "session/new",
+        json!({"cwd": env.path("home").display().to_string(), "mcpServers": []}),
+    );
+    assert_eq!(error_code(&e), -32602, "{e}");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("refusing"),
+        "{e}"
+    );
     let file = env.path("ws/a-file");
     std::fs::write(&file, "x").unwrap();
     let e = c.call(
@@ -615,4 +629,224 @@ fn an_editor_mcp_server_is_sandboxed_and_cannot_read_outside_the_workspace() {
         !serde_json::to_string(&seen).unwrap().contains(CANARY),
         "the key left the sandbox"
     );
+}
+
+/// `--record` through the session host (the path `chat` takes too): a turn against a live
+/// provider (a local server speaking Anthropic's SSE) recorded to a cassette that `--replay`
+/// plays back, offline, to the same updates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_turn_recorded_to_a_cassette_replays_the_same() {
+    let env = std::sync::Arc::new(Env::new());
+    std::fs::write(env.path("ws/notes.txt"), "remember the milk\n").unwrap();
+    let turns = [
+        ScriptTurn::tool("t1", "read_file", json!({"path": "notes.txt"})),
+        ScriptTurn::text("The note says to remember the milk."),
+    ];
+    let server = Server::start(
+        turns
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Reply::sse(&anthropic_events(i, t).concat(), 64))
+            .collect(),
+    )
+    .await;
+    let recorded = env.path("recorded.jsonl").display().to_string();
+    let session = |args: Vec<String>, key: bool| {
+        let env = env.clone();
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let extra: &[(&str, &str)] = if key {
+                &[("ANTHROPIC_API_KEY", "sk-ant-test-key-for-the-fake-server")]
+            } else {
+                &[]
+            };
+            let mut c = env.acp(&args, extra);
+            c.initialize();
+            let sid = c.new_session(&env.ws(), json!([]));
+            let done = c.call(
+                "session/prompt",
+                json!({"sessionId": sid, "prompt": [{"type": "text", "text": "what does the note say?"}]}),
+            );
+            assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+            let text: String = updates(&c.seen, &sid, "agent_message_chunk")
+                .iter()
+                .map(|u| u["content"]["text"].as_str().unwrap().to_string())
+                .collect();
+            let output = updates(&c.seen, &sid, "tool_call_update")
+                .last()
+                .map(|u| u["content"][0]["content"]["text"].clone())
+                .expect("the read's result");
+            let (code, stderr, _) = c.finish();
+            assert_eq!(code, Some(0), "{stderr}");
+            (text, output)
+        })
+    };
+    let live: Vec<String> = [
+        "--approval",
+        "allow-listed",
+        "--provider",
+        "anthropic",
+        "--base-url",
+        &server.base,
+        "--record",
+        &recorded,
+    ]
+    .map(String::from)
+    .to_vec();
+    let first = session(live, true).await.expect("the live session");
+    assert_eq!(first.0, "The note says to remember the milk.");
+    assert!(first.1.as_str().unwrap().contains("remember the milk"));
+    assert_eq!(server.received().len(), 2, "two model requests went out");
+    let lines = std::fs::read_to_string(&recorded).expect("the cassette was written");
+    assert_eq!(lines.lines().count(), 2, "one line per model exchange");
+    let offline: Vec<String> = ["--approval", "allow-listed", "--replay", &recorded]
+        .map(String::from)
+        .to_vec();
+    let again = session(offline, false).await.expect("the replayed session");
+    assert_eq!(again, first);
+    assert_eq!(server.received().len(), 2, "the replay went nowhere");
+}
+
+fn install_pyright_into(ws: &Path) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../test-deps/lsp/node_modules");
+    assert!(
+        src.join(".bin/pyright-langserver").exists(),
+        "pyright is missing from test-deps/lsp: run ./scripts/setup.sh"
+    );
+    link_tree(&src, &ws.join("node_modules")).expect("install pyright into the workspace");
+}
+
+fn link_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dst)?;
+    for entry in std::fs::read_dir(src)? {
+        let entry = entry?;
+        let (from, to) = (entry.path(), dst.join(entry.file_name()));
+        let ty = entry.file_type()?;
+        if ty.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&from)?, &to)?;
+        } else if ty.is_dir() {
+            link_tree(&from, &to)?;
+        } else if std::fs::hard_link(&from, &to).is_err() {
+            std::fs::copy(&from, &to)?;
+        }
+    }
+    Ok(())
+}
+
+/// LSP diagnostics through the session host (as `chat` gets them): an edit that breaks the
+/// types comes back with pyright's diagnostics in the call's output.
+#[test]
+fn a_session_edit_gets_pyright_diagnostics_back() {
+    let env = Env::new();
+    install_pyright_into(&env.path("ws"));
+    std::fs::write(
+        env.path("ws/lib.py"),
+        "def double(x: int) -> int:\n    return x * 2\n",
+    )
+    .unwrap();
+    std::fs::write(
+        env.path("ws/app.py"),
+        "from lib import double\n\nprint(double(2))\n",
+    )
+    .unwrap();
+    env.settings(json!({
+        "lsp_servers": {"pyright": {"command": "node_modules/.bin/pyright-langserver"}},
+        "permissions": {"edit_file": "allow", "read_file": "allow"},
+    }));
+    let cassette = env.cassette(
+        "lsp.jsonl",
+        &[
+            ScriptTurn::tool("t0", "read_file", json!({"path": "app.py"})),
+            ScriptTurn::tool(
+                "t1",
+                "edit_file",
+                json!({"path": "app.py", "old_string": "double(2)", "new_string": "double(\"two\")"}),
+            ),
+            ScriptTurn::text("I broke the types."),
+        ],
+    );
+    let mut c = env.acp(&["--replay", cassette.to_str().unwrap()], &[]);
+    c.initialize();
+    let sid = c.new_session(&env.ws(), json!([]));
+    let done = c.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "change the call"}]}),
+    );
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let calls = updates(&c.seen, &sid, "tool_call");
+    let edit_id = calls
+        .iter()
+        .find(|u| u["kind"] == "edit")
+        .expect("the edit")["toolCallId"]
+        .clone();
+    let edit = updates(&c.seen, &sid, "tool_call_update")
+        .into_iter()
+        .rev()
+        .find(|u| u["toolCallId"] == edit_id)
+        .expect("the edit's result");
+    let out = edit["content"][0]["content"]["text"].as_str().unwrap();
+    assert!(out.contains("<diagnostics"), "{out}");
+    assert!(
+        out.contains("app.py:3:14 error [reportArgumentType]"),
+        "{out}"
+    );
+    let (code, stderr, _) = c.finish();
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
+/// An agent with stages (`auto`: plan, code, review) shows them as the plan, each completed in
+/// turn.
+#[test]
+fn the_auto_pipeline_is_streamed_as_a_plan() {
+    let env = Env::new();
+    let cassette = env.cassette(
+        "auto.jsonl",
+        &[
+            ScriptTurn::text("1. look 2. fix"),
+            ScriptTurn::text("fixed"),
+            ScriptTurn::text("looks good"),
+        ],
+    );
+    let mut c = env.acp(
+        &["--agent", "auto", "--replay", cassette.to_str().unwrap()],
+        &[],
+    );
+    c.initialize();
+    let sid = c.new_session(&env.ws(), json!([]));
+    let done = c.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "fix it"}]}),
+    );
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let plans: Vec<Vec<(String, String)>> = updates(&c.seen, &sid, "plan")
+        .iter()
+        .map(|u| {
+            u["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| {
+                    (
+                        e["content"].as_str().unwrap().to_string(),
+                        e["status"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect()
+        })
+        .collect();
+    let status = |p: &Vec<(String, String)>| p.iter().map(|e| e.1.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        plans[0].iter().map(|e| e.0.as_str()).collect::<Vec<_>>(),
+        ["plan stage", "code stage", "review stage"]
+    );
+    assert_eq!(status(&plans[0]), ["in_progress", "pending", "pending"]);
+    assert!(plans
+        .iter()
+        .any(|p| status(p) == ["completed", "in_progress", "pending"]));
+    assert_eq!(
+        status(plans.last().unwrap()),
+        ["completed", "completed", "completed"]
+    );
+    let (code, stderr, _) = c.finish();
+    assert_eq!(code, Some(0), "{stderr}");
 }

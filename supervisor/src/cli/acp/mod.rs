@@ -47,6 +47,9 @@ pub struct Args {
     /// Whose credential to use: hanzo, anthropic or openai (default: the first found).
     #[arg(long)]
     pub provider: Option<String>,
+    /// Endpoint base URL; added to the broker's allow-list (plain http: loopback only).
+    #[arg(long)]
+    pub base_url: Option<String>,
     /// What to do when a call needs approval [default: prompt, which asks the editor through
     /// `session/request_permission`].
     #[arg(long, value_parser = approval_parser())]
@@ -85,7 +88,7 @@ impl Args {
             agent: agent.or_else(|| self.agent.clone()),
             model: self.model.clone(),
             provider: self.provider.clone(),
-            base_url: None,
+            base_url: self.base_url.clone(),
             wire: None,
             approval: self.approval,
             isolation: self.isolation,
@@ -516,6 +519,15 @@ impl Server<'_> {
             self.open(rargs, prep, stored.id, mcp).await?;
         }
         let live = self.sessions.get(id).expect("opened above");
+        if cwd.canonicalize().ok().as_deref() != Some(live.host.prep.workspace.as_path()) {
+            return refuse(
+                wire::INVALID_PARAMS,
+                format!(
+                    "session {id} belongs to another workspace ({}); load it with that cwd",
+                    live.host.prep.workspace.display()
+                ),
+            );
+        }
         replay_history(live, id, &self.out)
             .map_err(|e| (wire::INTERNAL_ERROR, format!("the store: {e:#}")))?;
         Ok(json!({}))
