@@ -55,6 +55,9 @@ pub struct Args {
     /// Whose credential to use: hanzo, anthropic or openai (default: the first found).
     #[arg(long)]
     pub provider: Option<String>,
+    /// Endpoint base URL; added to the broker's allow-list (plain http: loopback only).
+    #[arg(long)]
+    pub base_url: Option<String>,
     /// How much isolation to insist on (settings `sandbox.isolation` when not given).
     #[arg(long, value_parser = super::isolation_parser())]
     pub isolation: Option<IsolationMode>,
@@ -101,7 +104,7 @@ impl Args {
             agent: self.agent.clone(),
             model: self.model.clone(),
             provider: self.provider.clone(),
-            base_url: None,
+            base_url: self.base_url.clone(),
             wire: None,
             approval: self.approval,
             isolation: self.isolation,
