@@ -850,3 +850,96 @@ fn the_auto_pipeline_is_streamed_as_a_plan() {
     let (code, stderr, _) = c.finish();
     assert_eq!(code, Some(0), "{stderr}");
 }
+
+/// "Allow always" remembers the exact call, never a pattern: the same command again is not
+/// asked about, a different one is.
+#[test]
+fn allow_always_covers_only_the_exact_call() {
+    let env = Env::new();
+    let cassette = env.cassette(
+        "always.jsonl",
+        &[
+            ScriptTurn::tool("t1", "bash", json!({"command": "echo same"})),
+            ScriptTurn::text("one"),
+            ScriptTurn::tool("t1", "bash", json!({"command": "echo same"})),
+            ScriptTurn::text("two"),
+            ScriptTurn::tool(
+                "t1",
+                "bash",
+                json!({"command": "echo same; touch other.txt"}),
+            ),
+            ScriptTurn::text("three"),
+        ],
+    );
+    let mut c = env.acp(&["--replay", cassette.to_str().unwrap()], &[]);
+    c.initialize();
+    let sid = c.new_session(&env.ws(), json!([]));
+    let prompt = |c: &mut Client, text: &str| {
+        c.request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]}),
+        )
+    };
+    let p = prompt(&mut c, "first");
+    let ask = c.wait_for("the question", is_permission_request);
+    c.send(&select(&ask["id"], "allow_always"));
+    assert_eq!(c.answer(p)["result"]["stopReason"], "end_turn");
+    let before = c.seen.iter().filter(|v| is_permission_request(v)).count();
+    let p = prompt(&mut c, "second");
+    assert_eq!(c.answer(p)["result"]["stopReason"], "end_turn");
+    assert_eq!(
+        c.seen.iter().filter(|v| is_permission_request(v)).count(),
+        before,
+        "the same command was asked about again"
+    );
+    let p = prompt(&mut c, "third");
+    let ask = c.wait_for("a question for the other command", is_permission_request);
+    assert!(ask["params"]["toolCall"]["title"]
+        .as_str()
+        .unwrap()
+        .contains("touch other.txt"));
+    c.send(&select(&ask["id"], "reject_once"));
+    assert_eq!(c.answer(p)["result"]["stopReason"], "end_turn");
+    assert!(!env.path("ws/other.txt").exists());
+    let (code, stderr, _) = c.finish();
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
+/// `session/cancel` while a question is open: the question counts as a denial, nothing runs,
+/// the prompt answers `cancelled`, and a late answer to the closed question is ignored.
+#[test]
+fn cancel_with_a_question_open_denies_it_and_a_late_answer_is_ignored() {
+    let env = Env::new();
+    let cassette = env.cassette(
+        "open.jsonl",
+        &[
+            ScriptTurn::tool("t1", "bash", json!({"command": "touch should-not-exist"})),
+            ScriptTurn::text("after the cancel"),
+        ],
+    );
+    let mut c = env.acp(&["--replay", cassette.to_str().unwrap()], &[]);
+    c.initialize();
+    let sid = c.new_session(&env.ws(), json!([]));
+    let p = c.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "make the file"}]}),
+    );
+    let ask = c.wait_for("the question", is_permission_request);
+    c.notify("session/cancel", json!({"sessionId": sid}));
+    assert_eq!(c.answer(p)["result"]["stopReason"], "cancelled");
+    c.send(&select(&ask["id"], "allow_once"));
+    assert!(!env.path("ws/should-not-exist").exists(), "the command ran");
+    // Still serving the session.
+    let p = c.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "and now?"}]}),
+    );
+    assert_eq!(p["result"]["stopReason"], "end_turn", "{p}");
+    let (code, stderr, _) = c.finish();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("never asked"), "{stderr}");
+    let n: i64 = sid.parse().unwrap();
+    let turns = env.store().session_turns(SessionId(n)).expect("turns");
+    let statuses: Vec<RunStatus> = turns.iter().map(|t| t.status).collect();
+    assert_eq!(statuses, [RunStatus::Cancelled, RunStatus::Succeeded]);
+}

@@ -23,8 +23,18 @@ static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 /// A private tmux server (its own socket) running `hanzo-dev chat` in a workspace of its own.
 struct Pane {
-    socket: String,
+    /// The tmux server's socket name: a new one for each `start`, so a server still exiting
+    /// cannot take the next session with it.
+    socket: std::sync::Mutex<String>,
     root: tempfile::TempDir,
+}
+
+fn socket_name() -> String {
+    format!(
+        "hanzo-chat-host-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::SeqCst)
+    )
 }
 
 impl Pane {
@@ -33,12 +43,10 @@ impl Pane {
         for d in ["home", "data", "config/hanzo", "ws", "tmp"] {
             std::fs::create_dir_all(root.path().join(d)).expect("mkdir");
         }
-        let socket = format!(
-            "hanzo-chat-host-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::SeqCst)
-        );
-        Pane { socket, root }
+        Pane {
+            socket: std::sync::Mutex::new(socket_name()),
+            root,
+        }
     }
 
     fn path(&self, p: &str) -> PathBuf {
@@ -46,8 +54,9 @@ impl Pane {
     }
 
     fn tmux(&self, args: &[&str]) -> Output {
+        let socket = self.socket.lock().expect("socket").clone();
         Command::new("tmux")
-            .args(["-L", &self.socket, "-f", "/dev/null"])
+            .args(["-L", &socket, "-f", "/dev/null"])
             .args(args)
             .output()
             .expect("tmux (scripts/setup.sh installs it)")
@@ -57,6 +66,7 @@ impl Pane {
     /// its status on the last line.
     fn start(&self, args: &[&str], extra: &[(&str, &str)]) {
         let _ = self.tmux(&["kill-server"]);
+        *self.socket.lock().expect("socket") = socket_name();
         let mut env = vec![
             format!("PATH={}", std::env::var("PATH").unwrap_or_default()),
             format!("HOME={}", self.path("home").display()),
