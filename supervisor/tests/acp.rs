@@ -943,3 +943,50 @@ fn cancel_with_a_question_open_denies_it_and_a_late_answer_is_ignored() {
     let statuses: Vec<RunStatus> = turns.iter().map(|t| t.status).collect();
     assert_eq!(statuses, [RunStatus::Cancelled, RunStatus::Succeeded]);
 }
+
+/// Requests sent while a prompt runs wait for it, up to a bound: past it they are refused at
+/// once, and every one gets exactly one answer.
+#[test]
+fn requests_during_a_prompt_are_answered_after_it_and_the_backlog_is_bounded() {
+    let env = Env::new();
+    let cassette = env.cassette(
+        "backlog.jsonl",
+        &[
+            ScriptTurn::tool("t1", "bash", json!({"command": "echo hi"})),
+            ScriptTurn::text("done"),
+        ],
+    );
+    let mut c = env.acp(&["--replay", cassette.to_str().unwrap()], &[]);
+    c.initialize();
+    let sid = c.new_session(&env.ws(), json!([]));
+    let p = c.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}),
+    );
+    let ask = c.wait_for("the question", is_permission_request);
+    // The turn is waiting for our answer: everything sent now must wait, or be refused.
+    let ids: Vec<u64> = (0..300)
+        .map(|_| c.request("session/fly", json!({})))
+        .collect();
+    let refused: Vec<Value> = (0..44)
+        .map(|_| c.wait_for("a refusal", |v| v.get("error").is_some()))
+        .collect();
+    assert!(refused.iter().all(|e| error_code(e) == -32603
+        && e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("too many requests")));
+    c.send(&select(&ask["id"], "reject_once"));
+    assert_eq!(c.answer(p)["result"]["stopReason"], "end_turn");
+    for id in &ids[..256] {
+        assert_eq!(error_code(&c.answer(*id)), -32601);
+    }
+    let (code, stderr, seen) = c.finish();
+    assert_eq!(code, Some(0), "{stderr}");
+    for id in ids {
+        let answers = seen
+            .iter()
+            .filter(|v| v["id"] == id && v.get("method").is_none());
+        assert_eq!(answers.count(), 1, "request {id}");
+    }
+}

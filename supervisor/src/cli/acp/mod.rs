@@ -32,6 +32,10 @@ use tokio::sync::{mpsc, watch};
 use updates::{update, AcpEvents, AcpPrompter, Asks, Current, Out};
 use wire::{Incoming, Message};
 
+/// Requests held while a prompt runs (answered after it); beyond this many, one is refused at
+/// once, so a client cannot make the agent hold an unbounded backlog.
+const MAX_QUEUED: usize = 256;
+
 /// The protocol version this build speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
 
@@ -192,7 +196,7 @@ pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
                 let answer = server.request(&method, &params).await;
                 server.reply(&id, answer);
             }
-            Message::Notification { method, params } => server.notification(&method, &params, None),
+            Message::Notification { method, params } => server.notification(&method, &params),
             Message::Response { id, outcome } => server.answer(&id, outcome),
             Message::Invalid { id, code, message } => {
                 updates::send(&server.out, &wire::error(&id, code, &message));
@@ -246,29 +250,18 @@ impl Server<'_> {
         }
     }
 
-    /// A notification. `running`: the session whose turn is running, and its cancel switch.
-    fn notification(
-        &self,
-        method: &str,
-        params: &Value,
-        running: Option<(&str, &watch::Sender<bool>)>,
-    ) {
+    /// A notification between turns: `session/cancel` closes the session's open questions (no
+    /// turn runs); anything else is ignored (JSON-RPC never answers a notification).
+    fn notification(&self, method: &str, params: &Value) {
         if method != "session/cancel" {
-            // Unknown notifications are ignored (JSON-RPC: they are never answered).
             return;
         }
-        let Some(session) = params["sessionId"].as_str() else {
-            return;
-        };
-        if let Some((s, cancel)) = running {
-            if s == session {
-                let _ = cancel.send(true);
-            }
+        if let Some(session) = params["sessionId"].as_str() {
+            self.asks
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .cancel_session(session);
         }
-        self.asks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .cancel_session(session);
     }
 
     async fn request(&mut self, method: &str, params: &Value) -> Result<Value, Refusal> {
@@ -616,6 +609,11 @@ impl Server<'_> {
                         Message::Notification { .. } => {}
                         Message::Invalid { id, code, message } => {
                             updates::send(out, &wire::error(&id, code, &message));
+                        }
+                        Message::Request { id, .. } if queue.len() >= MAX_QUEUED => {
+                            updates::send(out, &wire::error(&id, wire::INTERNAL_ERROR, &format!(
+                                "too many requests ({MAX_QUEUED}) are waiting for the running prompt to end; send this one again later"
+                            )));
                         }
                         request @ Message::Request { .. } => queue.push_back(request),
                     },
