@@ -414,12 +414,41 @@ fn a_replayed_session_streams_asks_cancels_and_loads_in_a_new_process() {
     let statuses: Vec<RunStatus> = turns.iter().map(|t| t.status).collect();
     assert_eq!(statuses, [RunStatus::Succeeded, RunStatus::Cancelled]);
     assert_eq!(turns[0].user, "run the two commands");
+    let cancelled = store.load_run(turns[1].run).expect("the cancelled run");
+    let sleep = cancelled
+        .steps
+        .iter()
+        .flat_map(|s| &s.tool_calls)
+        .next()
+        .expect("the sleep's record");
+    assert!(sleep.call.allowed);
+    assert!(
+        sleep
+            .call
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("cancelled"),
+        "{:?}",
+        sleep.call
+    );
     drop(store);
 
     // A new process loads the session: its history replayed, then it goes on.
     let cassette = env.cassette("two.jsonl", &[ScriptTurn::text("Welcome back.")]);
     let mut c = env.acp(&["--replay", cassette.to_str().unwrap()], &[]);
     c.initialize();
+    // Only in its own workspace.
+    std::fs::create_dir_all(env.path("elsewhere")).unwrap();
+    let e = c.call(
+        "session/load",
+        json!({"sessionId": sid, "cwd": env.path("elsewhere").display().to_string(), "mcpServers": []}),
+    );
+    assert_eq!(error_code(&e), -32602, "{e}");
+    assert!(e["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("another workspace"));
     let a = c.call(
         "session/load",
         json!({"sessionId": sid, "cwd": env.ws(), "mcpServers": []}),
