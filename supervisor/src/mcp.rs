@@ -275,13 +275,36 @@ pub async fn start_for_run(
     loaded: &hanzo_policy::settings::LoadedSettings,
     workspace: &Path,
 ) -> Option<std::time::Duration> {
-    let plan = match plan_for(loaded, workspace) {
+    start_for_run_with(sup, loaded, workspace, Vec::new()).await
+}
+
+/// [`start_for_run`] with `extra` servers beside the configured ones (the servers an editor
+/// passes over ACP: the user's own choice, started in the same sandbox profile as configured
+/// stdio servers). An extra server whose name a configured one already has is left out.
+pub async fn start_for_run_with(
+    sup: &crate::tree::Supervisor,
+    loaded: &hanzo_policy::settings::LoadedSettings,
+    workspace: &Path,
+    extra: Vec<McpServerConfig>,
+) -> Option<std::time::Duration> {
+    let mut plan = match plan_for(loaded, workspace) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("warning: {e}; no MCP server is started");
             return None;
         }
     };
+    for server in extra {
+        if plan.config.servers.iter().any(|s| s.name == server.name) {
+            eprintln!(
+                "warning: MCP server {:?} from the editor skipped: the settings define a server \
+                 of that name",
+                server.name
+            );
+            continue;
+        }
+        plan.config.servers.push(server);
+    }
     for (name, _, state, reason) in &plan.not_started {
         eprintln!("warning: MCP server {name:?} {state}: {reason}");
     }

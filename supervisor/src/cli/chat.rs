@@ -8,26 +8,20 @@
 //! Ctrl-C cancels the running turn (its command is killed and the run recorded `cancelled`); a
 //! second Ctrl-C within a second, or Ctrl-D on an empty line, ends the session.
 
-use super::exit::{failed, usage};
-use super::provider;
-use super::run::{self as run_cmd, DemoDir, Prepared};
+use super::exit::usage;
+use super::host::{prepare, Host, Prepared, Ready};
+use super::run::{self as run_cmd, DemoDir};
 use crate::agent::approval::{approval_parser, ApprovalMode};
-use crate::agent::deadline::Deadlines;
-use crate::agent::run::{AgentLoop, Continuation, Limits, LoopConfig, RunReport, RunSpec};
-use crate::agent::session::prior_messages;
-use crate::agent::workers::{McpTools, WorkerApi, WorkerTools};
+use crate::agent::run::RunReport;
 use crate::secrets::StartEnv;
-use crate::startup::supervisor_config;
-use crate::tree::Supervisor;
 use crate::tui::app::{App, Intent};
 use crate::tui::bridge::{ChatEvents, ChatPrompter, UiMsg};
 use crate::tui::git::{gh_available, Git};
 use crate::tui::slash::{self, Slash};
 use anyhow::Context;
 use crossterm::event::{Event, KeyEvent};
-use hanzo_ipc::roles::model::RetryPolicy;
 use hanzo_line_edit::{History, InputMode};
-use hanzo_policy::isolation::{IsolationMode, Tier};
+use hanzo_policy::isolation::IsolationMode;
 use hanzo_store::{NewSession, RunStatus, SessionId};
 use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;
@@ -61,6 +55,9 @@ pub struct Args {
     /// Whose credential to use: hanzo, anthropic or openai (default: the first found).
     #[arg(long)]
     pub provider: Option<String>,
+    /// Endpoint base URL; added to the broker's allow-list (plain http: loopback only).
+    #[arg(long)]
+    pub base_url: Option<String>,
     /// How much isolation to insist on (settings `sandbox.isolation` when not given).
     #[arg(long, value_parser = super::isolation_parser())]
     pub isolation: Option<IsolationMode>,
@@ -82,6 +79,10 @@ pub struct Args {
     /// The org whose store keeps the session (default: `HANZO_ORG`, else `local`).
     #[arg(long)]
     pub org: Option<String>,
+    /// Write every model exchange of the session to FILE as a cassette (rewritten after each
+    /// turn), as `run --record`.
+    #[arg(long, value_name = "FILE", conflicts_with = "demo")]
+    pub record: Option<PathBuf>,
 }
 
 impl Args {
@@ -103,7 +104,7 @@ impl Args {
             agent: self.agent.clone(),
             model: self.model.clone(),
             provider: self.provider.clone(),
-            base_url: None,
+            base_url: self.base_url.clone(),
             wire: None,
             approval: self.approval,
             isolation: self.isolation,
@@ -121,7 +122,7 @@ impl Args {
             allow_dangerous_workspace: self.allow_dangerous_workspace,
             org: self.org.clone(),
             replay: self.replay.clone(),
-            record: None,
+            record: self.record.clone(),
             json: false,
         }
     }
@@ -148,23 +149,14 @@ pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
 
 async fn chat_in(args: &Args, env: &StartEnv, demo: Option<&Path>) -> anyhow::Result<i32> {
     let rargs = args.run_args();
-    let mut prep = match run_cmd::prepare(&rargs, env, demo)? {
+    let mut prep = match prepare(&rargs, env, demo)? {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
     let session = open_session(args, &mut prep)?;
-    let (mut cfg, _run_dir) =
-        supervisor_config(Some(prep.workspace.clone()), env, prep.kernel_landlock_abi)?;
-    cfg.isolation = prep.isolation;
-    cfg.secret_names = env.secret_names();
-    crate::agent::lsp::grant_server_prefixes(
-        &mut cfg.ctx,
-        &serde_json::to_string(&prep.loaded.merged.config.lsp_servers).context("lsp_servers")?,
-        env,
-    );
-    let sup = Supervisor::start(cfg).await?;
-    let result = serve(args, &rargs, &mut prep, &sup, session, env, demo.is_some()).await;
-    sup.shutdown().await;
+    let mut host = Host::start(prep, &rargs, env).await?;
+    let result = serve(args, &rargs, &mut host, session, env, demo.is_some()).await;
+    host.shutdown().await;
     let (code, session) = result?;
     eprintln!("session {session}: continue it with `hanzo-dev chat --resume {session}`");
     Ok(code)
@@ -274,13 +266,10 @@ type Term = Terminal<CrosstermBackend<std::io::Stdout>>;
 
 /// Everything a turn needs that stays the same across turns.
 struct Turns<'a> {
-    api: &'a WorkerApi<'a>,
-    tools: &'a WorkerTools<'a>,
+    ready: &'a Ready,
+    args: &'a run_cmd::Args,
     prompter: &'a ChatPrompter,
     sink: &'a ChatEvents,
-    config: LoopConfig,
-    tier: Tier,
-    replay: bool,
 }
 
 /// What the session's state is between turns.
@@ -293,76 +282,31 @@ struct Talk {
     quit: bool,
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn serve(
     args: &Args,
     rargs: &run_cmd::Args,
-    prep: &mut Prepared,
-    sup: &Supervisor,
+    host: &mut Host,
     session: SessionId,
     env: &StartEnv,
     demo: bool,
 ) -> anyhow::Result<(i32, SessionId)> {
-    let infos = sup.wait_ready().await.map_err(|e| {
-        failed(format!(
-            "the workers did not start: {e}. `hanzo-dev doctor` shows why"
-        ))
-    })?;
-    let tier = infos
-        .iter()
-        .find(|i| i.role == hanzo_ipc::Role::Tools)
-        .map(|i| Tier::of(&i.attestation))
-        .unwrap_or(Tier::A);
-    if !prep.isolation.accepts(tier) {
-        return Err(failed(format!(
-            "--isolation strict: the tools worker came up without namespaces (tier {tier})"
-        )));
-    }
-    let replay = prep.cassette.is_some();
-    let provider = provider::resolve(sup, prep.cassette.take(), prep.provider, None, None).await?;
-    let model = run_cmd::model_name(rargs, prep, &provider);
+    let ready = match host.ready(rargs, Vec::new()).await? {
+        Ok(r) => r,
+        Err(code) => return Ok((code, session)),
+    };
     let (ui_tx, mut ui_rx) = mpsc::unbounded_channel::<UiMsg>();
     let sink = ChatEvents(ui_tx.clone());
-    let deadlines = Deadlines::default();
-    let api = WorkerApi {
-        model: &sup.model,
-        provider,
-        model_name: model.clone(),
-        max_output_tokens: rargs.max_output,
-        retry: RetryPolicy::default(),
-        recorded: None,
-        deadlines,
-        notices: Some((&sink, prep.secrets.clone())),
-    };
-    let mcp = crate::mcp::start_for_run(sup, &prep.loaded, &prep.workspace).await;
-    let tools = WorkerTools {
-        tools: &sup.tools,
-        deadlines,
-        hooks_time: prep.hooks_time,
-        mcp: mcp.map(|limit| McpTools::new(&sup.mcp, limit)),
-        lsp: None,
-    };
     let approval = args.approval.unwrap_or(ApprovalMode::Prompt);
     let prompter = ChatPrompter::new(ui_tx, approval);
     let turns = Turns {
-        api: &api,
-        tools: &tools,
+        ready: &ready,
+        args: rargs,
         prompter: &prompter,
         sink: &sink,
-        config: LoopConfig {
-            max_context_tokens: rargs.max_context,
-            reserve_recent: 3,
-            limits: Limits {
-                max_steps: rargs.max_steps,
-                ..Limits::default()
-            },
-            hooks_json: prep.hooks_json.clone(),
-            secrets: prep.secrets.clone(),
-        },
-        tier,
-        replay,
     };
-    let history = history_path(env, &prep.workspace).ok();
+    let model = ready.model.clone();
+    let tier = ready.tier;
+    let history = history_path(env, &host.prep.workspace).ok();
     let mut talk = Talk {
         session,
         model,
@@ -375,20 +319,20 @@ async fn serve(
     let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout()))?;
     let size = term.size()?;
     let color = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    let mut app = App::new(size.width, color, input_mode(args, prep));
+    let mut app = App::new(size.width, color, input_mode(args, &host.prep));
     if let Some(h) = talk.history.as_deref().and_then(|p| History::load(p).ok()) {
         *app.editor.history_mut() = h;
     }
     app.status = crate::tui::app::Status {
         model: talk.model.clone(),
-        agent: prep.agent_name.clone(),
+        agent: host.prep.agent_name.clone(),
         tier: tier.to_string(),
         approval: approval.as_str().to_string(),
         session: talk.session.0,
         max_context: rargs.max_context,
         ..Default::default()
     };
-    show_history(&mut app, prep, talk.session)?;
+    show_history(&mut app, &host.prep, talk.session)?;
     if demo {
         app.transcript.notice(
             "demo: the model is a RECORDING (offline); the workers, sandbox, policy and store \
@@ -407,7 +351,7 @@ async fn serve(
             ev = input.recv() => {
                 let Some(ev) = ev else { break };
                 if let Some(text) = on_event(&mut app, ev, &mut talk) {
-                    submit(&mut app, &mut term, &turns, prep, &mut talk, &mut input, &mut ui_rx, &text).await?;
+                    submit(&mut app, &mut term, &turns, host, &mut talk, &mut input, &mut ui_rx, &text).await?;
                 }
             }
             Some(msg) = ui_rx.recv() => app.apply(msg),
@@ -457,7 +401,7 @@ async fn submit(
     app: &mut App,
     term: &mut Term,
     turns: &Turns<'_>,
-    prep: &mut Prepared,
+    host: &mut Host,
     talk: &mut Talk,
     input: &mut mpsc::UnboundedReceiver<Event>,
     ui_rx: &mut mpsc::UnboundedReceiver<UiMsg>,
@@ -473,7 +417,7 @@ async fn submit(
     }
     match slash::parse(text) {
         Some(Slash::Commit(None)) => {
-            let diff = match Git::open(&prep.workspace).and_then(|g| g.diff()) {
+            let diff = match Git::open(&host.prep.workspace).and_then(|g| g.diff()) {
                 Ok(d) => d,
                 Err(e) => {
                     app.transcript.error(&e.to_string());
@@ -486,7 +430,7 @@ async fn submit(
                  Answer with the message only: one summary line, optionally a blank line and a \
                  body.\n\n{diff}"
             );
-            let report = turn(app, term, turns, prep, talk, input, ui_rx, &task).await?;
+            let report = turn(app, term, turns, host, talk, input, ui_rx, &task).await?;
             if let Some(r) = report.filter(|r| r.status == RunStatus::Succeeded) {
                 let msg = r.final_text.trim().lines().next().unwrap_or("").to_string();
                 app.editor.set_text(&format!("/commit {msg}"));
@@ -497,7 +441,7 @@ async fn submit(
         }
         Some(cmd) => {
             app.transcript.push_user(text);
-            slash_command(app, turns, prep, talk, cmd)?;
+            slash_command(app, turns, &mut host.prep, talk, cmd)?;
             Ok(())
         }
         None => {
@@ -506,12 +450,12 @@ async fn submit(
                 None => text.to_string(),
             };
             app.transcript.push_user(text);
-            if prep.store.get_session(talk.session)?.title.is_none() {
+            if host.prep.store.get_session(talk.session)?.title.is_none() {
                 if let Some(t) = hanzo_store::title_from(text) {
-                    let _ = prep.store.set_session_title(talk.session, &t);
+                    let _ = host.prep.store.set_session_title(talk.session, &t);
                 }
             }
-            turn(app, term, turns, prep, talk, input, ui_rx, &task).await?;
+            turn(app, term, turns, host, talk, input, ui_rx, &task).await?;
             Ok(())
         }
     }
@@ -523,40 +467,25 @@ async fn turn(
     app: &mut App,
     term: &mut Term,
     turns: &Turns<'_>,
-    prep: &mut Prepared,
+    host: &mut Host,
     talk: &mut Talk,
     input: &mut mpsc::UnboundedReceiver<Event>,
     ui_rx: &mut mpsc::UnboundedReceiver<UiMsg>,
     task: &str,
 ) -> anyhow::Result<Option<RunReport>> {
-    let prior = prior_messages(&prep.store.session_turns(talk.session)?);
-    let spec = RunSpec {
-        task: task.to_string(),
-        agent_name: prep.agent_name.clone(),
-        stages: prep.stages.clone(),
-        model: talk.model.clone(),
-        isolation: turns.tier,
-        workspace: prep.workspace.display().to_string(),
-        replay: turns.replay,
-        dangerous_workspace: prep.dangerous.clone(),
-    };
-    let continuation = Continuation {
-        session: Some(talk.session),
-        prior,
-    };
     let (cancel_tx, cancel_rx) = watch::channel(false);
-    let mut agent_loop = AgentLoop {
-        api: turns.api,
-        tools: turns.tools,
-        prompter: turns.prompter,
-        policy: &prep.policy,
-        store: &mut prep.store,
-        events: turns.sink,
-        config: turns.config.clone(),
-        cancel: cancel_rx,
-    };
+    let model = talk.model.clone();
     app.busy = true;
-    let fut = agent_loop.run_continuing(&spec, &continuation);
+    let fut = host.turn(
+        turns.ready,
+        turns.args,
+        &model,
+        turns.sink,
+        turns.prompter,
+        cancel_rx,
+        talk.session,
+        task,
+    );
     tokio::pin!(fut);
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     let result = loop {
@@ -687,7 +616,7 @@ fn slash_command(
         Slash::Compact => app.transcript.notice(&format!(
             "the conversation is compacted automatically above 90 % of the context window \
              ({} tokens; --max-context sets it), keeping the last 3 turns verbatim",
-            turns.config.max_context_tokens
+            turns.args.max_context
         )),
         Slash::Branch(name) => shown(git().and_then(|g| g.branch(&name)), app),
         Slash::Commit(Some(msg)) => shown(git().and_then(|g| g.commit(&msg)), app),

@@ -1,5 +1,6 @@
 //! The command line. Each subcommand lives in its own module; this one parses and dispatches.
 
+pub mod acp;
 pub mod agents;
 pub mod ask;
 pub mod auth;
@@ -8,6 +9,7 @@ pub mod completions;
 pub mod config;
 pub mod doctor;
 pub mod exit;
+mod host;
 pub mod login;
 pub mod lsp;
 pub mod mcp;
@@ -106,6 +108,9 @@ pub enum Command {
     /// The local agents API over a unix socket (or a loopback port), and its bearer tokens
     /// (`serve token create --org ORG`).
     Serve(serve::Args),
+    /// The Agent Client Protocol over stdio, for editors (Zed, JetBrains IDEs, Neovim): each
+    /// session a store session in its cwd, on the same workers, policy and sandbox as `run`.
+    Acp(acp::Args),
 }
 
 /// `hanzo-dev --version`: the version, the commit and date it was built from, the target, and
@@ -203,6 +208,7 @@ pub fn run(cli: Cli, env: StartEnv) -> anyhow::Result<i32> {
         Command::Auth(args) => runtime()?.block_on(auth::run(&args, env)),
         Command::Lsp(args) => runtime()?.block_on(lsp::run(&args, env)),
         Command::Serve(args) => serve::run(&args, env),
+        Command::Acp(args) => runtime()?.block_on(acp::run(&args, env)),
     }
 }
 

@@ -5,32 +5,24 @@
 //! workspace, the settings, the store, the agent) → the worker tree → [`drive`] (the provider,
 //! the loop, the cassette) → the exit code (`cli/exit.rs`). The live view is `cli/view.rs`.
 
-use super::exit::{self, failed, not_found, usage, Exit};
-use super::provider::{self, default_model, parse_provider, Wire};
+use super::exit::{self, failed, not_found, Exit};
+use super::host::{self, prepare, Host, Prepared};
+use super::provider::{default_model, Wire};
 use super::view::{JsonLines, TerminalView};
 use crate::agent::approval::{approval_parser, ApprovalMode, Prompter};
-use crate::agent::deadline::Deadlines;
 use crate::agent::defs::{self, AUTO_STAGES};
 use crate::agent::events::EventSink;
-use crate::agent::run::{
-    AgentLoop, Limits, LoopConfig, RunReport, RunSpec, DEFAULT_MAX_CALLS,
-    DEFAULT_MAX_CALLS_PER_TURN,
-};
-use crate::agent::workers::{McpTools, WorkerApi, WorkerTools};
+use crate::agent::run::{AgentLoop, RunReport, DEFAULT_MAX_CALLS, DEFAULT_MAX_CALLS_PER_TURN};
 use crate::secrets::StartEnv;
-use crate::startup::supervisor_config;
-use crate::tree::Supervisor;
 use crate::userfile::{write_user_file, PRIVATE};
 use anyhow::Context;
-use hanzo_ipc::roles::model::{ProviderConfig, ProviderId, RetryPolicy};
-use hanzo_policy::isolation::{IsolationMode, Tier};
+use hanzo_ipc::roles::model::ProviderConfig;
+use hanzo_policy::isolation::IsolationMode;
 use hanzo_policy::permission::{PermissionMode, PermissionRule, RuleList, TieredPolicy};
-use hanzo_policy::settings::{load, CliOverrides, LoadedSettings, SettingsSources, Source};
-use hanzo_store::{AgentDef, RunStatus, RunStore, SecretValues};
+use hanzo_policy::settings::Source;
+use hanzo_store::{AgentDef, RunStatus, RunStore};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::Duration;
 
 /// Exit code of a cancelled run (128 + SIGINT, as shells report it).
 pub const CANCELLED: i32 = exit::CANCELLED;
@@ -191,268 +183,27 @@ impl DemoDir {
     }
 }
 
-/// What `run` settled before starting any worker.
-pub(super) struct Prepared {
-    pub(super) workspace: PathBuf,
-    pub(super) task: String,
-    pub(super) cassette: Option<String>,
-    pub(super) provider: Option<ProviderId>,
-    pub(super) loaded: LoadedSettings,
-    pub(super) policy: TieredPolicy,
-    pub(super) hooks_json: Option<String>,
-    pub(super) hooks_time: Duration,
-    pub(super) isolation: IsolationMode,
-    pub(super) kernel_landlock_abi: u32,
-    pub(super) store: RunStore,
-    pub(super) secrets: SecretValues,
-    pub(super) agent_name: String,
-    pub(super) stages: Vec<AgentDef>,
-    pub(super) dangerous: Vec<String>,
-    /// The run's network allow-list (entries; empty: no network).
-    pub(super) network_allow: Vec<String>,
-}
-
 async fn run_in(args: &Args, env: &StartEnv, demo: Option<&Path>) -> anyhow::Result<i32> {
-    let mut prep = match prepare(args, env, demo)? {
+    let prep = match prepare(args, env, demo)? {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
-    let (mut cfg, _run_dir) =
-        supervisor_config(Some(prep.workspace.clone()), env, prep.kernel_landlock_abi)?;
-    cfg.isolation = prep.isolation;
-    cfg.secret_names = env.secret_names();
-    crate::agent::lsp::grant_server_prefixes(
-        &mut cfg.ctx,
-        &serde_json::to_string(&prep.loaded.merged.config.lsp_servers).context("lsp_servers")?,
-        env,
-    );
-    // Network for commands: the broker and the tools worker get the egress control socket, and
-    // the broker's records come here, to be stored (on a store connection of their own).
-    let egress = if prep.network_allow.is_empty() {
-        None
-    } else {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        cfg.egress_records = Some(tx);
-        let mut store =
-            super::store::open(args.org.as_deref(), env).map_err(|e| usage(format!("{e:#}")))?;
-        store.set_secret_values(prep.secrets.clone());
-        Some((rx, store))
-    };
-    let sup = Supervisor::start(cfg).await?;
-    let result = drive(args, &mut prep, &sup, demo.is_some(), egress).await;
-    sup.shutdown().await;
+    let mut host = Host::start(prep, args, env).await?;
+    let result = drive(args, &mut host, demo.is_some()).await;
+    host.shutdown().await;
     result
 }
 
-/// Everything that can be refused before a worker starts. `Err(code)` when `run` must end here
-/// with that code (the reason already printed).
-pub(super) fn prepare(
-    args: &Args,
-    env: &StartEnv,
-    demo: Option<&Path>,
-) -> anyhow::Result<Result<Prepared, i32>> {
-    let workspace = match (demo, &args.workspace) {
-        (Some(d), _) => d.to_path_buf(),
-        (None, Some(w)) => w.clone(),
-        (None, None) => {
-            std::env::current_dir().context("cannot determine the current directory")?
-        }
-    };
-    let workspace = workspace
-        .canonicalize()
-        .map_err(|e| usage(format!("workspace {}: {e}", workspace.display())))?;
-    let task = match (&args.task, demo.is_some()) {
-        (_, true) => crate::demo::TASK.to_string(),
-        (Some(t), false) if !t.trim().is_empty() => t.clone(),
-        _ => return Err(usage("the task is empty")),
-    };
-    let cassette = match (&args.replay, demo.is_some()) {
-        (_, true) => Some(crate::demo::CASSETTE.to_string()),
-        (Some(p), false) => Some(
-            std::fs::read_to_string(p)
-                .map_err(|e| usage(format!("cannot read cassette {}: {e}", p.display())))?,
-        ),
-        (None, false) => None,
-    };
-    let provider = args.provider.as_deref().map(parse_provider).transpose()?;
-    let store_path = super::store::store_file(args.org.as_deref(), env)?;
-    let dangers = crate::workspace::dangers(&workspace, env, Some(&store_path));
-    if !dangers.is_empty() {
-        if !args.allow_dangerous_workspace {
-            return Err(usage(format!(
-                "refusing to run in {}: {dangers}. A model could read or change those through \
-                 its tools. Run in a project directory (or pass --workspace DIR); \
-                 --allow-dangerous-workspace runs anyway and records that it did.",
-                workspace.display()
-            )));
-        }
-        eprintln!(
-            "warning: running in a dangerous workspace {} because of \
-             --allow-dangerous-workspace: {dangers}. The run records this.",
-            workspace.display()
-        );
-    }
-
-    // ---- settings: policy, hooks, isolation ----
-    let src = SettingsSources::resolve(
-        &workspace,
-        env.vars.iter().cloned().collect(),
-        CliOverrides {
-            model: args.model.clone(),
-            network_allow: args.network_allow.clone(),
-            ..CliOverrides::default()
-        },
-    );
-    for entry in &args.network_allow {
-        hanzo_policy::network::parse_entry(entry)
-            .map_err(|e| usage(format!("--network-allow {entry:?}: {e}")))?;
-    }
-    let loaded = load(&src).map_err(|e| usage(e.to_string()))?;
-    if !args.json {
-        for w in loaded.warnings() {
-            eprintln!("warning: {w}");
-        }
-    }
-    // On stderr in every mode: a CI job running as root with --json should see it too.
-    if let Some(w) = super::sandbox::root_warning() {
-        eprintln!("warning: {w}");
-    }
-    let config = &loaded.merged.config;
-    let policy = if demo.is_some() {
-        demo_policy()?
-    } else {
-        config
-            .permission_policy()
-            .map_err(|e| usage(format!("permission rules: {e}")))?
-    }
-    .with_workspace(&workspace);
-    let hooks: Vec<_> = config.hooks.iter().map(|h| h.hook.clone()).collect();
-    let hooks_time = Duration::from_millis(hooks.iter().map(|h| h.timeout_ms).sum());
-    let hooks_json = if hooks.is_empty() || demo.is_some() {
-        None
-    } else {
-        Some(serde_json::to_string(&hooks).context("hooks")?)
-    };
-    let isolation = args.isolation.unwrap_or(config.sandbox.isolation);
-    let kernel = hanzo_sandbox::doctor::probe_kernel();
-    if isolation == IsolationMode::Strict {
-        if let Err(why) = kernel.tier_b() {
-            eprintln!(
-                "error: --isolation strict needs tier B (namespaces), which this machine cannot \
-                 give: {why}. Run `hanzo-dev doctor` for details, or use --isolation auto."
-            );
-            return Ok(Err(exit::ISOLATION_UNAVAILABLE));
-        }
-    }
-    // Network for commands needs tier B: fail closed before anything starts.
-    let network = config.sandbox.allow_list();
-    if let Err(e) = crate::egress::require_egress_tier(&network, isolation, kernel.tier_b()) {
-        eprintln!("error: {e}");
-        return Ok(Err(exit::ISOLATION_UNAVAILABLE));
-    }
-    // ---- the run store and the agent ----
-    let mut store =
-        super::store::open(args.org.as_deref(), env).map_err(|e| usage(format!("{e:#}")))?;
-    let secrets = env.secret_values();
-    store.set_secret_values(secrets.clone());
-    let agent_name = args
-        .agent
-        .clone()
-        .unwrap_or_else(|| defs::DEFAULT_AGENT.to_string());
-    let stages = resolve_agent(&agent_name, &store)?;
-    Ok(Ok(Prepared {
-        workspace,
-        task,
-        cassette,
-        provider,
-        loaded,
-        policy,
-        hooks_json,
-        hooks_time,
-        isolation,
-        kernel_landlock_abi: kernel.landlock_abi,
-        store,
-        secrets,
-        agent_name,
-        stages,
-        dangerous: dangers.0,
-        network_allow: network.entries(),
-    }))
-}
-
-/// Where a run's egress records arrive, and the store connection they are written with.
-type EgressParts = (
-    tokio::sync::mpsc::UnboundedReceiver<hanzo_ipc::roles::broker::EgressRecord>,
-    RunStore,
-);
-
 /// With the workers up: the provider, the loop, the cassette, the exit code.
-async fn drive(
-    args: &Args,
-    prep: &mut Prepared,
-    sup: &Supervisor,
-    demo: bool,
-    egress: Option<EgressParts>,
-) -> anyhow::Result<i32> {
-    let infos = sup.wait_ready().await.map_err(|e| {
-        failed(format!(
-            "the workers did not start: {e}. `hanzo-dev doctor` shows why"
-        ))
-    })?;
-    let tier = infos
-        .iter()
-        .find(|i| i.role == hanzo_ipc::Role::Tools)
-        .map(|i| Tier::of(&i.attestation))
-        .unwrap_or(Tier::A);
-    if !prep.isolation.accepts(tier) {
-        eprintln!(
-            "error: --isolation strict: the tools worker came up without namespaces (tier \
-             {tier}). Run `hanzo-dev doctor` for details."
-        );
-        return Ok(exit::ISOLATION_UNAVAILABLE);
-    }
-    if tier == Tier::A && !prep.network_allow.is_empty() {
-        // `auto` fell back to tier A after all: no network, and no run either.
-        eprintln!(
-            "error: the settings allow network for commands ({}), but the tools worker came up \
-             in tier A, which has no egress. Run `hanzo-dev doctor` for details, or remove the \
-             entries to run without network.",
-            prep.network_allow.join(", ")
-        );
-        return Ok(exit::ISOLATION_UNAVAILABLE);
-    }
-    let mut egress_generations = None;
-    if !prep.network_allow.is_empty() {
-        egress_generations = Some(crate::egress::generations(sup));
-        // The commands get the proxy environment: without a broker serving it, refuse the run
-        // rather than let them find out one connection at a time.
-        match crate::egress::configure_run(sup, &prep.network_allow).await {
-            Ok(forwarder) => tracing::info!(
-                forwarder,
-                hosts = %prep.network_allow.join(", "),
-                "egress for commands is served by the broker"
-            ),
-            Err(e) => {
-                eprintln!(
-                    "error: the settings allow network for commands ({}), but the egress proxy \
-                     could not be set up: {e}. Run `hanzo-dev doctor` for details, or remove the \
-                     entries to run without network.",
-                    prep.network_allow.join(", ")
-                );
-                return Ok(exit::ISOLATION_UNAVAILABLE);
-            }
-        }
-    }
-    let replay = prep.cassette.is_some();
-    let provider = provider::resolve(
-        sup,
-        prep.cassette.take(),
-        prep.provider,
-        args.wire.map(Into::into),
-        args.base_url.as_deref(),
-    )
-    .await?;
-    let model_name = model_name(args, prep, &provider);
+async fn drive(args: &Args, host: &mut Host, demo: bool) -> anyhow::Result<i32> {
+    let ready = match host.ready(args, Vec::new()).await? {
+        Ok(r) => r,
+        Err(code) => return Ok(code),
+    };
+    let Host {
+        prep, sup, egress, ..
+    } = host;
+    let sup = &*sup;
     let approval = args.approval.unwrap_or_else(|| {
         if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() && !args.json {
             ApprovalMode::Prompt
@@ -465,55 +216,22 @@ async fn drive(
     } else {
         Box::new(TerminalView::new())
     };
-    let recorder =
-        egress.map(|(rx, store)| crate::egress::EgressRecorder::new(plain.as_ref(), rx, store));
+    let recorder = egress
+        .take()
+        .map(|(rx, store)| crate::egress::EgressRecorder::new(plain.as_ref(), rx, store));
     let sink: &dyn EventSink = match &recorder {
         Some(r) => r,
         None => plain.as_ref(),
     };
-    let deadlines = Deadlines {
-        model_idle: Duration::from_secs(args.model_timeout),
-        ..Deadlines::default()
-    };
-    let api = WorkerApi {
-        model: &sup.model,
-        provider,
-        model_name: model_name.clone(),
-        max_output_tokens: args.max_output,
-        retry: RetryPolicy::default(),
-        recorded: args.record.as_ref().map(|_| Mutex::new(Vec::new())),
-        deadlines,
-        notices: Some((sink, prep.secrets.clone())),
-    };
-    let mcp = crate::mcp::start_for_run(sup, &prep.loaded, &prep.workspace).await;
-    // The language servers of `lsp_servers`; without a working lsp worker the run goes on
-    // without lsp tools or diagnostics.
-    let lsp_servers =
-        serde_json::to_string(&prep.loaded.merged.config.lsp_servers).context("lsp_servers")?;
-    let lsp = crate::agent::lsp::LspLink::new(&sup.lsp, lsp_servers);
-    let lsp = match lsp.configure(&deadlines).await {
-        Ok(()) => Some(lsp),
-        Err(e) => {
-            eprintln!(
-                "warning: no language servers in this run: {}",
-                crate::term::sanitize_line_for_terminal(&e.to_string())
-            );
-            None
-        }
-    };
-    let tools = WorkerTools {
-        tools: &sup.tools,
-        deadlines,
-        hooks_time: prep.hooks_time,
-        mcp: mcp.map(|limit| McpTools::new(&sup.mcp, limit)),
-        lsp,
-    };
+    let api = host::worker_api(sup, prep, &ready, args, sink);
+    let tools = host::worker_tools(sup, prep, &ready, args);
     let prompter = Prompter::for_mode(approval);
     if demo && !args.json {
         eprintln!(
             "hanzo-dev demo: the model is a RECORDING (a replayed cassette, offline; no \
              credentials, no network).\nEverything else is real: the workers, the sandbox \
-             (tier {tier}), the permission policy and the run store.\nWorkspace: {}\n",
+             (tier {}), the permission policy and the run store.\nWorkspace: {}\n",
+            ready.tier,
             prep.workspace.display()
         );
     }
@@ -523,16 +241,8 @@ async fn drive(
             let _ = cancel_tx.send(true);
         }
     });
-    let spec = RunSpec {
-        task: prep.task.clone(),
-        agent_name: prep.agent_name.clone(),
-        stages: prep.stages.clone(),
-        model: model_name,
-        isolation: tier,
-        workspace: prep.workspace.display().to_string(),
-        replay,
-        dangerous_workspace: prep.dangerous.clone(),
-    };
+    let spec = host::run_spec(prep, &ready, &prep.task);
+    let config = host::loop_config(prep, args);
     let mut agent_loop = AgentLoop {
         api: &api,
         tools: &tools,
@@ -540,23 +250,10 @@ async fn drive(
         policy: &prep.policy,
         store: &mut prep.store,
         events: sink,
-        config: LoopConfig {
-            max_context_tokens: args.max_context,
-            reserve_recent: 3,
-            limits: Limits {
-                max_steps: args.max_steps,
-                max_total_tokens: args.max_tokens,
-                timeout: args.timeout.map(Duration::from_secs),
-                max_calls_per_turn: args.max_tool_calls_per_turn,
-                max_calls: args.max_tool_calls,
-                max_record_bytes: args.max_record_bytes,
-            },
-            hooks_json: prep.hooks_json.clone(),
-            secrets: prep.secrets.clone(),
-        },
+        config,
         cancel: cancel_rx,
     };
-    let report = match egress_generations {
+    let report = match ready.egress_generations {
         Some(generations) => {
             let allow = prep.network_allow.clone();
             let keep = crate::egress::keep_configured(sup, &allow, generations);
@@ -600,7 +297,11 @@ pub(super) fn model_name(args: &Args, prep: &Prepared, provider: &ProviderConfig
 }
 
 /// The recorded exchanges as a cassette, written without following a planted link.
-fn write_cassette(path: &Path, lines: &[String], workspace: &Path) -> anyhow::Result<()> {
+pub(super) fn write_cassette(
+    path: &Path,
+    lines: &[String],
+    workspace: &Path,
+) -> anyhow::Result<()> {
     let mut text = lines.join("\n");
     text.push('\n');
     write_user_file(path, text.as_bytes(), PRIVATE, Some(workspace))
