@@ -273,8 +273,9 @@ where
         progress: &Progress,
     ) -> (ToolResult, Option<Interrupt>) {
         let mut cancel = self.cancel.clone();
+        // Biased, the interrupt first: a cancelled run starts no command (see `model_turn`).
         tokio::select! {
-            r = self.tools.execute(call, &progress.session) => (r, None),
+            biased;
             i = interrupted(&mut cancel, progress.deadline) => {
                 let why = match i {
                     Interrupt::Cancelled => {
@@ -287,6 +288,7 @@ where
                 };
                 (ToolResult::err(why), Some(i))
             }
+            r = self.tools.execute(call, &progress.session) => (r, None),
         }
     }
 

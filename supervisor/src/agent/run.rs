@@ -563,9 +563,13 @@ where
                 tools,
             };
             let mut cancel = self.cancel.clone();
+            // Biased, the interrupt first: a run cancelled already (say while a permission
+            // question was open) must not send another model request. An unbiased select polls
+            // its branches in random order, and polling the request first sends it.
             tokio::select! {
-                r = self.api.send_message(request, &mut on_event) => Ok(r),
+                biased;
                 i = interrupted(&mut cancel, progress.deadline) => Err(i),
+                r = self.api.send_message(request, &mut on_event) => Ok(r),
             }
         };
         match turn {
