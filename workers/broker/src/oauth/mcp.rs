@@ -11,16 +11,22 @@
 //!   PKCE and `resource` = the server's canonical URL (RFC 8707).
 //! - **403 with `error="insufficient_scope"`** → log in again asking for the union of the scopes
 //!   held and the scopes the challenge names (step-up).
+//!
+//! `hanzo-dev mcp login` ([`Broker::mcp_user_login`]) runs the same flow ahead of time, with a
+//! person at the browser (or the device grant): it probes the server for its challenge first.
+//! A stored token is bound to the server's canonical URL (its `resource`): when the settings
+//! point the server elsewhere, the token is not sent ([`Broker::authorize_mcp_request`]).
 
 use super::config::ResolvedProvider;
 use super::discovery::{
     auth_server_metadata, canonical_resource, legacy_mcp_metadata, parse_bearer_challenge,
     resource_metadata, AuthServerMetadata, BearerChallenge,
 };
-use super::login::{code_flow, entry_for, Progress};
+use super::login::{code_flow, device_flow, entry_for, Progress};
 use super::{check_endpoint, sanitize, OAuthError};
-use crate::credentials::{mcp_key, Credential};
+use crate::credentials::{mcp_key, whole_seconds, Credential};
 use crate::fetch::Broker;
+use hanzo_ipc::roles::broker::{AuthKind, LoginOutcome};
 use std::time::Duration;
 
 /// How to reach and log in to one remote MCP server (from its settings entry).
@@ -47,15 +53,31 @@ pub enum ChallengeOutcome {
 
 impl Broker {
     /// Add `Authorization: Bearer` with the server's stored token to `req` (refreshed first when
-    /// it is about to expire). `Ok(false)`: no token is stored yet (send without; a 401 starts
-    /// the login). Any `Authorization` the caller set is replaced.
+    /// it is about to expire). `url` is the server's configured URL: a token bound to another
+    /// resource (the settings moved the server) is not sent. `Ok(false)`: no usable token is
+    /// stored (send without; a 401 starts the login or is a denial). Any `Authorization` the
+    /// caller set is replaced.
     pub async fn authorize_mcp_request(
         &self,
         server: &str,
+        url: &str,
         req: &mut reqwest::Request,
     ) -> Result<bool, OAuthError> {
-        let Some(cred) = self.current_credential(&mcp_key(server)).await? else {
-            req.headers_mut().remove(reqwest::header::AUTHORIZATION);
+        req.headers_mut().remove(reqwest::header::AUTHORIZATION);
+        let key = mcp_key(server);
+        if let Some(held) = self.read_creds().get_named(&key) {
+            if bound_elsewhere(held, url)? {
+                eprintln!(
+                    "hanzo-dev broker worker: the stored token of MCP server {:?} is for another \
+                     URL than the configured one, so it is not sent; log in again: `hanzo-dev \
+                     mcp login {}`",
+                    sanitize(server, &[]),
+                    sanitize(server, &[])
+                );
+                return Ok(false);
+            }
+        }
+        let Some(cred) = self.current_credential(&key).await? else {
             return Ok(false);
         };
         let mut value =
@@ -70,6 +92,118 @@ impl Broker {
         req.headers_mut()
             .insert(reqwest::header::AUTHORIZATION, value);
         Ok(true)
+    }
+
+    /// `hanzo-dev mcp login`: probe the server for its challenge (an unauthenticated
+    /// `initialize`), discover its authorization server, register a client unless one is
+    /// configured, and run the code flow (the URL streamed to the CLI, which prints it and opens
+    /// the browser) or, with `device`, the device grant; store the tokens as `mcp:<server>`,
+    /// bound to the server's canonical URL. Only a description of what was stored is returned.
+    pub async fn mcp_user_login(
+        &self,
+        auth: &McpServerAuth,
+        device: bool,
+        timeout: Duration,
+        progress: &Progress,
+    ) -> Result<LoginOutcome, OAuthError> {
+        self.credential_path()?;
+        let resource = canonical_resource(&auth.url)?;
+        let (status, www) = self.probe_mcp(auth).await?;
+        let challenge = www.as_deref().and_then(parse_bearer_challenge);
+        let asks = status == 401
+            || (status == 403
+                && challenge
+                    .as_ref()
+                    .is_some_and(|c| c.error.as_deref() == Some("insufficient_scope")));
+        if !asks {
+            // It lets us in without a token; log in only where it says it takes one.
+            if let Err(OAuthError::Config(_)) =
+                resource_metadata(self.http(), &auth.url, None).await
+            {
+                return Err(OAuthError::Config(format!(
+                    "MCP server {:?} did not ask for authorization (HTTP {status}) and publishes \
+                     no protected-resource metadata: there is nothing to log in to",
+                    sanitize(&auth.server, &[])
+                )));
+            }
+        }
+        let provider = self
+            .mcp_provider(auth, &resource, challenge.as_ref(), &[])
+            .await?;
+        let (tokens, client) = if device {
+            if provider.device_authorization_endpoint.is_none() {
+                return Err(OAuthError::Config(format!(
+                    "the authorization server of MCP server {:?} ({}) offers no device \
+                     authorization grant; log in without `--device`",
+                    sanitize(&auth.server, &[]),
+                    sanitize(provider.issuer.as_deref().unwrap_or_default(), &[])
+                )));
+            }
+            device_flow(self.http(), &provider, timeout, progress, &*self.pacer).await?
+        } else {
+            code_flow(self.http(), &provider, timeout, progress).await?
+        };
+        let key = mcp_key(&auth.server);
+        self.store_entry(&key, entry_for(&tokens, &provider, &client))?;
+        Ok(LoginOutcome {
+            provider: key,
+            kind: AuthKind::OAuth,
+            expires_at: tokens.expires_at.map(whole_seconds),
+            scopes: tokens.scopes.clone(),
+        })
+    }
+
+    /// An unauthenticated `initialize` to the server (no redirects, public names only): its
+    /// status and `WWW-Authenticate`. A session it opened anyway is closed again.
+    async fn probe_mcp(&self, auth: &McpServerAuth) -> Result<(u16, Option<String>), OAuthError> {
+        let url = check_endpoint("the MCP server", &auth.url)?;
+        let body = serde_json::json!({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "hanzo-dev", "version": env!("CARGO_PKG_VERSION")},
+            },
+        });
+        let failed = |e: reqwest::Error| OAuthError::Http {
+            what: "the MCP server",
+            url: sanitize(&auth.url, &[]),
+            detail: super::describe(&e, &[]),
+        };
+        let resp = self
+            .mcp_http()
+            .post(url.clone())
+            .header(
+                reqwest::header::ACCEPT,
+                "application/json, text/event-stream",
+            )
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_string())
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await
+            .map_err(failed)?;
+        let status = resp.status().as_u16();
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let www = header("www-authenticate");
+        let session = header("mcp-session-id").filter(|_| resp.status().is_success());
+        drop(resp);
+        if let Some(id) = session {
+            // Best effort: the server may keep it until it expires.
+            let _ = self
+                .mcp_http()
+                .delete(url)
+                .header("mcp-session-id", id)
+                .timeout(Duration::from_secs(10))
+                .send()
+                .await;
+        }
+        Ok((status, www))
     }
 
     /// Handle a 401 or 403 answer from `auth.url`; `www_authenticate` is that answer's
@@ -132,7 +266,8 @@ impl Broker {
     ) -> Result<reqwest::Response, OAuthError> {
         let retry = req.try_clone();
         let mut first = req;
-        self.authorize_mcp_request(&auth.server, &mut first).await?;
+        self.authorize_mcp_request(&auth.server, &auth.url, &mut first)
+            .await?;
         let resp = self
             .http()
             .execute(first)
@@ -161,7 +296,8 @@ impl Broker {
                     return Ok(resp);
                 };
                 drop(resp);
-                self.authorize_mcp_request(&auth.server, &mut again).await?;
+                self.authorize_mcp_request(&auth.server, &auth.url, &mut again)
+                    .await?;
                 self.http()
                     .execute(again)
                     .await
@@ -183,11 +319,33 @@ impl Broker {
         progress: &Progress,
     ) -> Result<(), OAuthError> {
         self.credential_path()?;
-        let http = self.http();
         let resource = canonical_resource(&auth.url)?;
-        let (issuer, meta, prm_scopes) = discover(http, auth, &resource, challenge).await?;
+        let provider = self
+            .mcp_provider(auth, &resource, challenge, scopes)
+            .await?;
+        let (tokens, client) = code_flow(self.http(), &provider, timeout, progress).await?;
+        self.store_entry(
+            &mcp_key(&auth.server),
+            entry_for(&tokens, &provider, &client),
+        )
+    }
+
+    /// Everything a login to `auth`'s authorization server needs: discovery (see [`discover`]),
+    /// the scopes (`scopes`, else the challenge's, else the resource's, else the configured
+    /// ones, plus `offline_access` where the server lists it), and the client (configured,
+    /// registered at an earlier login with the same server, or none yet: registered
+    /// dynamically by the flow).
+    async fn mcp_provider(
+        &self,
+        auth: &McpServerAuth,
+        resource: &str,
+        challenge: Option<&BearerChallenge>,
+        scopes: &[String],
+    ) -> Result<ResolvedProvider, OAuthError> {
+        let http = self.http();
+        let (issuer, meta, prm_scopes) = discover(http, auth, resource, challenge).await?;
         let issuer = &issuer;
-        let scopes: Vec<String> = if !scopes.is_empty() {
+        let mut scopes: Vec<String> = if !scopes.is_empty() {
             scopes.to_vec()
         } else if let Some(s) = challenge.and_then(|c| c.scope.as_deref()) {
             s.split_whitespace().map(str::to_string).collect()
@@ -196,7 +354,6 @@ impl Broker {
         } else {
             auth.scopes.clone()
         };
-        let mut scopes = scopes;
         // A refresh token is wanted: ask for `offline_access` where the server lists it (and
         // only there: SEP-2207).
         let offline = "offline_access";
@@ -216,7 +373,7 @@ impl Broker {
                 .filter(|o| o.issuer.as_deref() == Some(issuer.as_str()))
                 .and_then(|o| o.client_id.clone())
         });
-        let provider = ResolvedProvider {
+        Ok(ResolvedProvider {
             name: key.clone(),
             issuer: Some(issuer.clone()),
             authorization_endpoint: meta.authorization_endpoint.clone(),
@@ -226,15 +383,13 @@ impl Broker {
                     sanitize(issuer, &[])
                 ))
             })?,
-            device_authorization_endpoint: None,
+            device_authorization_endpoint: meta.device_authorization_endpoint.clone(),
             registration_endpoint: meta.registration_endpoint.clone(),
             client_id: auth.client_id.clone().or(stored_client),
             scopes,
-            resource: Some(resource),
+            resource: Some(resource.to_string()),
             device_poll_interval: super::config::DEFAULT_POLL_INTERVAL,
-        };
-        let (tokens, client) = code_flow(http, &provider, timeout, progress).await?;
-        self.store_entry(&key, entry_for(&tokens, &provider, &client))
+        })
     }
 }
 
@@ -299,6 +454,15 @@ async fn discover(
     };
     let meta = auth_server_metadata(http, &issuer).await?;
     Ok((issuer, meta, prm.scopes_supported))
+}
+
+/// Whether `c` is bound to another resource than the server at `url` (a token stored for an
+/// earlier URL of the server): such a token is never sent.
+pub fn bound_elsewhere(c: &Credential, url: &str) -> Result<bool, OAuthError> {
+    let Some(bound) = c.oauth.as_ref().and_then(|o| o.resource.as_deref()) else {
+        return Ok(false);
+    };
+    Ok(bound != canonical_resource(url)?)
 }
 
 fn refreshable(c: &Credential) -> bool {
