@@ -205,6 +205,7 @@ pub fn remotes_of(config: &McpConfig, login: McpLogin) -> Vec<McpRemote> {
                 url: url.clone(),
                 client_id: None,
                 scopes: Vec::new(),
+                client_metadata_url: None,
                 login,
             }),
             McpTransport::Stdio { .. } => None,

@@ -85,16 +85,11 @@ const PASSING: &[&str] = &[
     "auth/resource-mismatch",
     "auth/offline-access-scope",
     "auth/offline-access-not-supported",
+    "auth/basic-cimd",
 ];
 
 /// The client scenarios of the pin that do not pass, and why.
 const NOT_PASSING: &[(&str, &str)] = &[
-    (
-        "auth/basic-cimd",
-        "client ID metadata documents (a URL as client_id, hosted by the client) are not \
-         built; we register dynamically, which the harness accepts with a warning, and it counts \
-         warnings as failure",
-    ),
     (
         "auth/pre-registration",
         "the pre-registered client secret arrives in MCP_CONFORMANCE_CONTEXT, which the \
@@ -146,6 +141,7 @@ scenarios! {
     conformance_auth_resource_mismatch => "auth/resource-mismatch",
     conformance_auth_offline_access_scope => "auth/offline-access-scope",
     conformance_auth_offline_access_not_supported => "auth/offline-access-not-supported",
+    conformance_auth_basic_cimd => "auth/basic-cimd",
 }
 
 /// Every client scenario of the pin is either passing (and has its test above) or listed with

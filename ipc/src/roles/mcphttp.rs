@@ -60,6 +60,10 @@ pub struct McpRemote {
     pub client_id: Option<String>,
     /// Scopes to ask for when neither the server's challenge nor its metadata names any.
     pub scopes: Vec<String>,
+    /// The client's metadata document (`https`), used as its `client_id` where the
+    /// authorization server accepts one and no client id is configured.
+    #[serde(default)]
+    pub client_metadata_url: Option<String>,
     /// How a 401 with no usable token is answered.
     pub login: McpLogin,
 }
@@ -97,6 +101,7 @@ mod tests {
             url: "https://mcp.example/mcp".into(),
             client_id: None,
             scopes: vec!["read".into()],
+            client_metadata_url: Some("https://client.example/meta.json".into()),
             login: McpLogin::Headless,
         };
         let back: McpRemote = decode_payload("REMOTE", &encode_payload(&remote)).unwrap();

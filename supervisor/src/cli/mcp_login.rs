@@ -98,6 +98,7 @@ async fn run_login(
             url: url.to_string(),
             client_id: None,
             scopes: Vec::new(),
+            client_metadata_url: None,
             login: McpLogin::Never,
         },
         device: args.device,

@@ -346,6 +346,7 @@ impl Broker {
             url: remote.url.clone(),
             client_id: remote.client_id.clone(),
             scopes: remote.scopes.clone(),
+            client_metadata_url: remote.client_metadata_url.clone(),
         };
         let outcome = match remote.login {
             McpLogin::Never => self.refresh_only(&auth, status).await,
@@ -533,6 +534,7 @@ mod tests {
             url: url.into(),
             client_id: None,
             scopes: vec![],
+            client_metadata_url: None,
             login: McpLogin::Never,
         }
     }

@@ -201,6 +201,7 @@ impl Handler<BrokerProtocol, OwnedWriteHalf> for BrokerHandler {
                     url: req.remote.url.clone(),
                     client_id: req.remote.client_id.clone(),
                     scopes: req.remote.scopes.clone(),
+                    client_metadata_url: req.remote.client_metadata_url.clone(),
                 };
                 let timeout = Duration::from_secs(u64::from(req.timeout_secs.max(1)));
                 let (tx, mut rx) = mpsc::channel(8);

@@ -40,6 +40,10 @@ pub struct McpServerAuth {
     pub client_id: Option<String>,
     /// Scopes to ask for when neither the challenge nor the metadata names any.
     pub scopes: Vec<String>,
+    /// The client's metadata document (an `https` URL), used as `client_id` where the
+    /// authorization server accepts one (`client_id_metadata_document_supported`) and no client
+    /// id is configured: no registration is needed.
+    pub client_metadata_url: Option<String>,
 }
 
 /// What the caller should do after [`Broker::handle_mcp_challenge`].
@@ -385,7 +389,11 @@ impl Broker {
             })?,
             device_authorization_endpoint: meta.device_authorization_endpoint.clone(),
             registration_endpoint: meta.registration_endpoint.clone(),
-            client_id: auth.client_id.clone().or(stored_client),
+            client_id: auth
+                .client_id
+                .clone()
+                .or(stored_client)
+                .or_else(|| metadata_document_client(auth, &meta)),
             scopes,
             resource: Some(resource.to_string()),
             device_poll_interval: super::config::DEFAULT_POLL_INTERVAL,
@@ -456,6 +464,16 @@ async fn discover(
     Ok((issuer, meta, prm.scopes_supported))
 }
 
+/// The client's metadata-document URL as its `client_id`, where the server takes one.
+fn metadata_document_client(auth: &McpServerAuth, meta: &AuthServerMetadata) -> Option<String> {
+    if meta.client_id_metadata_document_supported != Some(true) {
+        return None;
+    }
+    auth.client_metadata_url.clone().filter(|u| {
+        u.starts_with("https://") && check_endpoint("the client metadata document", u).is_ok()
+    })
+}
+
 /// Whether `c` is bound to another resource than the server at `url` (a token stored for an
 /// earlier URL of the server): such a token is never sent.
 pub fn bound_elsewhere(c: &Credential, url: &str) -> Result<bool, OAuthError> {
@@ -467,4 +485,66 @@ pub fn bound_elsewhere(c: &Credential, url: &str) -> Result<bool, OAuthError> {
 
 fn refreshable(c: &Credential) -> bool {
     c.oauth.as_ref().is_some_and(|o| o.refresh_token.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_metadata_document_url_is_the_client_id_only_where_the_server_takes_one() {
+        let auth = |url: Option<&str>| McpServerAuth {
+            server: "s".into(),
+            url: "https://mcp.example/mcp".into(),
+            client_id: None,
+            scopes: vec![],
+            client_metadata_url: url.map(str::to_string),
+        };
+        let meta = |supported: Option<bool>| AuthServerMetadata {
+            issuer: "https://as.example".into(),
+            client_id_metadata_document_supported: supported,
+            ..AuthServerMetadata::default()
+        };
+        let doc = "https://client.example/meta.json";
+        assert_eq!(
+            metadata_document_client(&auth(Some(doc)), &meta(Some(true))).as_deref(),
+            Some(doc)
+        );
+        assert_eq!(
+            metadata_document_client(&auth(Some(doc)), &meta(None)),
+            None
+        );
+        assert_eq!(
+            metadata_document_client(&auth(Some(doc)), &meta(Some(false))),
+            None
+        );
+        assert_eq!(
+            metadata_document_client(&auth(None), &meta(Some(true))),
+            None
+        );
+        // Only an https document names a client.
+        assert_eq!(
+            metadata_document_client(&auth(Some("http://127.0.0.1:9/m.json")), &meta(Some(true))),
+            None
+        );
+    }
+
+    #[test]
+    fn a_token_is_bound_to_the_url_it_was_issued_for() {
+        let cred = |resource: Option<&str>| Credential {
+            secret: crate::secret::Secret::new("t"),
+            kind: crate::credentials::CredentialKind::AccessToken,
+            source: hanzo_ipc::roles::broker::CredentialSource::CredentialFile,
+            oauth: Some(crate::credentials::OAuthState {
+                resource: resource.map(str::to_string),
+                ..Default::default()
+            }),
+        };
+        let url = "https://mcp.example/mcp";
+        assert!(!bound_elsewhere(&cred(Some(url)), "HTTPS://MCP.example/mcp/").unwrap());
+        assert!(bound_elsewhere(&cred(Some(url)), "https://evil.example/mcp").unwrap());
+        assert!(bound_elsewhere(&cred(Some(url)), "https://mcp.example/other").unwrap());
+        // A hand-written token without a resource is not bound (SECURITY.md says so).
+        assert!(!bound_elsewhere(&cred(None), "https://evil.example/mcp").unwrap());
+    }
 }
