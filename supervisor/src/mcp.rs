@@ -206,6 +206,7 @@ pub fn remotes_of(config: &McpConfig, login: McpLogin) -> Vec<McpRemote> {
                 client_id: None,
                 scopes: Vec::new(),
                 client_metadata_url: None,
+                client_env: None,
                 login,
             }),
             McpTransport::Stdio { .. } => None,

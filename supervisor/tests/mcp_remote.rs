@@ -470,6 +470,7 @@ async fn the_broker_refuses_servers_and_addresses_not_in_the_settings() {
         client_id: None,
         scopes: vec![],
         client_metadata_url: None,
+        client_env: None,
         login: McpLogin::Never,
     }];
     let answer = sup
@@ -487,6 +488,7 @@ async fn the_broker_refuses_servers_and_addresses_not_in_the_settings() {
             client_id: None,
             scopes: vec![],
             client_metadata_url: None,
+            client_env: None,
             login: McpLogin::Never,
         }]))
         .await;

@@ -36,6 +36,8 @@ const AUTH_TOOL: &str = "test-tool";
 /// `client_id` where the authorization server accepts one (`auth/basic-cimd`). Nothing is
 /// served there: the suite's authorization server takes the URL without fetching it.
 const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
+/// Where the harness puts a scenario's context (a pre-registered client and its secret).
+const CONTEXT_ENV: &str = "MCP_CONFORMANCE_CONTEXT";
 /// Time for `initialize`, an OAuth flow included.
 const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -127,6 +129,10 @@ async fn drive(
     let mut remotes = remotes_of(&config, McpLogin::Headless);
     for r in &mut remotes {
         r.client_metadata_url = Some(CLIENT_METADATA_URL.into());
+        // A scenario's pre-registered client (`auth/pre-registration`) arrives in the
+        // harness's context. Named a secret (`HANZO_SECRET_ENV`), it reaches the broker's
+        // environment only; the broker reads the client from it.
+        r.client_env = Some(CONTEXT_ENV.into());
     }
     match sup
         .broker

@@ -99,6 +99,7 @@ async fn run_login(
             client_id: None,
             scopes: Vec::new(),
             client_metadata_url: None,
+            client_env: None,
             login: McpLogin::Never,
         },
         device: args.device,

@@ -347,6 +347,7 @@ impl Broker {
             client_id: remote.client_id.clone(),
             scopes: remote.scopes.clone(),
             client_metadata_url: remote.client_metadata_url.clone(),
+            client_env: remote.client_env.clone(),
         };
         let outcome = match remote.login {
             McpLogin::Never => self.refresh_only(&auth, status).await,
@@ -535,6 +536,7 @@ mod tests {
             client_id: None,
             scopes: vec![],
             client_metadata_url: None,
+            client_env: None,
             login: McpLogin::Never,
         }
     }

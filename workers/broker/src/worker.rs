@@ -202,6 +202,7 @@ impl Handler<BrokerProtocol, OwnedWriteHalf> for BrokerHandler {
                     client_id: req.remote.client_id.clone(),
                     scopes: req.remote.scopes.clone(),
                     client_metadata_url: req.remote.client_metadata_url.clone(),
+                    client_env: req.remote.client_env.clone(),
                 };
                 let timeout = Duration::from_secs(u64::from(req.timeout_secs.max(1)));
                 let (tx, mut rx) = mpsc::channel(8);

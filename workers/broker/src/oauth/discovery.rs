@@ -26,6 +26,8 @@ pub struct AuthServerMetadata {
     /// (OAuth Client ID Metadata Documents; MCP 2025-11-25).
     #[serde(default)]
     pub client_id_metadata_document_supported: Option<bool>,
+    #[serde(default)]
+    pub token_endpoint_auth_methods_supported: Option<Vec<String>>,
 }
 
 /// What a protected resource (a remote MCP server) publishes (RFC 9728 §2).

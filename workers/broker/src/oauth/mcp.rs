@@ -44,6 +44,11 @@ pub struct McpServerAuth {
     /// authorization server accepts one (`client_id_metadata_document_supported`) and no client
     /// id is configured: no registration is needed.
     pub client_metadata_url: Option<String>,
+    /// The name of a secret environment variable the broker holds whose value is a
+    /// pre-registered client, `{"client_id": …, "client_secret": …}`, used when no client id is
+    /// configured. The secret never crosses the supervisor: it reaches the broker's
+    /// environment only, as API keys do.
+    pub client_env: Option<String>,
 }
 
 /// What the caller should do after [`Broker::handle_mcp_challenge`].
@@ -377,6 +382,33 @@ impl Broker {
                 .filter(|o| o.issuer.as_deref() == Some(issuer.as_str()))
                 .and_then(|o| o.client_id.clone())
         });
+        let pre = auth
+            .client_env
+            .as_deref()
+            .filter(|_| auth.client_id.is_none())
+            .and_then(preregistered);
+        let client_auth_method = pre
+            .as_ref()
+            .and_then(|p| p.client_secret.as_ref())
+            .map(|_| {
+                // Basic unless the server lists only `client_secret_post` (RFC 8414 §2 default).
+                let post_only = meta
+                    .token_endpoint_auth_methods_supported
+                    .as_ref()
+                    .is_some_and(|m| {
+                        !m.iter().any(|x| x == "client_secret_basic")
+                            && m.iter().any(|x| x == "client_secret_post")
+                    });
+                if post_only {
+                    "client_secret_post".to_string()
+                } else {
+                    "client_secret_basic".to_string()
+                }
+            });
+        let (pre_id, pre_secret) = match pre {
+            Some(p) => (Some(p.client_id), p.client_secret),
+            None => (None, None),
+        };
         Ok(ResolvedProvider {
             name: key.clone(),
             issuer: Some(issuer.clone()),
@@ -389,9 +421,12 @@ impl Broker {
             })?,
             device_authorization_endpoint: meta.device_authorization_endpoint.clone(),
             registration_endpoint: meta.registration_endpoint.clone(),
+            client_secret: pre_secret,
+            client_auth_method,
             client_id: auth
                 .client_id
                 .clone()
+                .or(pre_id)
                 .or(stored_client)
                 .or_else(|| metadata_document_client(auth, &meta)),
             scopes,
@@ -464,6 +499,30 @@ async fn discover(
     Ok((issuer, meta, prm.scopes_supported))
 }
 
+/// A pre-registered client from the broker's environment variable `var`.
+struct Preregistered {
+    client_id: String,
+    client_secret: Option<crate::Secret>,
+}
+
+fn preregistered(var: &str) -> Option<Preregistered> {
+    #[derive(serde::Deserialize)]
+    struct Raw {
+        client_id: Option<String>,
+        client_secret: Option<String>,
+    }
+    let text = zeroize::Zeroizing::new(std::env::var(var).ok()?);
+    let raw: Raw = serde_json::from_str(&text).ok()?;
+    let secret = zeroize::Zeroizing::new(raw.client_secret);
+    Some(Preregistered {
+        client_id: raw.client_id.filter(|c| !c.is_empty())?,
+        client_secret: secret
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .map(crate::Secret::new),
+    })
+}
+
 /// The client's metadata-document URL as its `client_id`, where the server takes one.
 fn metadata_document_client(auth: &McpServerAuth, meta: &AuthServerMetadata) -> Option<String> {
     if meta.client_id_metadata_document_supported != Some(true) {
@@ -499,6 +558,7 @@ mod tests {
             client_id: None,
             scopes: vec![],
             client_metadata_url: url.map(str::to_string),
+            client_env: None,
         };
         let meta = |supported: Option<bool>| AuthServerMetadata {
             issuer: "https://as.example".into(),
