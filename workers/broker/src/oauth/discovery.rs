@@ -28,6 +28,8 @@ pub struct AuthServerMetadata {
     pub client_id_metadata_document_supported: Option<bool>,
     #[serde(default)]
     pub token_endpoint_auth_methods_supported: Option<Vec<String>>,
+    #[serde(default)]
+    pub grant_types_supported: Option<Vec<String>>,
 }
 
 /// What a protected resource (a remote MCP server) publishes (RFC 9728 §2).

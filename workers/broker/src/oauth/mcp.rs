@@ -18,11 +18,14 @@
 //! point the server elsewhere, the token is not sent ([`Broker::authorize_mcp_request`]).
 
 use super::config::ResolvedProvider;
+use super::discovery::RegisteredClient;
 use super::discovery::{
     auth_server_metadata, canonical_resource, legacy_mcp_metadata, parse_bearer_challenge,
     resource_metadata, AuthServerMetadata, BearerChallenge,
 };
 use super::login::{code_flow, device_flow, entry_for, Progress};
+use super::token::{token_request, ClientAuth};
+use super::TokenSet;
 use super::{check_endpoint, sanitize, OAuthError};
 use crate::credentials::{mcp_key, whole_seconds, Credential};
 use crate::fetch::Broker;
@@ -136,10 +139,12 @@ impl Broker {
                 )));
             }
         }
-        let provider = self
+        let (provider, machine) = self
             .mcp_provider(auth, &resource, challenge.as_ref(), &[])
             .await?;
-        let (tokens, client) = if device {
+        let (tokens, client) = if machine {
+            client_credentials(self.http(), &provider).await?
+        } else if device {
             if provider.device_authorization_endpoint.is_none() {
                 return Err(OAuthError::Config(format!(
                     "the authorization server of MCP server {:?} ({}) offers no device \
@@ -329,10 +334,14 @@ impl Broker {
     ) -> Result<(), OAuthError> {
         self.credential_path()?;
         let resource = canonical_resource(&auth.url)?;
-        let provider = self
+        let (provider, machine) = self
             .mcp_provider(auth, &resource, challenge, scopes)
             .await?;
-        let (tokens, client) = code_flow(self.http(), &provider, timeout, progress).await?;
+        let (tokens, client) = if machine {
+            client_credentials(self.http(), &provider).await?
+        } else {
+            code_flow(self.http(), &provider, timeout, progress).await?
+        };
         self.store_entry(
             &mcp_key(&auth.server),
             entry_for(&tokens, &provider, &client),
@@ -350,7 +359,7 @@ impl Broker {
         resource: &str,
         challenge: Option<&BearerChallenge>,
         scopes: &[String],
-    ) -> Result<ResolvedProvider, OAuthError> {
+    ) -> Result<(ResolvedProvider, bool), OAuthError> {
         let http = self.http();
         let (issuer, meta, prm_scopes) = discover(http, auth, resource, challenge).await?;
         let issuer = &issuer;
@@ -405,35 +414,81 @@ impl Broker {
                     "client_secret_basic".to_string()
                 }
             });
+        // A confidential client at a server that grants only `client_credentials` (SEP-1046):
+        // no person, no browser.
+        let grants = meta.grant_types_supported.as_deref().unwrap_or_default();
+        let machine = client_auth_method.is_some()
+            && grants.iter().any(|g| g == "client_credentials")
+            && !grants.iter().any(|g| g == "authorization_code");
         let (pre_id, pre_secret) = match pre {
             Some(p) => (Some(p.client_id), p.client_secret),
             None => (None, None),
         };
-        Ok(ResolvedProvider {
-            name: key.clone(),
-            issuer: Some(issuer.clone()),
-            authorization_endpoint: meta.authorization_endpoint.clone(),
-            token_endpoint: meta.token_endpoint.clone().ok_or_else(|| {
-                OAuthError::Config(format!(
-                    "the authorization server {} names no token endpoint",
-                    sanitize(issuer, &[])
-                ))
-            })?,
-            device_authorization_endpoint: meta.device_authorization_endpoint.clone(),
-            registration_endpoint: meta.registration_endpoint.clone(),
-            client_secret: pre_secret,
-            client_auth_method,
-            client_id: auth
-                .client_id
-                .clone()
-                .or(pre_id)
-                .or(stored_client)
-                .or_else(|| metadata_document_client(auth, &meta)),
-            scopes,
-            resource: Some(resource.to_string()),
-            device_poll_interval: super::config::DEFAULT_POLL_INTERVAL,
-        })
+        Ok((
+            ResolvedProvider {
+                name: key.clone(),
+                issuer: Some(issuer.clone()),
+                authorization_endpoint: meta.authorization_endpoint.clone(),
+                token_endpoint: meta.token_endpoint.clone().ok_or_else(|| {
+                    OAuthError::Config(format!(
+                        "the authorization server {} names no token endpoint",
+                        sanitize(issuer, &[])
+                    ))
+                })?,
+                device_authorization_endpoint: meta.device_authorization_endpoint.clone(),
+                registration_endpoint: meta.registration_endpoint.clone(),
+                client_secret: pre_secret,
+                client_auth_method,
+                client_id: auth
+                    .client_id
+                    .clone()
+                    .or(pre_id)
+                    .or(stored_client)
+                    .or_else(|| metadata_document_client(auth, &meta)),
+                scopes,
+                resource: Some(resource.to_string()),
+                device_poll_interval: super::config::DEFAULT_POLL_INTERVAL,
+            },
+            machine,
+        ))
     }
+}
+
+/// The client-credentials grant (OAuth 2.1 §4.2, MCP SEP-1046) for a pre-registered
+/// confidential client, with `resource` and the scopes.
+async fn client_credentials(
+    http: &reqwest::Client,
+    provider: &ResolvedProvider,
+) -> Result<(TokenSet, RegisteredClient), OAuthError> {
+    let client = RegisteredClient {
+        client_id: provider.client_id.clone().unwrap_or_default(),
+        client_secret: provider.client_secret.clone(),
+        auth_method: provider.client_auth_method.clone(),
+    };
+    let scope = provider.scopes.join(" ");
+    let mut form = vec![("grant_type", "client_credentials")];
+    if !scope.is_empty() {
+        form.push(("scope", &scope));
+    }
+    if let Some(r) = &provider.resource {
+        form.push(("resource", r));
+    }
+    let auth = ClientAuth::new(
+        &client.client_id,
+        client.client_secret.as_ref(),
+        client.auth_method.as_deref(),
+    );
+    let tokens = token_request(
+        http,
+        &provider.token_endpoint,
+        &form,
+        Some(auth),
+        &[],
+        &provider.scopes,
+    )
+    .await?
+    .map_err(|e| e.into_error("the client-credentials grant", &provider.token_endpoint))?;
+    Ok((tokens, client))
 }
 
 /// The authorization server of `auth.url`: from its protected-resource metadata (RFC 9728,
