@@ -205,6 +205,8 @@ pub fn remotes_of(config: &McpConfig, login: McpLogin) -> Vec<McpRemote> {
                 url: url.clone(),
                 client_id: None,
                 scopes: Vec::new(),
+                client_metadata_url: None,
+                client_env: None,
                 login,
             }),
             McpTransport::Stdio { .. } => None,

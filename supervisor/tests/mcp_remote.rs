@@ -469,6 +469,8 @@ async fn the_broker_refuses_servers_and_addresses_not_in_the_settings() {
         url: listed.url.clone(),
         client_id: None,
         scopes: vec![],
+        client_metadata_url: None,
+        client_env: None,
         login: McpLogin::Never,
     }];
     let answer = sup
@@ -485,6 +487,8 @@ async fn the_broker_refuses_servers_and_addresses_not_in_the_settings() {
             url: "http://mcp.example/mcp".into(),
             client_id: None,
             scopes: vec![],
+            client_metadata_url: None,
+            client_env: None,
             login: McpLogin::Never,
         }]))
         .await;

@@ -19,8 +19,13 @@ pub enum Request {
     /// streaming [`Item::Login`] progress; replies [`Response::LoggedIn`]. The tokens stay in the
     /// broker and its credential file.
     Login(LoginRequest),
-    /// Forget a provider's stored credential (`credentials.json`); replies
-    /// [`Response::LoggedOut`].
+    /// Log in to a remote MCP server (`hanzo-dev mcp login`): the broker probes the server, runs
+    /// the MCP authorization flow (RFC 9728, RFC 8414, RFC 7591, RFC 8707, PKCE) with a person
+    /// at the browser (or the device grant), streaming [`Item::Login`] progress, and stores the
+    /// tokens as `mcp:<server>`, bound to the server's URL. Replies [`Response::LoggedIn`].
+    McpLogin(McpLoginRequest),
+    /// Forget a provider's stored credential (`credentials.json`; `mcp:<server>` for a remote
+    /// MCP server's); replies [`Response::LoggedOut`].
     Logout {
         provider: String,
     },
@@ -263,6 +268,17 @@ pub struct LoginRequest {
     pub timeout_secs: u32,
 }
 
+/// A login to a remote MCP server, from the user's settings (trusted configuration only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpLoginRequest {
+    /// The server (its `login` field is ignored: this is the login).
+    pub remote: super::mcphttp::McpRemote,
+    /// Use the device authorization grant (RFC 8628), when the authorization server offers it.
+    pub device: bool,
+    /// How long to wait for the user, in seconds.
+    pub timeout_secs: u32,
+}
+
 /// Where and as whom to log in. Endpoints are `https://`, or `http://` to a loopback address.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct OAuthProviderConfig {
@@ -390,6 +406,9 @@ pub struct AuthEntry {
     pub scopes: Vec<String>,
     /// A refresh token is held, so expiry renews itself.
     pub refreshable: bool,
+    /// The RFC 8707 resource the tokens are bound to (a remote MCP server's URL): the broker
+    /// sends them to that server only.
+    pub resource: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

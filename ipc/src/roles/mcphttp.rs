@@ -60,6 +60,14 @@ pub struct McpRemote {
     pub client_id: Option<String>,
     /// Scopes to ask for when neither the server's challenge nor its metadata names any.
     pub scopes: Vec<String>,
+    /// The client's metadata document (`https`), used as its `client_id` where the
+    /// authorization server accepts one and no client id is configured.
+    #[serde(default)]
+    pub client_metadata_url: Option<String>,
+    /// The name of a secret environment variable of the broker holding a pre-registered client
+    /// (`{"client_id": …, "client_secret": …}`); its value never crosses this channel.
+    #[serde(default)]
+    pub client_env: Option<String>,
     /// How a 401 with no usable token is answered.
     pub login: McpLogin,
 }
@@ -97,6 +105,8 @@ mod tests {
             url: "https://mcp.example/mcp".into(),
             client_id: None,
             scopes: vec!["read".into()],
+            client_metadata_url: Some("https://client.example/meta.json".into()),
+            client_env: Some("MCP_CONFORMANCE_CONTEXT".into()),
             login: McpLogin::Headless,
         };
         let back: McpRemote = decode_payload("REMOTE", &encode_payload(&remote)).unwrap();

@@ -50,6 +50,7 @@ pub fn status_json(r: &AuthStatusReport) -> serde_json::Value {
             "expires_at": e.expires_at,
             "scopes": e.scopes,
             "refreshable": e.refreshable,
+            "resource": e.resource,
         })).collect::<Vec<_>>(),
         "warnings": r.warnings,
     })
@@ -59,8 +60,8 @@ fn status_text(r: &AuthStatusReport) -> String {
     let mut out = String::new();
     if r.entries.is_empty() {
         out.push_str(
-            "No credentials. Log in with `hanzo-dev login`, or set HANZO_API_KEY, \
-             ANTHROPIC_API_KEY or OPENAI_API_KEY.\n",
+            "No credentials. Log in with `hanzo-dev login` (a remote MCP server: `hanzo-dev \
+             mcp login NAME`), or set HANZO_API_KEY, ANTHROPIC_API_KEY or OPENAI_API_KEY.\n",
         );
     }
     for e in &r.entries {
@@ -83,6 +84,9 @@ fn status_text(r: &AuthStatusReport) -> String {
         }
         if !e.scopes.is_empty() {
             line.push_str(&format!("; scopes: {}", printable(&e.scopes.join(" "))));
+        }
+        if let Some(r) = &e.resource {
+            line.push_str(&format!("; for {}", printable(r)));
         }
         out.push_str(&line);
         out.push('\n');

@@ -39,10 +39,11 @@ pub struct LogoutArgs {
     pub provider: String,
 }
 
-/// What may be printed of a string that came from outside (a URL, a code): no control
-/// characters, so it cannot move the cursor or rewrite the terminal.
+/// What may be printed of a string that came from outside (a URL, a code): control, bidi and
+/// invisible characters shown as visible escapes (`crate::term`), so it cannot move the cursor,
+/// rewrite the terminal or read differently from what it is.
 pub fn printable(s: &str) -> String {
-    s.chars().filter(|c| !c.is_control()).collect()
+    crate::term::sanitize_line_for_terminal(s).into_owned()
 }
 
 fn to_config(e: &OAuthProviderEntry) -> OAuthProviderConfig {
@@ -230,11 +231,13 @@ async fn note_precedence(sup: &Supervisor, provider: &str) {
     }
 }
 
-fn show_progress(env: &StartEnv, p: &LoginProgress) {
+/// Print what the broker streams during a login (`hanzo-dev login`, `hanzo-dev mcp login`).
+pub(crate) fn show_progress(env: &StartEnv, p: &LoginProgress) {
     match p {
-        LoginProgress::OpenBrowser { url } => {
-            let url = printable(url);
-            let opened = open_browser(env, &url);
+        LoginProgress::OpenBrowser { url: raw } => {
+            let url = printable(raw);
+            // A URL that needed escaping is shown, never handed to a browser.
+            let opened = url == *raw && open_browser(env, &url);
             eprintln!(
                 "{} this URL in a browser to log in:\n\n  {url}\n",
                 if opened { "Opened" } else { "Open" }

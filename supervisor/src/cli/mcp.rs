@@ -1,6 +1,8 @@
 //! `hanzo-dev mcp list | tools [SERVER] | call SERVER TOOL [JSON]`: the configured MCP servers,
 //! started in the sandboxed mcp worker exactly as a run starts them, their tools under the names
 //! the model sees, and one call through the permission policy. All with `--json`.
+//! `hanzo-dev mcp login | logout SERVER`: a remote server's OAuth login, in the broker
+//! (`super::mcp_login`).
 
 use super::exit;
 use crate::mcp::{plan_for, McpPlan};
@@ -50,6 +52,20 @@ pub enum McpCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Log in to a remote MCP server with OAuth (the server's authorization server, found from
+    /// its protected-resource metadata). The tokens stay in the broker's credentials.json,
+    /// bound to the server's URL; later runs and `mcp` commands use them.
+    Login {
+        server: String,
+        /// Use the device authorization grant (RFC 8628), for machines without a browser.
+        #[arg(long)]
+        device: bool,
+        /// Seconds to wait for the browser or for the code's approval.
+        #[arg(long, default_value_t = 300)]
+        timeout: u32,
+    },
+    /// Forget a remote MCP server's stored tokens (its next request is a denial).
+    Logout { server: String },
     /// A client the official MCP conformance suite drives: the scenario comes from
     /// `MCP_CONFORMANCE_SCENARIO`, the server URL is the last argument. Runs through the broker
     /// and the mcp worker like every remote server; settings' servers are not started.
@@ -61,8 +77,12 @@ pub enum McpCommand {
 }
 
 pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
-    if let McpCommand::ConformanceClient { url } = &args.command {
-        return crate::cli::mcp_conformance::run(url, env).await;
+    match &args.command {
+        McpCommand::ConformanceClient { url } => {
+            return crate::cli::mcp_conformance::run(url, env).await;
+        }
+        McpCommand::Logout { server } => return super::mcp_login::logout(server, env).await,
+        _ => {}
     }
     let cwd = std::env::current_dir()?;
     let src = SettingsSources::resolve(
@@ -87,6 +107,19 @@ pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
             return Ok(exit::USAGE);
         }
     };
+    if let McpCommand::Login {
+        server,
+        device,
+        timeout,
+    } = &args.command
+    {
+        let login = super::mcp_login::LoginArgs {
+            server,
+            device: *device,
+            timeout: *timeout,
+        };
+        return super::mcp_login::login(&login, &plan, env).await;
+    }
     let kernel = hanzo_sandbox::doctor::probe_kernel();
     let (mut cfg, _run_dir) = supervisor_config(Some(cwd.clone()), &env, kernel.landlock_abi)?;
     // Remote servers are reached through the broker: it runs only when one is configured.
@@ -149,7 +182,11 @@ async fn with_tree(
             print_tools(&tools, *json);
             Ok(exit::OK)
         }
-        McpCommand::ConformanceClient { .. } => unreachable!("handled before the tree starts"),
+        McpCommand::ConformanceClient { .. }
+        | McpCommand::Login { .. }
+        | McpCommand::Logout { .. } => {
+            unreachable!("handled before the tree starts")
+        }
         McpCommand::Call {
             server,
             tool,

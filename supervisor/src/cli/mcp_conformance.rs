@@ -5,7 +5,8 @@
 //! It goes the product's way: the broker and the mcp worker start as for any remote server, the
 //! broker is told this one URL (`AllowMcpServers`, with [`McpLogin::Headless`] so that an OAuth
 //! challenge is answered by the broker's MCP authorization flow, following the authorization URL
-//! itself: the suite's authorization servers redirect at once), the mcp worker is configured with
+//! itself: the suite's authorization servers redirect at once; and with the suite's client
+//! metadata document URL, used as `client_id` where the authorization server accepts one), the mcp worker is configured with
 //! it (`Configure`: `initialize`, the tool list), and the scenario's tool is called (`CallTool`).
 //! Tokens go to a credential file in the run's private directory, so no scenario sees another's
 //! and the user's `credentials.json` is never touched.
@@ -13,10 +14,11 @@
 //! Exit codes: 0 the client did its part, 1 it failed, 2 the scenario is unknown.
 
 use super::exit;
-use crate::mcp::allow_remotes;
+use crate::mcp::remotes_of;
 use crate::secrets::StartEnv;
 use crate::startup::supervisor_config;
 use crate::tree::Supervisor;
+use hanzo_ipc::roles::broker;
 use hanzo_ipc::roles::mcp::{
     McpCallOutcome, McpConfig, McpServerConfig, McpServerState, McpToolCall, McpTransport, Request,
     Response,
@@ -30,6 +32,12 @@ use std::time::Duration;
 const SERVER: &str = "conformance";
 /// The tool every auth scenario's server lists.
 const AUTH_TOOL: &str = "test-tool";
+/// The client metadata document the suite's scenarios expect a client to present as its
+/// `client_id` where the authorization server accepts one (`auth/basic-cimd`). Nothing is
+/// served there: the suite's authorization server takes the URL without fetching it.
+const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
+/// Where the harness puts a scenario's context (a pre-registered client and its secret).
+const CONTEXT_ENV: &str = "MCP_CONFORMANCE_CONTEXT";
 /// Time for `initialize`, an OAuth flow included.
 const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -118,9 +126,27 @@ async fn drive(
         max_result_bytes: crate::mcp::MAX_RESULT_BYTES,
         max_message_bytes: crate::mcp::MAX_MESSAGE_BYTES,
     };
-    allow_remotes(sup, &config, McpLogin::Headless)
+    let mut remotes = remotes_of(&config, McpLogin::Headless);
+    for r in &mut remotes {
+        r.client_metadata_url = Some(CLIENT_METADATA_URL.into());
+        // A scenario's pre-registered client (`auth/pre-registration`) arrives in the
+        // harness's context. Named a secret (`HANZO_SECRET_ENV`), it reaches the broker's
+        // environment only; the broker reads the client from it.
+        r.client_env = Some(CONTEXT_ENV.into());
+    }
+    match sup
+        .broker
+        .call(broker::Request::AllowMcpServers(remotes))
         .await
-        .map_err(|e| e.to_string())?;
+    {
+        Ok(broker::Response::Configured { .. }) => {}
+        Ok(other) => {
+            return Err(format!(
+                "the broker answered AllowMcpServers with {other:?}"
+            ))
+        }
+        Err(e) => return Err(format!("the broker refused the remote MCP server: {e}")),
+    }
     let within = INITIALIZE_TIMEOUT + Duration::from_secs(10);
     let statuses = match sup
         .mcp

@@ -14,6 +14,7 @@ pub mod login;
 pub mod lsp;
 pub mod mcp;
 pub mod mcp_conformance;
+pub mod mcp_login;
 pub mod provider;
 pub mod run;
 pub mod runs;

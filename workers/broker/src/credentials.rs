@@ -474,6 +474,7 @@ impl CredentialStore {
                         .map(|o| o.scopes.clone())
                         .unwrap_or_default(),
                     refreshable: c.oauth.as_ref().is_some_and(|o| o.refresh_token.is_some()),
+                    resource: c.oauth.as_ref().and_then(|o| o.resource.clone()),
                 })
                 .collect(),
             detected: self.detect(),

@@ -346,6 +346,8 @@ impl Broker {
             url: remote.url.clone(),
             client_id: remote.client_id.clone(),
             scopes: remote.scopes.clone(),
+            client_metadata_url: remote.client_metadata_url.clone(),
+            client_env: remote.client_env.clone(),
         };
         let outcome = match remote.login {
             McpLogin::Never => self.refresh_only(&auth, status).await,
@@ -379,7 +381,7 @@ impl Broker {
         remote: &McpRemote,
         mut request: reqwest::Request,
     ) -> Result<reqwest::Response, Response> {
-        self.authorize_mcp_request(&remote.server, &mut request)
+        self.authorize_mcp_request(&remote.server, &remote.url, &mut request)
             .await
             .map_err(|e| {
                 fail(
@@ -399,7 +401,8 @@ impl Broker {
         })
     }
 
-    /// Without a login: a 401 with a refreshable token refreshes it; anything else passes on.
+    /// Without a login: a 401 with a refreshable token (for this server's URL) refreshes it;
+    /// anything else passes on (a denial; the user logs in with `hanzo-dev mcp login`).
     async fn refresh_only(
         &self,
         auth: &McpServerAuth,
@@ -409,7 +412,9 @@ impl Broker {
         let held = self.read_creds().get_named(&key).cloned();
         match held {
             Some(c)
-                if status == 401 && c.oauth.as_ref().is_some_and(|o| o.refresh_token.is_some()) =>
+                if status == 401
+                    && c.oauth.as_ref().is_some_and(|o| o.refresh_token.is_some())
+                    && !crate::oauth::mcp::bound_elsewhere(&c, &auth.url)? =>
             {
                 self.refresh(&key, &c).await?;
                 Ok(ChallengeOutcome::Retry)
@@ -530,6 +535,8 @@ mod tests {
             url: url.into(),
             client_id: None,
             scopes: vec![],
+            client_metadata_url: None,
+            client_env: None,
             login: McpLogin::Never,
         }
     }

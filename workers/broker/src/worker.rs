@@ -8,6 +8,7 @@
 use crate::credentials::CredentialStore;
 use crate::egress::EgressRun;
 use crate::fetch::Broker;
+use crate::oauth::mcp::McpServerAuth;
 use crate::oauth::OAuthError;
 use hanzo_ipc::channel::{serve, EventSink, Handler, ItemSink, ServerWriter};
 use hanzo_ipc::frame::DEFAULT_MAX_FRAME;
@@ -21,6 +22,7 @@ use hanzo_worker::{handle_common, WorkerContext, WorkerOptions};
 use std::future::Future;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::mpsc;
 
@@ -235,6 +237,36 @@ impl Handler<BrokerProtocol, OwnedWriteHalf> for BrokerHandler {
                     .remove_entry(&provider)
                     .map_err(|e| refused(broker, &e))?;
                 Ok(Response::LoggedOut { provider, removed })
+            }
+            Request::McpLogin(req) => {
+                let broker = self.broker()?;
+                // The same checks as for the servers a run may reach (scheme, loopback, userinfo).
+                crate::mcp_http::McpServers::new(vec![req.remote.clone()])
+                    .map_err(|e| RemoteError::new(RemoteErrorKind::Refused, e.to_string()))?;
+                let auth = McpServerAuth {
+                    server: req.remote.server.clone(),
+                    url: req.remote.url.clone(),
+                    client_id: req.remote.client_id.clone(),
+                    scopes: req.remote.scopes.clone(),
+                    client_metadata_url: req.remote.client_metadata_url.clone(),
+                    client_env: req.remote.client_env.clone(),
+                };
+                let timeout = Duration::from_secs(u64::from(req.timeout_secs.max(1)));
+                let (tx, mut rx) = mpsc::channel(8);
+                let login = async move {
+                    let r = broker.mcp_user_login(&auth, req.device, timeout, &tx).await;
+                    drop(tx);
+                    r
+                };
+                let pump = async {
+                    while let Some(p) = rx.recv().await {
+                        let _ = items.send(Item::Login(p)).await;
+                    }
+                };
+                let (outcome, ()) = tokio::join!(login, pump);
+                outcome
+                    .map(Response::LoggedIn)
+                    .map_err(|e| refused(broker, &e))
             }
             Request::Login(req) => {
                 let broker = self.broker()?;

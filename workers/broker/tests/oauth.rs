@@ -829,6 +829,8 @@ async fn mcp_servers_get_discovery_registration_resource_and_step_up() {
         url: url.clone(),
         client_id: None,
         scopes: vec![],
+        client_metadata_url: None,
+        client_env: None,
     };
     assert_eq!(mcp_call(&b, &auth).await, 200);
     let got = rs.received();

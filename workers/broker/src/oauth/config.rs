@@ -25,6 +25,10 @@ pub struct ResolvedProvider {
     pub device_authorization_endpoint: Option<String>,
     pub registration_endpoint: Option<String>,
     pub client_id: Option<String>,
+    /// A pre-registered confidential client's secret (remote MCP servers only, from a secret
+    /// variable the broker holds), and how it authenticates (`client_secret_basic`, `_post`).
+    pub client_secret: Option<crate::Secret>,
+    pub client_auth_method: Option<String>,
     pub scopes: Vec<String>,
     pub resource: Option<String>,
     pub device_poll_interval: Duration,
@@ -95,6 +99,8 @@ pub async fn resolve(
         device_authorization_endpoint: cfg.device_authorization_endpoint.clone(),
         registration_endpoint: cfg.registration_endpoint.clone(),
         client_id: cfg.client_id.clone().filter(|c| !c.is_empty()),
+        client_secret: None,
+        client_auth_method: None,
         scopes: cfg.scopes.clone(),
         resource: cfg.resource.clone(),
         device_poll_interval: cfg

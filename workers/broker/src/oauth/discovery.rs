@@ -22,6 +22,14 @@ pub struct AuthServerMetadata {
     pub code_challenge_methods_supported: Option<Vec<String>>,
     #[serde(default)]
     pub scopes_supported: Option<Vec<String>>,
+    /// The server accepts an `https` URL as `client_id`, naming the client's metadata document
+    /// (OAuth Client ID Metadata Documents; MCP 2025-11-25).
+    #[serde(default)]
+    pub client_id_metadata_document_supported: Option<bool>,
+    #[serde(default)]
+    pub token_endpoint_auth_methods_supported: Option<Vec<String>>,
+    #[serde(default)]
+    pub grant_types_supported: Option<Vec<String>>,
 }
 
 /// What a protected resource (a remote MCP server) publishes (RFC 9728 §2).
@@ -32,6 +40,10 @@ pub struct ResourceMetadata {
     pub authorization_servers: Vec<String>,
     #[serde(default)]
     pub scopes_supported: Option<Vec<String>>,
+    /// The server accepts an `https` URL as `client_id`, naming the client's metadata document
+    /// (OAuth Client ID Metadata Documents; MCP 2025-11-25).
+    #[serde(default)]
+    pub client_id_metadata_document_supported: Option<bool>,
 }
 
 /// A `Bearer` challenge from `WWW-Authenticate` (RFC 6750 §3, RFC 9728 §5.1).

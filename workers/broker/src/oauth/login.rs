@@ -32,8 +32,8 @@ pub async fn client_for(
     if let Some(id) = &provider.client_id {
         return Ok(RegisteredClient {
             client_id: id.clone(),
-            client_secret: None,
-            auth_method: None,
+            client_secret: provider.client_secret.clone(),
+            auth_method: provider.client_auth_method.clone(),
         });
     }
     let Some(reg) = &provider.registration_endpoint else {
