@@ -524,6 +524,10 @@ mod tests {
         );
         let _rx = ask(&mut app, &format!("rm {hostile}"));
         app.message = Some(format!("msg {hostile}"));
+        app.transcript
+            .notice(&format!("notice {hostile}\nsecond {hostile}"));
+        app.transcript.error(&format!("git failed: {hostile}"));
+        app.transcript.push_user(&format!("user {hostile}"));
         app.editor.insert_str(&format!("typed {hostile}"));
         let buf = draw(&mut app, 80, 24);
         for cell in buf.content() {
