@@ -72,15 +72,30 @@ impl Pane {
     /// pane keeps showing the screen after the program exits (`cat` holds it open), with the
     /// exit status on the last line.
     fn start(&self, args: &[&str], extra: &[(&str, &str)]) {
+        self.start_in("ws", (80, 24), args, extra);
+    }
+
+    /// [`Pane::start`] in the directory `cwd` (under the root), in a pane of `size` columns
+    /// and rows. `PATH` is the test's unless `extra` sets it.
+    fn start_in(&self, cwd: &str, size: (u16, u16), args: &[&str], extra: &[(&str, &str)]) {
+        let path = extra.iter().find(|(k, _)| *k == "PATH").map_or_else(
+            || std::env::var("PATH").unwrap_or_default(),
+            |(_, v)| v.to_string(),
+        );
         let mut env = vec![
-            format!("PATH={}", std::env::var("PATH").unwrap_or_default()),
+            format!("PATH={path}"),
             format!("HOME={}", self.path("home").display()),
             format!("XDG_DATA_HOME={}", self.path("data").display()),
             format!("XDG_CONFIG_HOME={}", self.path("config").display()),
             format!("TMPDIR={}", self.path("tmp").display()),
             "TERM=xterm-256color".to_string(),
         ];
-        env.extend(extra.iter().map(|(k, v)| format!("{k}={v}")));
+        env.extend(
+            extra
+                .iter()
+                .filter(|(k, _)| *k != "PATH")
+                .map(|(k, v)| format!("{k}={v}")),
+        );
         let quoted: Vec<String> = std::iter::once(EXE.to_string())
             .chain(std::iter::once("chat".to_string()))
             .chain(args.iter().map(|a| a.to_string()))
@@ -88,22 +103,23 @@ impl Pane {
             .collect();
         let script = format!(
             "cd '{}' && env -i {} {}; echo \"[chat exited $?]\"; exec cat",
-            self.path("ws").display(),
+            self.path(cwd).display(),
             env.iter()
                 .map(|e| format!("'{e}'"))
                 .collect::<Vec<_>>()
                 .join(" "),
             quoted.join(" ")
         );
+        let (w, h) = (size.0.to_string(), size.1.to_string());
         let out = self.tmux(&[
             "new-session",
             "-d",
             "-s",
             "t",
             "-x",
-            "80",
+            &w,
             "-y",
-            "24",
+            &h,
             "sh",
             "-c",
             &script,
@@ -500,5 +516,670 @@ fn slash_commands_complete_on_tab_and_git_ones_say_when_there_is_no_repository()
     assert!(
         p.store().list_runs(10).expect("runs").is_empty(),
         "a slash command ran a turn"
+    );
+}
+
+// ---- helpers for the slash-command, input-mode and demo tests below
+
+impl Pane {
+    /// End this tmux server and use a fresh socket for the next `start` (the old server may
+    /// still be exiting).
+    fn next_server(&mut self, tag: &str) {
+        self.tmux(&["kill-server"]);
+        self.socket.push('-');
+        self.socket.push_str(tag);
+    }
+
+    fn wait_input(&self, want: &str) -> String {
+        let s = self.wait_for(&format!("the input box to hold {want:?}"), |s| {
+            input_line_of(s) == want
+        });
+        input_line_of(&s)
+    }
+
+    fn write(&self, rel: &str, contents: &str) {
+        let p = self.path(rel);
+        if let Some(dir) = p.parent() {
+            std::fs::create_dir_all(dir).expect("mkdir");
+        }
+        std::fs::write(p, contents).expect("write");
+    }
+}
+
+/// The input box's first text line: what follows `│` on the row under the box's top border
+/// (the box is the one whose top border is the last `┌` on the screen).
+fn input_line_of(screen: &str) -> String {
+    let lines: Vec<&str> = screen.lines().collect();
+    let Some(top) = lines.iter().rposition(|l| l.starts_with('┌')) else {
+        return String::new();
+    };
+    lines
+        .get(top + 1)
+        .and_then(|l| l.strip_prefix('│'))
+        .map(|l| l.trim_end().trim_end_matches('│').trim_end().to_string())
+        .unwrap_or_default()
+}
+
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run git");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `dir` as a repository on `main` with one commit of `a.txt` ("one").
+fn init_repo(dir: &std::path::Path) {
+    git(dir, &["init", "-q", "-b", "main"]);
+    git(dir, &["config", "user.name", "Test User"]);
+    git(dir, &["config", "user.email", "test@example.invalid"]);
+    git(dir, &["config", "commit.gpgsign", "false"]);
+    std::fs::write(dir.join("a.txt"), "one\n").expect("write");
+    git(dir, &["add", "a.txt"]);
+    git(dir, &["commit", "-q", "-m", "initial"]);
+}
+
+/// The pane's title as tmux keeps it: an OSC 2 that reached the terminal would set it.
+fn pane_title(p: &Pane) -> String {
+    let out = p.tmux(&["display-message", "-p", "-t", "t", "#{pane_title}"]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The test's PATH without any directory that holds a `gh`, so `/commit-push-pr` takes its
+/// "gh is not installed" branch wherever the test runs.
+fn path_without_gh() -> String {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let kept: Vec<PathBuf> = std::env::split_paths(&path)
+        .filter(|d| !d.join("gh").exists())
+        .collect();
+    std::env::join_paths(kept)
+        .expect("PATH entries")
+        .to_string_lossy()
+        .into_owned()
+}
+
+// ---- input modes and history
+
+#[test]
+fn emacs_keys_edit_the_box_and_recall_history() {
+    let p = Pane::new();
+    let cas = p.cassette("emacs.jsonl", &[ScriptTurn::text("Echo one.")]);
+    p.start(&["--replay", &cas], &[("HANZO_INPUT_MODE", "emacs")]);
+    p.wait_text("/help lists commands");
+    p.type_text("alpha beta gamma");
+    p.wait_input("alpha beta gamma");
+    // C-a, C-e: the ends of the line.
+    p.keys(&["C-a"]);
+    p.type_text("[");
+    p.keys(&["C-e"]);
+    p.type_text("]");
+    p.wait_input("[alpha beta gamma]");
+    // M-b back over a word (and the `]`), C-k kills to the end.
+    p.keys(&["M-b", "C-k"]);
+    p.type_text("delta");
+    p.wait_input("[alpha beta delta");
+    // C-w kills the word before the cursor; C-y yanks it back elsewhere (C-a first).
+    p.keys(&["C-w", "C-a", "C-y"]);
+    p.wait_input("delta[alpha beta");
+    // M-f forward over a word: after "alpha" (the `[` is not a word).
+    p.keys(&["M-f"]);
+    p.type_text("!");
+    p.wait_input("delta[alpha! beta");
+    // C-u kills back to the start of the line.
+    p.keys(&["C-u"]);
+    p.type_text("Z");
+    p.wait_input("Z beta");
+    p.keys(&["C-a", "C-k"]);
+    p.wait_input("");
+    p.type_text("first message");
+    p.keys(&["Enter"]);
+    p.wait_text("Echo one.");
+    p.wait_input("");
+    // History: C-p recalls, C-n comes back to the draft; Up and Down do the same.
+    p.type_text("draft");
+    p.keys(&["C-p"]);
+    p.wait_input("first message");
+    p.keys(&["C-n"]);
+    p.wait_input("draft");
+    p.keys(&["Up"]);
+    p.wait_input("first message");
+    p.keys(&["Down"]);
+    p.wait_input("draft");
+    p.keys(&["C-a", "C-k", "C-d"]);
+    p.wait_text("[chat exited 0]");
+    let runs = p.store().list_runs(10).expect("runs");
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].input, "first message");
+}
+
+#[test]
+fn history_is_kept_per_workspace_across_sessions() {
+    let mut p = Pane::new();
+    std::fs::create_dir_all(p.path("other")).expect("mkdir");
+    let cas = p.cassette("h1.jsonl", &[ScriptTurn::text("Noted.")]);
+    p.start(&["--replay", &cas], &[]);
+    p.wait_text("/help lists commands");
+    p.type_text("remember this line");
+    p.keys(&["Enter"]);
+    p.wait_text("Noted.");
+    p.keys(&["C-d"]);
+    p.wait_text("[chat exited 0]");
+    // The history lives under the data directory, not in the workspace.
+    let dir = p.path("data/hanzo/history");
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("history dir")
+        .flatten()
+        .collect();
+    assert_eq!(files.len(), 1, "one history file for one workspace");
+    let saved = std::fs::read_to_string(files[0].path()).expect("history file");
+    assert!(saved.contains("remember this line"), "{saved}");
+    assert_eq!(
+        std::fs::read_dir(p.path("ws")).expect("ws").count(),
+        0,
+        "the session wrote into the workspace"
+    );
+    // A second session in the same workspace: Up recalls the line.
+    p.next_server("second");
+    let cas2 = p.cassette("h2.jsonl", &[ScriptTurn::text("unused")]);
+    p.start(&["--replay", &cas2], &[]);
+    p.wait_text("/help lists commands");
+    p.keys(&["Up"]);
+    p.wait_input("remember this line");
+    p.keys(&["C-c", "C-d"]);
+    p.wait_text("[chat exited 0]");
+    // Another workspace has its own (empty) history.
+    p.next_server("third");
+    p.start_in("other", (80, 24), &["--replay", &cas2], &[]);
+    p.wait_text("/help lists commands");
+    p.keys(&["Up"]);
+    p.type_text("z");
+    let line = p.wait_input("z");
+    assert_eq!(line, "z", "another workspace recalled a line");
+    p.keys(&["C-c", "C-d"]);
+    p.wait_text("[chat exited 0]");
+    let files = std::fs::read_dir(&dir).expect("history dir").count();
+    assert_eq!(files, 1, "nothing was sent in the other workspace");
+}
+
+// ---- the demo
+
+#[test]
+fn chat_demo_runs_the_recorded_task_offline_and_stores_the_session() {
+    let p = Pane::new();
+    // No provider credential and no network are needed: the model is the demo's recording.
+    p.start(&["--demo"], &[]);
+    let s = p.wait_text("Press Enter to send the demo's task.");
+    assert!(s.contains("the model is a RECORDING"), "{s}");
+    // The task is one long line: the box scrolls it sideways to keep the cursor at its end.
+    p.wait_for("the demo's task in the box", |s| {
+        input_line_of(s).ends_with("and check that all the tests pass.")
+    });
+    p.keys(&["Enter"]);
+    let s = p.wait_text("All 7 tests pass now.");
+    assert!(s.contains("python3 -m unittest -v"), "{s}");
+    p.keys(&["C-d"]);
+    let s = p.wait_text("[chat exited 0]");
+    assert!(s.contains("session 1: continue it with"), "{s}");
+    let store = p.store();
+    let sessions = store.list_sessions(None, 10).expect("sessions");
+    assert_eq!(sessions.len(), 1);
+    let workspace = PathBuf::from(&sessions[0].workspace);
+    assert!(
+        workspace.starts_with(p.path("tmp"))
+            && workspace
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("hanzo-demo-")),
+        "the demo's workspace: {}",
+        workspace.display()
+    );
+    assert!(!workspace.exists(), "the demo's workspace is removed");
+    let runs = store.list_session_runs(sessions[0].id).expect("runs");
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].status, RunStatus::Succeeded);
+    assert_eq!(runs[0].input, hanzo_dev::demo::TASK);
+    let record = store.load_run(runs[0].id).expect("record");
+    let edits: Vec<_> = record
+        .steps
+        .iter()
+        .flat_map(|s| &s.tool_calls)
+        .filter(|c| c.call.name == "edit_file")
+        .collect();
+    assert_eq!(edits.len(), 1, "the demo's one edit");
+    assert!(edits[0].call.allowed);
+    drop(store);
+    // `runs list --session` shows the session's turn.
+    let out = Command::new(EXE)
+        .args(["runs", "list", "--session", "1", "--json"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", p.path("home"))
+        .env("XDG_DATA_HOME", p.path("data"))
+        .env("XDG_CONFIG_HOME", p.path("config"))
+        .output()
+        .expect("runs list");
+    assert!(out.status.success(), "{out:?}");
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let listed = listed.as_array().expect("an array");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["status"], "succeeded", "{listed:?}");
+}
+
+// ---- the screen
+
+#[test]
+fn the_80x24_layout_shows_the_status_line_and_ctrl_o_unfolds_tool_output() {
+    let p = Pane::new();
+    let cas = p.cassette(
+        "layout.jsonl",
+        &[
+            ScriptTurn::tool(
+                "toolu_1",
+                "bash",
+                json!({"command": "printf 'l1\\nl2\\nl3\\nl4\\nl5\\n'"}),
+            )
+            .with_usage(250, 40),
+            ScriptTurn::text("Printed five lines.").with_usage(300, 10),
+        ],
+    );
+    p.start(
+        &[
+            "--replay",
+            &cas,
+            "--approval",
+            "allow",
+            "--max-context",
+            "1000",
+        ],
+        &[],
+    );
+    p.wait_text("/help lists commands");
+    p.type_text("print lines");
+    p.keys(&["Enter"]);
+    let s = p.wait_text("Printed five lines.");
+    let lines: Vec<&str> = s.lines().collect();
+    assert_eq!(lines.len(), 24, "{s}");
+    for l in &lines {
+        assert!(l.chars().count() <= 80, "wider than 80: {l:?}");
+    }
+    // Bottom up: the status line, the input box (3 rows), the transcript above.
+    let status = lines[23];
+    // The short form (the long one would not fit 80 columns): every field, the model last.
+    assert!(
+        status.starts_with("code · tier ")
+            && status.contains(" · allow · 550/50 tok · ctx 30% · #1 · "),
+        "status line: {status:?}"
+    );
+    assert!(
+        lines[20].starts_with('┌') && lines[22].starts_with('└'),
+        "{s}"
+    );
+    assert!(lines[21].starts_with('│'), "{s}");
+    assert!(
+        s.contains("✓ bash printf") && s.contains("— allowed"),
+        "the call's line: {s}"
+    );
+    // Folded: the first line of output and a count, with the key that unfolds it.
+    assert!(s.contains("│ l1") && !s.contains("│ l3"), "{s}");
+    assert!(s.contains("more lines, Ctrl-O shows them"), "{s}");
+    p.keys(&["C-o"]);
+    let s = p.wait_text("│ l5");
+    assert!(
+        s.contains("│ l3") && s.contains("Printed five lines."),
+        "{s}"
+    );
+    p.keys(&["C-o"]);
+    p.wait_for("folded again", |s| !s.contains("│ l5"));
+    p.keys(&["C-d"]);
+    p.wait_text("[chat exited 0]");
+}
+
+#[test]
+fn allow_for_this_session_at_the_prompt_is_not_asked_again() {
+    let p = Pane::new();
+    let cas = p.cassette(
+        "session-allow.jsonl",
+        &[
+            ScriptTurn::tool("toolu_1", "bash", json!({"command": "echo first-$((1+1))"})),
+            ScriptTurn::tool("toolu_2", "bash", json!({"command": "echo first-$((1+1))"})),
+            ScriptTurn::text("Both ran."),
+        ],
+    );
+    p.start(&["--replay", &cas, "--approval", "prompt"], &[]);
+    p.wait_text("/help lists commands");
+    p.type_text("twice");
+    p.keys(&["Enter"]);
+    p.wait_text("[a] allow for this session");
+    p.keys(&["a"]);
+    let s = p.wait_text("Both ran.");
+    assert!(!s.contains("allow bash?"), "asked again: {s}");
+    p.keys(&["C-d"]);
+    p.wait_text("[chat exited 0]");
+    let store = p.store();
+    let run = store.list_runs(1).expect("runs")[0].id;
+    let record = store.load_run(run).expect("load");
+    let calls: Vec<_> = record.steps.iter().flat_map(|s| &s.tool_calls).collect();
+    assert_eq!(calls.len(), 2);
+    assert!(calls.iter().all(|c| c.call.allowed), "both allowed");
+    assert!(calls
+        .iter()
+        .all(|c| c.call.output.as_deref().unwrap_or("").contains("first-2")));
+}
+
+// ---- slash commands
+
+#[test]
+fn agent_model_and_utility_slash_commands_do_what_they_say() {
+    let p = Pane::new();
+    p.write(
+        "config/hanzo/settings.json",
+        &json!({"permissions": {"bash(git status)": "allow", "read_file": "allow"}}).to_string(),
+    );
+    p.write(
+        "ws/.hanzo/settings.json",
+        &json!({"permissions": {"bash(rm *)": "deny"}}).to_string(),
+    );
+    let cas = p.cassette(
+        "slash.jsonl",
+        &[
+            ScriptTurn::text("Solved it."),
+            ScriptTurn::text("Model answer."),
+        ],
+    );
+    p.start(&["--replay", &cas], &[]);
+    p.wait_text("/help lists commands");
+    p.type_text("/help");
+    p.keys(&["Enter"]);
+    let s = p.wait_text("keys: Enter sends");
+    for c in ["/compact", "/commit-push-pr", "/worktree", "/permissions"] {
+        assert!(s.contains(c), "/help lists {c}: {s}");
+    }
+    p.type_text("/solve");
+    p.keys(&["Enter"]);
+    p.wait_text("agent: solve (from the next turn)");
+    p.wait_for("the status line shows solve", |s| {
+        s.lines()
+            .last()
+            .is_some_and(|l| l.starts_with("solve · tier"))
+    });
+    p.type_text("fix it");
+    p.keys(&["Enter"]);
+    p.wait_text("Solved it.");
+    p.type_text("/model claude-test-model");
+    p.keys(&["Enter"]);
+    p.wait_text("model: claude-test-model (from the next turn");
+    p.type_text("again");
+    p.keys(&["Enter"]);
+    p.wait_text("Model answer.");
+    for (cmd, agent) in [("/auto", "auto"), ("/plan", "plan"), ("/code", "code")] {
+        p.type_text(cmd);
+        p.keys(&["Enter"]);
+        p.wait_for(&format!("the status line shows {agent}"), |s| {
+            s.lines()
+                .last()
+                .is_some_and(|l| l.starts_with(&format!("{agent} · tier")))
+        });
+    }
+    p.type_text("/compact");
+    p.keys(&["Enter"]);
+    p.wait_text("compacted automatically above 90 %");
+    p.type_text("/permissions");
+    p.keys(&["Enter"]);
+    let s = p.wait_text("[user] bash(git status) → allow");
+    assert!(s.contains("[user] read_file → allow"), "{s}");
+    assert!(s.contains("[project] bash(rm *) → deny"), "{s}");
+    assert!(s.contains("permission rules (workspace "), "{s}");
+    p.type_text("/clear");
+    p.keys(&["Enter"]);
+    let s = p.wait_text("new session 2: the transcript is empty");
+    assert!(
+        !s.contains("Solved it.") && !s.contains("› fix it"),
+        "the transcript was not cleared: {s}"
+    );
+    p.wait_for("the status line shows session 2", |s| {
+        s.lines().last().is_some_and(|l| l.contains(" · #2 · "))
+    });
+    p.keys(&["C-d"]);
+    p.wait_text("[chat exited 0]");
+    let store = p.store();
+    let runs = store.list_session_runs(SessionId(1)).expect("runs");
+    assert_eq!(runs.len(), 2, "slash commands ran no turn");
+    assert_eq!(runs[0].agent.as_deref(), Some("solve"));
+    assert_ne!(runs[0].model, "claude-test-model");
+    assert_eq!(runs[1].model, "claude-test-model");
+    assert!(store
+        .list_session_runs(SessionId(2))
+        .expect("runs")
+        .is_empty());
+}
+
+#[test]
+fn mcp_lists_a_real_stdio_server_and_its_tools() {
+    let p = Pane::new();
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../test-deps/mcp/node_modules");
+    assert!(
+        src.join("@modelcontextprotocol/server-everything/dist/index.js")
+            .is_file()
+            && src.join("node/bin/node").is_file(),
+        "the MCP test peers are missing under {}: run ./scripts/setup.sh",
+        src.display()
+    );
+    // A server's sandbox reads the workspace, so the peers are hard-linked into it.
+    std::fs::create_dir_all(p.path("ws/.peers")).expect("mkdir");
+    let linked = Command::new("cp")
+        .arg("-al")
+        .arg(&src)
+        .arg(p.path("ws/.peers/node_modules"))
+        .status()
+        .expect("cp -al");
+    assert!(linked.success(), "hard-linking the peers");
+    let peers = p.path("ws/.peers/node_modules");
+    p.write(
+        "config/hanzo/settings.json",
+        &json!({"mcp_servers": {"everything": {
+            "command": peers.join("node/bin/node"),
+            "args": [peers.join("@modelcontextprotocol/server-everything/dist/index.js"), "stdio"],
+        }}})
+        .to_string(),
+    );
+    let cas = p.cassette("mcp.jsonl", &[ScriptTurn::text("unused")]);
+    p.start_in("ws", (120, 50), &["--replay", &cas], &[]);
+    p.wait_text("/help lists commands");
+    p.type_text("/mcp");
+    p.keys(&["Enter"]);
+    let s = p.wait_text("MCP servers (settings `mcp_servers`):");
+    let s = if s.contains("everything: ") {
+        s
+    } else {
+        p.wait_text("everything: ")
+    };
+    assert!(
+        s.contains("mcp__everything__echo — "),
+        "the echo tool with its description: {s}"
+    );
+    let count: usize = s
+        .lines()
+        .find_map(|l| {
+            l.split("everything: ")
+                .nth(1)?
+                .strip_suffix(" tools")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .expect("a tool count");
+    assert!(count >= 5, "server-everything has several tools: {s}");
+    p.keys(&["C-d"]);
+    p.wait_text("[chat exited 0]");
+    assert!(p.store().list_runs(10).expect("runs").is_empty());
+}
+
+#[test]
+fn diff_goes_with_the_next_message_to_the_model() {
+    let p = Pane::new();
+    init_repo(&p.path("ws"));
+    std::fs::write(p.path("ws/a.txt"), "two\n").expect("write");
+    std::fs::write(p.path("ws/b.txt"), "staged\n").expect("write");
+    git(&p.path("ws"), &["add", "b.txt"]);
+    let cas = p.cassette("diff.jsonl", &[ScriptTurn::text("Looks fine.")]);
+    p.start(&["--replay", &cas], &[]);
+    p.wait_text("/help lists commands");
+    p.type_text("/diff");
+    p.keys(&["Enter"]);
+    p.wait_text("goes with your next message");
+    assert!(p.store().list_runs(10).expect("runs").is_empty());
+    p.type_text("review this");
+    p.keys(&["Enter"]);
+    p.wait_text("Looks fine.");
+    p.keys(&["C-d"]);
+    p.wait_text("[chat exited 0]");
+    let store = p.store();
+    let runs = store.list_runs(10).expect("runs");
+    assert_eq!(runs.len(), 1);
+    // The turn's task, the first user message the model got: the text, then both diffs.
+    let task = &runs[0].input;
+    assert!(task.starts_with("review this\n\n"), "{task}");
+    assert!(
+        task.contains("--- staged changes ---") && task.contains("+staged"),
+        "{task}"
+    );
+    assert!(
+        task.contains("--- unstaged changes ---") && task.contains("+two"),
+        "{task}"
+    );
+    assert_eq!(
+        store.list_sessions(None, 1).expect("sessions")[0]
+            .title
+            .as_deref(),
+        Some("review this")
+    );
+}
+
+#[test]
+fn commit_takes_the_models_message_sanitised_and_commits_it() {
+    let p = Pane::new();
+    init_repo(&p.path("ws"));
+    std::fs::write(p.path("ws/a.txt"), "two\n").expect("write");
+    let cas = p.cassette(
+        "commit.jsonl",
+        &[ScriptTurn::text(
+            "feat: count \u{1b}]2;pwned-commit\u{7}pages right\n\nThe body.",
+        )],
+    );
+    p.start(&["--replay", &cas], &[]);
+    p.wait_text("/help lists commands");
+    p.type_text("/commit");
+    p.keys(&["Enter"]);
+    // The proposal is shown inert, and offered in the box without its control characters.
+    let s = p.wait_text("Enter commits with this message");
+    assert!(s.contains("␛]2;pwned-commit␇"), "{s}");
+    p.wait_input("/commit feat: count ]2;pwned-commitpages right");
+    p.keys(&["Enter"]);
+    p.wait_text("feat: count ]2;pwned-commitpages right");
+    p.wait_for("the commit's line", |s| s.contains("· [main "));
+    assert!(!pane_title(&p).contains("pwned"), "the title was set");
+    let subject = git(&p.path("ws"), &["log", "-1", "--format=%s"]);
+    assert_eq!(subject.trim(), "feat: count ]2;pwned-commitpages right");
+    assert!(git(&p.path("ws"), &["status", "--porcelain"])
+        .trim()
+        .is_empty());
+    p.keys(&["C-d"]);
+    p.wait_text("[chat exited 0]");
+}
+
+#[test]
+fn commit_push_pr_pushes_to_a_bare_remote_and_shows_a_hostile_url_inert() {
+    let p = Pane::new();
+    init_repo(&p.path("ws"));
+    // A remote whose path carries an OSC title sequence: git takes it, the screen must not.
+    let remote = p.path("remote\u{1b}]2;pwned-url\u{7}.git");
+    git(
+        p.root.path(),
+        &["init", "-q", "--bare", remote.to_str().expect("utf-8")],
+    );
+    git(
+        &p.path("ws"),
+        &["remote", "add", "origin", remote.to_str().expect("utf-8")],
+    );
+    git(&p.path("ws"), &["switch", "-q", "-c", "feat-push"]);
+    std::fs::write(p.path("ws/b.txt"), "b\n").expect("write");
+    git(&p.path("ws"), &["add", "b.txt"]);
+    git(&p.path("ws"), &["commit", "-q", "-m", "feat: add b"]);
+    let cas = p.cassette("push.jsonl", &[ScriptTurn::text("unused")]);
+    p.start_in(
+        "ws",
+        (200, 40),
+        &["--replay", &cas],
+        &[("PATH", &path_without_gh())],
+    );
+    p.wait_text("/help lists commands");
+    p.type_text("/commit-push-pr");
+    p.keys(&["Enter"]);
+    let s = p.wait_text("gh is not installed");
+    assert!(s.contains("pushed feat-push to origin"), "{s}");
+    assert!(
+        s.contains("remote␛]2;pwned-url␇.git (branch feat-push)"),
+        "the URL, inert: {s}"
+    );
+    assert!(!pane_title(&p).contains("pwned"), "the title was set");
+    assert_eq!(
+        git(&remote, &["log", "-1", "--format=%s", "feat-push"]).trim(),
+        "feat: add b"
+    );
+    p.keys(&["C-d"]);
+    p.wait_text("[chat exited 0]");
+}
+
+#[test]
+fn branch_and_worktree_names_never_become_options_or_leave_the_parent() {
+    let p = Pane::new();
+    init_repo(&p.path("ws"));
+    let cas = p.cassette("names.jsonl", &[ScriptTurn::text("unused")]);
+    p.start_in("ws", (120, 40), &["--replay", &cas], &[]);
+    p.wait_text("/help lists commands");
+    for (cmd, why) in [
+        ("/branch \"--upload-pack=evil\"", "contains a quote"),
+        ("/branch --upload-pack=evil", "starts with '-'"),
+        (
+            "/worktree ../../x",
+            "git does not allow it as a branch name",
+        ),
+        ("/worktree -f", "starts with '-'"),
+        ("/branch a@{b", "git check-ref-format refuses it"),
+    ] {
+        p.type_text(cmd);
+        p.keys(&["Enter"]);
+        p.wait_for(why, |s| {
+            s.matches(why).count() >= 1 && input_line_of(s).is_empty()
+        });
+    }
+    let s = p.screen();
+    assert_eq!(s.matches("starts with '-'").count(), 2, "{s}");
+    p.type_text("/worktree side/one");
+    p.keys(&["Enter"]);
+    p.wait_text("on a new branch side/one");
+    p.keys(&["C-d"]);
+    p.wait_text("[chat exited 0]");
+    // Only the plain name made anything: a branch, and a worktree beside the repository.
+    let branches = git(&p.path("ws"), &["branch", "--format=%(refname:short)"]);
+    let mut branches: Vec<&str> = branches.lines().collect();
+    branches.sort_unstable();
+    assert_eq!(branches, ["main", "side/one"]);
+    assert_eq!(
+        git(&p.path("ws-side-one"), &["branch", "--show-current"]).trim(),
+        "side/one"
+    );
+    let mut entries: Vec<String> = std::fs::read_dir(p.root.path())
+        .expect("root")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".jsonl"))
+        .collect();
+    entries.sort_unstable();
+    assert_eq!(
+        entries,
+        ["config", "data", "home", "tmp", "ws", "ws-side-one"],
+        "nothing else was created beside the workspace"
     );
 }

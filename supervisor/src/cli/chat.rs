@@ -439,6 +439,20 @@ async fn submit(
             }
             Ok(())
         }
+        Some(Slash::Mcp) => {
+            app.transcript.push_user(text);
+            let servers: Vec<String> = prep
+                .loaded
+                .merged
+                .config
+                .enabled_mcp_servers()
+                .map(|(n, _)| n.clone())
+                .collect();
+            let mcp = turns.tools.mcp.as_ref().map(|m| m.mcp);
+            app.transcript
+                .notice(&slash::mcp_listing(&servers, mcp).await);
+            Ok(())
+        }
         Some(cmd) => {
             app.transcript.push_user(text);
             slash_command(app, turns, &mut host.prep, talk, cmd)?;
@@ -594,25 +608,7 @@ fn slash_command(
             ));
         }
         Slash::Permissions => app.transcript.notice(&permissions_text(prep)),
-        Slash::Mcp => {
-            let servers: Vec<String> = prep
-                .loaded
-                .merged
-                .config
-                .enabled_mcp_servers()
-                .map(|(n, _)| n.clone())
-                .collect();
-            app.transcript.notice(&if servers.is_empty() {
-                "no MCP servers are configured (settings `mcp_servers`); `hanzo-dev mcp list` \
-                 shows their tools"
-                    .to_string()
-            } else {
-                format!(
-                    "MCP servers: {} (`hanzo-dev mcp list` shows their tools)",
-                    servers.join(", ")
-                )
-            });
-        }
+        Slash::Mcp | Slash::Commit(None) => {}
         Slash::Compact => app.transcript.notice(&format!(
             "the conversation is compacted automatically above 90 % of the context window \
              ({} tokens; --max-context sets it), keeping the last 3 turns verbatim",
@@ -620,7 +616,6 @@ fn slash_command(
         )),
         Slash::Branch(name) => shown(git().and_then(|g| g.branch(&name)), app),
         Slash::Commit(Some(msg)) => shown(git().and_then(|g| g.commit(&msg)), app),
-        Slash::Commit(None) => {}
         Slash::Diff => match git().and_then(|g| g.diff()) {
             Ok(d) => {
                 let lines = d.lines().count();

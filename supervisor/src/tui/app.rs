@@ -266,7 +266,7 @@ impl App {
             f.render_widget(Paragraph::new(p).block(block), mid);
         }
         self.draw_input(f, input, &input_lines);
-        f.render_widget(Paragraph::new(self.status_line()), status);
+        f.render_widget(Paragraph::new(self.status_line(status.width)), status);
     }
 
     fn draw_input(&self, f: &mut Frame<'_>, area: ratatui::layout::Rect, lines: &[String]) {
@@ -358,22 +358,32 @@ impl App {
         Some(out)
     }
 
-    fn status_line(&self) -> Line<'static> {
+    /// The status line at `width` cells: the long form when it fits, else a short one with
+    /// the model last, so an 80-column terminal shows every other field (the session too) and
+    /// as much of a long model name as fits. A message goes first and may push the end out.
+    fn status_line(&self, width: u16) -> Line<'static> {
         let s = &self.status;
         let ctx = (s.context_used.saturating_mul(100))
             .checked_div(s.max_context)
             .map_or_else(|| "-".to_string(), |p| format!("{p}%"));
-        // Shortest and most needed first: a narrow terminal cuts the end.
-        let mut text = format!(
-            "{} · tier {} · approval {} · {}/{} tok · ctx {ctx} · {} · session {}",
-            s.agent,
-            s.tier,
-            s.approval,
-            s.tokens_in,
-            s.tokens_out,
-            sanitize_line_for_terminal(&s.model),
-            s.session
+        let model = sanitize_line_for_terminal(&s.model);
+        let long = format!(
+            "{} · tier {} · approval {} · {}/{} tok · ctx {ctx} · {model} · session {}",
+            s.agent, s.tier, s.approval, s.tokens_in, s.tokens_out, s.session
         );
+        let mut text = if long.chars().count() <= usize::from(width) {
+            long
+        } else {
+            format!(
+                "{} · tier {} · {} · {}/{} tok · ctx {ctx} · #{} · {model}",
+                s.agent,
+                s.tier,
+                s.approval,
+                short_count(s.tokens_in),
+                short_count(s.tokens_out),
+                s.session
+            )
+        };
         if let Some(m) = &self.message {
             text = format!("{} │ {text}", sanitize_line_for_terminal(m));
         }
@@ -381,6 +391,16 @@ impl App {
             text,
             Style::default().add_modifier(Modifier::REVERSED),
         ))
+    }
+}
+
+/// A token count in at most five characters: `950`, `4.8k`, `120k`, `3.4M`.
+fn short_count(n: u64) -> String {
+    match n {
+        0..=999 => n.to_string(),
+        1_000..=99_999 => format!("{}.{}k", n / 1000, n % 1000 / 100),
+        100_000..=999_999 => format!("{}k", n / 1000),
+        _ => format!("{}.{}M", n / 1_000_000, n % 1_000_000 / 100_000),
     }
 }
 
@@ -524,6 +544,10 @@ mod tests {
         );
         let _rx = ask(&mut app, &format!("rm {hostile}"));
         app.message = Some(format!("msg {hostile}"));
+        app.transcript
+            .notice(&format!("notice {hostile}\nsecond {hostile}"));
+        app.transcript.error(&format!("git failed: {hostile}"));
+        app.transcript.push_user(&format!("user {hostile}"));
         app.editor.insert_str(&format!("typed {hostile}"));
         let buf = draw(&mut app, 80, 24);
         for cell in buf.content() {
@@ -634,6 +658,38 @@ mod tests {
         app.editor.insert_str(&format!("{}END", "x".repeat(100)));
         let screen = text(&draw(&mut app, 40, 12));
         assert!(screen.contains("xxxEND"), "{screen}");
+    }
+
+    #[test]
+    fn the_status_line_keeps_every_field_at_80_columns() {
+        let mut app = App::new(80, true, InputMode::Default);
+        app.status = Status {
+            model: "claude-sonnet-4-20250514".into(),
+            agent: "code".into(),
+            tier: "B".into(),
+            approval: "prompt".into(),
+            session: 12,
+            tokens_in: 48_213,
+            tokens_out: 1_234,
+            context_used: 20_000,
+            max_context: 200_000,
+        };
+        let screen = text(&draw(&mut app, 80, 24));
+        let last = screen.lines().last().expect("a status line").trim_end();
+        assert_eq!(
+            last,
+            "code · tier B · prompt · 48.2k/1.2k tok · ctx 10% · #12 · claude-sonnet-4-202505"
+        );
+        let screen = text(&draw(&mut app, 160, 24));
+        assert!(
+            screen.contains(
+                "code · tier B · approval prompt · 48213/1234 tok · ctx 10% · \
+                 claude-sonnet-4-20250514 · session 12"
+            ),
+            "{screen}"
+        );
+        assert_eq!(short_count(999_999), "999k");
+        assert_eq!(short_count(3_456_789), "3.4M");
     }
 
     #[test]

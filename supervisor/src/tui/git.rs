@@ -25,10 +25,12 @@ pub struct Git {
     dir: PathBuf,
 }
 
-/// Checks a branch or worktree name: non-empty, not an option, no whitespace or control
+/// Checks a branch or worktree name: non-empty, not an option, no quotes, whitespace or control
 /// characters, and what `git check-ref-format` would also refuse (`..`, a leading `/`).
+/// [`Git::branch`] and [`Git::worktree`] then ask `git check-ref-format` itself.
 pub fn check_name(name: &str) -> Result<(), GitError> {
-    let bad = |why: &str| Err(GitError::BadName(format!("bad name {name:?}: {why}")));
+    let shown = hanzo_md_render::sanitize_line_for_terminal(name);
+    let bad = |why: &str| Err(GitError::BadName(format!("bad name {shown:?}: {why}")));
     if name.is_empty() {
         return bad("it is empty");
     }
@@ -37,6 +39,10 @@ pub fn check_name(name: &str) -> Result<(), GitError> {
     }
     if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return bad("it contains whitespace or a control character");
+    }
+    // No shell reads the name, so quotes would become part of it (`"--x"` is not `--x`).
+    if name.contains(['"', '\'', '`']) {
+        return bad("it contains a quote; type the name without quotes (no shell reads it)");
     }
     if name.contains("..")
         || name.starts_with('/')
@@ -80,9 +86,24 @@ impl Git {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// Refuses a name that is not a valid branch name by git's own rules
+    /// (`git check-ref-format refs/heads/NAME`, which expands nothing, unlike `--branch`).
+    fn check_ref(&self, name: &str) -> Result<(), GitError> {
+        check_name(name)?;
+        let full = format!("refs/heads/{name}");
+        match self.run(&["check-ref-format", &full]) {
+            Ok(_) => Ok(()),
+            Err(GitError::Failed { .. }) => Err(GitError::BadName(format!(
+                "bad name {:?}: git check-ref-format refuses it as a branch name",
+                hanzo_md_render::sanitize_line_for_terminal(name)
+            ))),
+            Err(e) => Err(e),
+        }
+    }
+
     /// `/branch NAME`: create the branch and switch to it.
     pub fn branch(&self, name: &str) -> Result<String, GitError> {
-        check_name(name)?;
+        self.check_ref(name)?;
         self.run(&["switch", "-c", name])?;
         Ok(format!("switched to a new branch {name}"))
     }
@@ -106,7 +127,7 @@ impl Git {
     /// `/worktree NAME`: a new branch NAME checked out in a worktree beside this repository
     /// (`<repo>-NAME` next to the top-level directory).
     pub fn worktree(&self, name: &str) -> Result<(String, PathBuf), GitError> {
-        check_name(name)?;
+        self.check_ref(name)?;
         let top = PathBuf::from(self.run(&["rev-parse", "--show-toplevel"])?.trim());
         let base = top
             .file_name()
@@ -203,7 +224,18 @@ mod tests {
 
     #[test]
     fn names_that_git_would_take_as_options_are_refused() {
-        for bad in ["", "-b", "--upload-pack=x", "a b", "a..b", "/x", "x\u{1b}"] {
+        for bad in [
+            "",
+            "-b",
+            "--upload-pack=x",
+            "\"--upload-pack=evil\"",
+            "'-f'",
+            "a b",
+            "a..b",
+            "../../x",
+            "/x",
+            "x\u{1b}",
+        ] {
             assert!(check_name(bad).is_err(), "{bad:?}");
         }
         check_name("feat/x-1").expect("a normal name");

@@ -1,4 +1,10 @@
-//! Slash commands typed in the input box, and their completion on Tab.
+//! Slash commands typed in the input box, their completion on Tab, and the listings some of
+//! them show (`/mcp`).
+
+use crate::worker::WorkerHandle;
+use hanzo_ipc::roles::mcp::{self, McpProtocol, McpToolInfo};
+use hanzo_md_render::sanitize_line_for_terminal;
+use std::time::Duration;
 
 /// Every slash command with one line of help, in the order `/help` lists them.
 pub const COMMANDS: &[(&str, &str)] = &[
@@ -19,7 +25,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "/permissions",
         "the permission rules in effect, with their tiers",
     ),
-    ("/mcp", "the configured MCP servers"),
+    ("/mcp", "the configured MCP servers and their tools"),
     ("/compact", "how the conversation is compacted"),
     ("/branch", "/branch NAME: create and switch to a git branch"),
     (
@@ -131,6 +137,77 @@ pub fn candidates(text: &str) -> Vec<&'static str> {
         .collect()
 }
 
+/// The longest `/mcp` waits for the mcp worker's tool list.
+pub const MCP_LIST_TIME: Duration = Duration::from_secs(30);
+/// Characters of a tool's description `/mcp` shows (its first line); longer ones end in `…`.
+pub const MCP_DESCRIPTION_CHARS: usize = 70;
+
+/// `/mcp`: each configured server and the tools it offers, as the mcp worker lists them now.
+/// `configured` are the enabled servers in the settings; `mcp` is the worker when the session
+/// started any server.
+pub async fn mcp_listing(configured: &[String], mcp: Option<&WorkerHandle<McpProtocol>>) -> String {
+    if configured.is_empty() {
+        return "no MCP servers are configured (settings `mcp_servers`)".to_string();
+    }
+    let tools: Result<Vec<McpToolInfo>, String> = match mcp {
+        None => Ok(Vec::new()),
+        Some(m) => match m
+            .call_within(mcp::Request::ListTools { server: None }, MCP_LIST_TIME)
+            .await
+        {
+            Ok(mcp::Response::Tools(t)) => Ok(t),
+            Ok(other) => Err(format!("unexpected reply {other:?}")),
+            Err(e) => Err(e.to_string()),
+        },
+    };
+    mcp_text(configured, tools)
+}
+
+/// The `/mcp` text from the configured names and the worker's answer.
+pub fn mcp_text(configured: &[String], tools: Result<Vec<McpToolInfo>, String>) -> String {
+    let mut out = String::from("MCP servers (settings `mcp_servers`):\n");
+    let tools = match tools {
+        Ok(t) => t,
+        Err(e) => {
+            out.push_str(&format!(
+                "  {}\n  the mcp worker did not list their tools: {}\n",
+                configured.join(", "),
+                sanitize_line_for_terminal(&e)
+            ));
+            return out;
+        }
+    };
+    for name in configured {
+        let own: Vec<&McpToolInfo> = tools.iter().filter(|t| &t.server == name).collect();
+        let name = sanitize_line_for_terminal(name);
+        if own.is_empty() {
+            out.push_str(&format!(
+                "  {name}: not ready, no tools (the warnings at start, or `hanzo-dev mcp list`, \
+                 say why)\n"
+            ));
+            continue;
+        }
+        out.push_str(&format!("  {name}: {} tools\n", own.len()));
+        for t in own {
+            let first = t
+                .description
+                .as_deref()
+                .and_then(|d| d.lines().map(str::trim).find(|l| !l.is_empty()))
+                .unwrap_or("");
+            let mut desc: String = first.chars().take(MCP_DESCRIPTION_CHARS).collect();
+            if first.chars().count() > MCP_DESCRIPTION_CHARS {
+                desc.push('…');
+            }
+            out.push_str(&format!(
+                "    {} — {}\n",
+                sanitize_line_for_terminal(&t.qualified_name),
+                sanitize_line_for_terminal(&desc)
+            ));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,6 +244,42 @@ mod tests {
         assert_eq!(
             candidates("/co"),
             ["/code", "/compact", "/commit", "/commit-push-pr"]
+        );
+    }
+
+    #[test]
+    fn mcp_text_lists_each_server_with_its_tools_or_why_none() {
+        let tool = |server: &str, name: &str, desc: Option<&str>| McpToolInfo {
+            server: server.into(),
+            tool: name.into(),
+            qualified_name: format!("mcp__{server}__{name}"),
+            description: desc.map(str::to_string),
+            input_schema_json: "{}".into(),
+        };
+        let long = "x".repeat(100);
+        let text = mcp_text(
+            &["everything".into(), "down".into()],
+            Ok(vec![
+                tool("everything", "echo", Some("\n Echoes back\nthe input")),
+                tool("everything", "evil", Some("a\u{1b}]2;pwned\u{7}b")),
+                tool("everything", "long", Some(&long)),
+            ]),
+        );
+        assert!(text.contains("  everything: 3 tools\n"), "{text}");
+        assert!(
+            text.contains("    mcp__everything__echo — Echoes back\n"),
+            "{text}"
+        );
+        assert!(
+            !text.contains('\u{1b}') && text.contains("␛]2;pwned␇"),
+            "{text}"
+        );
+        assert!(text.contains(&format!("{}…", "x".repeat(70))), "{text}");
+        assert!(text.contains("  down: not ready, no tools"), "{text}");
+        let failed = mcp_text(&["a".into()], Err("timed out".into()));
+        assert!(
+            failed.contains("did not list their tools: timed out"),
+            "{failed}"
         );
     }
 }

@@ -123,19 +123,21 @@ impl Transcript {
 
     pub fn push_user(&mut self, text: &str) {
         self.finish_reply();
-        self.entries.push(Entry::User(text.to_string()));
+        self.entries.push(Entry::User(safe_lines(text)));
     }
 
+    /// A line of the UI's own, which may quote what came from outside (git's output, a
+    /// server's tool description, a file name): kept terminal-safe line by line.
     pub fn notice(&mut self, text: &str) {
         self.entries.push(Entry::Notice {
-            text: text.to_string(),
+            text: safe_lines(text),
             error: false,
         });
     }
 
     pub fn error(&mut self, text: &str) {
         self.entries.push(Entry::Notice {
-            text: text.to_string(),
+            text: safe_lines(text),
             error: true,
         });
     }
@@ -414,6 +416,14 @@ fn fmt_duration(ms: u64) -> String {
     }
 }
 
+/// `text` with each of its lines terminal-safe (the line breaks kept).
+fn safe_lines(text: &str) -> String {
+    text.split('\n')
+        .map(sanitize_line_for_terminal)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// `text` (already terminal-safe) after `prefix`, wrapped by display width, continuations
 /// indented under the prefix.
 pub fn push_wrapped(
@@ -506,6 +516,26 @@ mod tests {
 
     fn texts(lines: &[Line<'static>]) -> Vec<String> {
         lines.iter().map(|l| l.to_string()).collect()
+    }
+
+    /// Notices quote what came from outside (git's stderr, a branch name, a tool's
+    /// description): their escapes are shown, never kept raw.
+    #[test]
+    fn notices_errors_and_user_lines_are_terminal_safe() {
+        let mut t = Transcript::new(80, true);
+        t.notice("pushed to /r\u{1b}]2;pwned\u{7}.git\nline two \u{9b}31m");
+        t.error("git failed: \u{1b}[2J");
+        t.push_user("me \u{1b}[31m");
+        let all = texts(&t.lines()).join("\n");
+        assert!(all.contains("· pushed to /r␛]2;pwned␇.git"), "{all}");
+        assert!(all.contains("· line two "), "the line break is kept: {all}");
+        assert!(all.contains("· git failed: ␛[2J"), "{all}");
+        assert!(all.contains("› me ␛[31m"), "{all}");
+        assert!(
+            !all.chars()
+                .any(|c| c != '\n' && hanzo_md_render::is_unsafe_for_terminal(c)),
+            "{all:?}"
+        );
     }
 
     #[test]
