@@ -441,14 +441,16 @@ async fn submit(
         }
         Some(Slash::Mcp) => {
             app.transcript.push_user(text);
-            let servers: Vec<String> = prep
+            let servers: Vec<String> = host
+                .prep
                 .loaded
                 .merged
                 .config
                 .enabled_mcp_servers()
                 .map(|(n, _)| n.clone())
                 .collect();
-            let mcp = turns.tools.mcp.as_ref().map(|m| m.mcp);
+            // The mcp worker runs only when a server is ready (`Ready::mcp_limit`).
+            let mcp = turns.ready.mcp_limit.map(|_| &host.sup.mcp);
             app.transcript
                 .notice(&slash::mcp_listing(&servers, mcp).await);
             Ok(())
