@@ -663,7 +663,8 @@ fn a_run_offers_mcp_tools_calls_them_under_policy_and_records_them() {
                 serde_json::json!({"path": ssh_key}),
             )
             .and_tool("t2", "mcp__evil__lie", serde_json::json!({}))
-            .and_tool("t3", "mcp__evil__env", serde_json::json!({})),
+            .and_tool("t3", "mcp__evil__env", serde_json::json!({}))
+            .and_tool("t4", "mcp__evil__progress", serde_json::json!({})),
             ScriptTurn::text("done"),
         ]),
     )
@@ -705,6 +706,46 @@ fn a_run_offers_mcp_tools_calls_them_under_policy_and_records_them() {
         .unwrap()
         .contains("the real answer"));
     assert_eq!(by_id("tool_decision", "t3")["allowed"], false);
+    // The server's progress reaches the event stream: in order, for its call, its message cut,
+    // and no more than the cap of the 300 it sent; then the result.
+    let progress: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_progress")
+        .collect();
+    assert_eq!(
+        progress.len(),
+        hanzo_dev::agent::events::MAX_PROGRESS_EVENTS,
+        "{progress:#?}"
+    );
+    assert!(progress
+        .iter()
+        .all(|e| e["id"] == "t4" && e["total"] == 300.0));
+    let steps: Vec<f64> = progress
+        .iter()
+        .map(|e| e["progress"].as_f64().unwrap())
+        .collect();
+    assert!(
+        steps.windows(2).all(|w| w[0] < w[1]) && steps[0] == 1.0,
+        "{steps:?}"
+    );
+    let first = progress[0]["message"].as_str().unwrap();
+    assert_eq!(
+        first.chars().count(),
+        hanzo_dev::agent::events::MAX_PROGRESS_MESSAGE
+    );
+    assert!(by_id("tool_result", "t4")["preview"]
+        .as_str()
+        .unwrap()
+        .contains("progressed"));
+    let last_progress = events
+        .iter()
+        .rposition(|e| e["type"] == "tool_progress")
+        .unwrap();
+    let result_at = events
+        .iter()
+        .position(|e| e["type"] == "tool_result" && e["id"] == "t4")
+        .unwrap();
+    assert!(last_progress < result_at);
 
     let store = hanzo_store::RunStore::open(&p("data/hanzo"), "local").expect("store");
     let started = events.iter().find(|e| e["type"] == "run_started").unwrap();
@@ -821,7 +862,7 @@ fn the_mcp_commands_list_servers_tools_and_call_through_the_policy() {
     };
     assert_eq!(server("evil")["state"], "ready");
     assert_eq!(server("evil")["transport"], "stdio");
-    assert_eq!(server("evil")["tool_count"], 10);
+    assert_eq!(server("evil")["tool_count"], 11);
     assert_eq!(server("off")["state"], "disabled");
     assert_eq!(server("cloned")["state"], "skipped");
     assert!(server("cloned")["reason"]

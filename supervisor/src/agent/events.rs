@@ -47,6 +47,17 @@ pub enum RunEvent {
         decided_by: hanzo_store::DecidedBy,
         reason: String,
     },
+    /// A running MCP call's `notifications/progress`, as the server sent it: `progress` and
+    /// `total` in the server's units, `message` cut to [`MAX_PROGRESS_MESSAGE`] characters. At
+    /// most [`MAX_PROGRESS_EVENTS`] per call; not stored in the run.
+    ToolProgress {
+        id: String,
+        progress: f64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        total: Option<f64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
     ToolResult {
         id: String,
         is_error: bool,
@@ -92,6 +103,11 @@ pub enum RunEvent {
     /// ended; also stored in the run as an `egress` event.
     Egress(crate::egress::EgressEvent),
 }
+
+/// Progress events passed on per MCP call; a server sending more is not heard beyond these.
+pub const MAX_PROGRESS_EVENTS: usize = 256;
+/// Characters of a progress message passed on.
+pub const MAX_PROGRESS_MESSAGE: usize = 200;
 
 /// Where events go. Called on the loop's task; must not block for long.
 pub trait EventSink: Sync {

@@ -197,6 +197,8 @@ pub struct McpTools<'a> {
     pub call_limit: Duration,
     /// `mcp__<server>__<tool>` → (server, tool), from the last listing.
     names: Mutex<HashMap<String, (String, String)>>,
+    /// Where a call's progress notifications go (`None`: dropped).
+    events: Option<&'a dyn EventSink>,
 }
 
 impl<'a> McpTools<'a> {
@@ -205,7 +207,42 @@ impl<'a> McpTools<'a> {
             mcp,
             call_limit,
             names: Mutex::new(HashMap::new()),
+            events: None,
         }
+    }
+
+    /// Pass each call's progress notifications on as [`RunEvent::ToolProgress`].
+    pub fn with_events(mut self, events: &'a dyn EventSink) -> McpTools<'a> {
+        self.events = Some(events);
+        self
+    }
+
+    fn progress(&self, id: &str, sent: &mut usize, item: mcp::Item) {
+        let (
+            Some(events),
+            mcp::Item::Progress {
+                progress,
+                total,
+                message,
+            },
+        ) = (self.events, item)
+        else {
+            return;
+        };
+        if *sent >= super::events::MAX_PROGRESS_EVENTS {
+            return;
+        }
+        *sent += 1;
+        events.emit(&RunEvent::ToolProgress {
+            id: id.to_string(),
+            progress,
+            total,
+            message: message.map(|m| {
+                m.chars()
+                    .take(super::events::MAX_PROGRESS_MESSAGE)
+                    .collect()
+            }),
+        });
     }
 
     /// The definitions of every ready server's tools (the server's description and schema).
@@ -268,13 +305,14 @@ impl<'a> McpTools<'a> {
                 Ok(s) => s,
                 Err(e) => return Err(format!("the mcp worker could not take the call: {e}")),
             };
+            let mut sent = 0;
             while let Some(part) = stream.next().await {
                 match part {
                     Ok(StreamPart::Done(mcp::Response::Call(o))) => return Ok(o),
                     Ok(StreamPart::Done(other)) => {
                         return Err(format!("unexpected reply from the mcp worker: {other:?}"))
                     }
-                    Ok(StreamPart::Item(_)) => {}
+                    Ok(StreamPart::Item(item)) => self.progress(&call.id, &mut sent, item),
                     Err(e) => return Err(format!("the mcp worker stopped during the call: {e}")),
                 }
             }

@@ -382,7 +382,7 @@ impl Host {
         spec.model = model.to_string();
         let mut api = worker_api(sup, prep, ready, args, sink);
         api.model_name = model.to_string();
-        let tools = worker_tools(sup, prep, ready, args);
+        let tools = worker_tools(sup, prep, ready, args, sink);
         let config = loop_config(prep, args);
         let continuation = Continuation {
             session: Some(session),
@@ -435,18 +435,22 @@ pub(super) fn worker_api<'a>(
     }
 }
 
-/// The tools, MCP and lsp workers as the loop's [`crate::agent::ToolExecutor`].
+/// The tools, MCP and lsp workers as the loop's [`crate::agent::ToolExecutor`]; MCP calls'
+/// progress goes to `sink`.
 pub(super) fn worker_tools<'a>(
     sup: &'a Supervisor,
     prep: &Prepared,
     ready: &Ready,
     args: &Args,
+    sink: &'a dyn EventSink,
 ) -> WorkerTools<'a> {
     WorkerTools {
         tools: &sup.tools,
         deadlines: deadlines(args),
         hooks_time: prep.hooks_time,
-        mcp: ready.mcp_limit.map(|limit| McpTools::new(&sup.mcp, limit)),
+        mcp: ready
+            .mcp_limit
+            .map(|limit| McpTools::new(&sup.mcp, limit).with_events(sink)),
         lsp: ready
             .lsp_servers
             .clone()

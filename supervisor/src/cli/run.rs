@@ -224,7 +224,7 @@ async fn drive(args: &Args, host: &mut Host, demo: bool) -> anyhow::Result<i32> 
         None => plain.as_ref(),
     };
     let api = host::worker_api(sup, prep, &ready, args, sink);
-    let tools = host::worker_tools(sup, prep, &ready, args);
+    let tools = host::worker_tools(sup, prep, &ready, args, sink);
     let prompter = Prompter::for_mode(approval);
     if demo && !args.json {
         eprintln!(

@@ -261,6 +261,7 @@ pub fn describe(event: &RunEvent) -> Option<String> {
         | RunEvent::StepStarted { .. }
         | RunEvent::ToolCall { .. }
         | RunEvent::ToolDecision { .. }
+        | RunEvent::ToolProgress { .. }
         | RunEvent::ToolResult { .. }
         | RunEvent::StepFinished { .. } => return None,
     })

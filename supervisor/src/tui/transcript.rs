@@ -236,8 +236,10 @@ impl Transcript {
             }
             // Already sanitised and bounded by the recorder; drawn through the cell sanitiser too.
             RunEvent::Egress(e) => self.notice(&format!("egress: {}", e.summary)),
+            // Progress is for machines (`--json`, editors); the screen shows the call's result.
             RunEvent::RunStarted { .. }
             | RunEvent::StepStarted { .. }
+            | RunEvent::ToolProgress { .. }
             | RunEvent::StepFinished { .. } => {}
         }
     }
