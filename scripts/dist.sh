@@ -119,9 +119,14 @@ EOF
 # ---- PyPI ----
 for target in "$gnu" "$musl"; do
     say "building the $target wheel (maturin)"
+    # A static musl binary needs no libc, so maturin would tag it manylinux; pip on a musl
+    # system (Alpine) accepts only musllinux tags: ask for that one.
+    compat=()
+    if [ "$target" = "$musl" ]; then compat=(--compatibility musllinux_1_2); fi
     (cd packaging/pypi/hanzo-dev &&
         if [ "$target" = "$musl" ]; then export CARGO_TARGET_DIR="$musl_target_dir"; fi
-        CC_x86_64_unknown_linux_musl=musl-gcc maturin build --locked --target "$target" --out "$out" -q)
+        CC_x86_64_unknown_linux_musl=musl-gcc maturin build --locked --target "$target" \
+            "${compat[@]}" --out "$out" -q)
 done
 python3 packaging/pypi/hanzo-repl/build_wheel.py "$version" "$out" >/dev/null
 

@@ -64,7 +64,7 @@ check "npm: without a platform package the launcher says what is missing (exit 2
 
 # ---- PyPI ----
 for kind in manylinux musllinux; do
-    wheel=$(ls "$dist"/hanzo_dev-"$version"-*"$kind"*.whl 2>/dev/null | head -1)
+    wheel=$(ls "$dist"/hanzo_dev-"$version"-*"$kind"*.whl 2>/dev/null | head -1 || true)
     if [ -z "$wheel" ]; then fail "pypi: no $kind wheel"; continue; fi
     python3 -m venv "$work/venv-$kind"
     if [ "$kind" = manylinux ]; then
@@ -75,15 +75,17 @@ for kind in manylinux musllinux; do
             '$work/venv-$kind/bin/hanzo-repl' --version 2>'$work/prepl.err' | grep -q '^hanzo-dev $version' &&
             grep -q deprecated '$work/prepl.err'"
     else
-        # pip on a glibc system refuses musllinux tags; the wheel's binary is the static one.
+        # pip on a glibc system refuses musllinux tags; the wheel's binary is the static one
+        # (zipfile does not keep the mode bits; pip sets them when it installs).
         check "pypi: the $kind wheel carries a static binary" sh -c "
             cd '$work' && python3 -m zipfile -e '$wheel' musl-wheel &&
-            f=\$(find musl-wheel -path '*scripts/hanzo-dev' -type f) && file \"\$f\" | grep -q 'statically linked' && \"\$f\" --version"
+            f=\$(find musl-wheel -path '*scripts/hanzo-dev' -type f) && file \"\$f\" | grep -qE 'statically linked|static-pie linked' &&
+            chmod +x \"\$f\" && \"\$f\" --version"
     fi
 done
 
 # ---- Debian ----
-deb=$(ls "$dist"/hanzo-dev_"$version"*_amd64.deb 2>/dev/null | head -1)
+deb=$(ls "$dist"/hanzo-dev_"$version"*_amd64.deb 2>/dev/null | head -1 || true)
 if [ -z "$deb" ]; then
     fail "deb: no package"
 elif [ "$(id -u)" != 0 ]; then
@@ -120,7 +122,7 @@ fi
 
 # ---- musl ----
 musl="$dist/hanzo-dev-$version-x86_64-unknown-linux-musl"
-check "musl: statically linked" sh -c "file '$musl' | grep -q 'statically linked'"
+check "musl: statically linked" sh -c "file '$musl' | grep -qE 'statically linked|static-pie linked'"
 smoke musl "$musl"
 # The container image runs it as an ordinary user: the same there (tier B from an unprivileged
 # user namespace; no capability to fall back on).

@@ -12,6 +12,7 @@ SHIM = '''"""hanzo-repl was renamed to hanzo-dev (HIP-0301 section 17)."""
 import os
 import shutil
 import sys
+import sysconfig
 
 
 def main():
@@ -20,7 +21,11 @@ def main():
             "hanzo-repl is deprecated: it is now hanzo-dev (pip install hanzo-dev). "
             "Running hanzo-dev.\\n"
         )
-    exe = shutil.which("hanzo-dev")
+    # The hanzo-dev script this environment installed (beside this one, in a virtualenv that
+    # is not activated, and so not on PATH), else the one on PATH.
+    scripts = sysconfig.get_path("scripts")
+    beside = os.path.join(scripts, "hanzo-dev") if scripts else None
+    exe = beside if beside and os.access(beside, os.X_OK) else shutil.which("hanzo-dev")
     if exe is None:
         sys.stderr.write("hanzo-repl: hanzo-dev is not on PATH; pip install hanzo-dev\\n")
         return 2
