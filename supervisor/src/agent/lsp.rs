@@ -393,17 +393,24 @@ pub fn changed_paths(tool: &str, input_json: &str) -> Vec<String> {
     out
 }
 
-/// Opens the lsp role to the installation prefixes of the servers in `servers_json` (the
-/// `lsp_servers` table) that are installed outside the system directories, such as under
-/// `$HOME` (`ProfileContext::toolchains`; `hanzo_lsp::prefix`). The lsp worker's sandbox is
-/// fixed at its start, so this runs before the supervisor starts it. A server whose prefix would
-/// be `$HOME`, a directory of secrets or the workspace's parent is not opened; a warning names
-/// the path (and the worker refuses it, naming the path, when a file of its language is used).
-pub fn grant_server_prefixes(
+/// Prepares the `lsp_servers` table (`servers_json`) for the lsp worker and opens the lsp role
+/// to what its servers need; returns the table to send the worker (`lsp::Request::Configure`).
+///
+/// - A server found on `PATH` as a version manager's stand-in (a rustup proxy, a pyenv or asdf
+///   shim, `hanzo_lsp::shims`) is resolved to the program the manager would run, with the
+///   start environment's variables, and the table sent names that program: a stand-in cannot
+///   run in the sandbox. One that cannot be resolved is not started (a warning says why).
+/// - The installation prefixes of the servers installed outside the system directories, such as
+///   under `$HOME`, are granted read-only (`ProfileContext::toolchains`; `hanzo_lsp::prefix`).
+///   The lsp worker's sandbox is fixed at its start, so this runs before the supervisor starts
+///   it. A server whose prefix would be `$HOME`, a directory of secrets or the workspace's
+///   parent is not opened; a warning names the path (and the worker refuses it, naming the
+///   path, when a file of its language is used).
+pub fn prepare_servers(
     ctx: &mut hanzo_policy::profile::ProfileContext,
     servers_json: &str,
     env: &crate::secrets::StartEnv,
-) {
+) -> String {
     let var = |name: &str| {
         env.vars
             .iter()
@@ -412,26 +419,63 @@ pub fn grant_server_prefixes(
             .filter(|v| !v.is_empty())
     };
     let Some(workspace) = ctx.workspace.clone() else {
-        return;
+        return servers_json.to_string();
     };
-    let entries: hanzo_lsp::LspServers = if servers_json.trim().is_empty() {
+    let mut entries: hanzo_lsp::LspServers = if servers_json.trim().is_empty() {
         hanzo_lsp::LspServers::new()
     } else {
         match serde_json::from_str(servers_json) {
             Ok(e) => e,
-            Err(_) => return, // the worker reports a bad table on Configure
+            // The worker reports a bad table on Configure.
+            Err(_) => return servers_json.to_string(),
         }
     };
     let Ok(registry) = hanzo_lsp::Registry::with_settings(&entries) else {
-        return;
+        return servers_json.to_string();
     };
-    let search_path = var("PATH")
-        .map(|p| {
-            std::env::split_paths(&p)
-                .filter(|d| d.is_absolute())
-                .collect()
-        })
-        .unwrap_or_default();
+    let shim_env = hanzo_lsp::shims::ShimEnv::from_vars(var);
+    let warn = |server: &str, why: &str| {
+        // Paths come from the filesystem (link targets included) and names from settings: no
+        // control character of theirs reaches the terminal.
+        eprintln!(
+            "warning: language server {} is not started: {}",
+            crate::term::sanitize_line_for_terminal(server),
+            crate::term::sanitize_line_for_terminal(why)
+        );
+    };
+    let mut unresolved = Vec::new();
+    for spec in registry.servers() {
+        let Some(program) =
+            hanzo_lsp::registry::resolve_program(&spec.command, &shim_env.search_path, &workspace)
+        else {
+            continue;
+        };
+        match hanzo_lsp::shims::resolve(&program, &workspace, &shim_env) {
+            Ok(None) => {}
+            Ok(Some(r)) => {
+                tracing::info!(
+                    server = %spec.name,
+                    manager = %r.manager,
+                    version = %r.version,
+                    from = %r.source,
+                    program = %r.program.display(),
+                    "language server resolved through its version manager"
+                );
+                entries.entry(spec.name.clone()).or_default().command =
+                    Some(r.program.display().to_string());
+            }
+            Err(e) => {
+                warn(&spec.name, &e.to_string());
+                unresolved.push(spec.name.clone());
+            }
+        }
+    }
+    // Grants for what will run: the resolved programs; nothing for a stand-in left unresolved
+    // (the worker refuses it, as its prefix was not opened).
+    let mut for_grants = entries.clone();
+    for name in &unresolved {
+        for_grants.entry(name.clone()).or_default().disabled = Some(true);
+    }
     let rules = hanzo_lsp::prefix::PrefixRules {
         home: var("HOME").map(|h| {
             let h = std::path::PathBuf::from(h);
@@ -439,19 +483,16 @@ pub fn grant_server_prefixes(
         }),
         workspace,
         hidden: ctx.hidden.clone(),
-        search_path,
+        search_path: shim_env.search_path.clone(),
     };
-    let (granted, refused) = hanzo_lsp::prefix::grants_for(&registry, &rules);
-    for (server, why) in refused {
-        // Paths come from the filesystem (link targets included): no control character of
-        // theirs reaches the terminal.
-        eprintln!(
-            "warning: language server {} is not started: {}",
-            crate::term::sanitize_line_for_terminal(&server),
-            crate::term::sanitize_line_for_terminal(&why.to_string())
-        );
+    if let Ok(registry) = hanzo_lsp::Registry::with_settings(&for_grants) {
+        let (granted, refused) = hanzo_lsp::prefix::grants_for(&registry, &rules);
+        for (server, why) in refused {
+            warn(&server, &why.to_string());
+        }
+        ctx.toolchains = granted;
     }
-    ctx.toolchains = granted;
+    serde_json::to_string(&entries).unwrap_or_else(|_| servers_json.to_string())
 }
 
 #[cfg(test)]
@@ -534,5 +575,71 @@ mod tests {
             let schema: Value = serde_json::from_str(&d.input_schema_json).expect("schema");
             assert_eq!(schema["required"][0], "path", "{}", d.name);
         }
+    }
+
+    #[test]
+    fn stand_ins_are_resolved_before_the_worker_starts_and_unresolved_ones_open_nothing() {
+        use std::os::unix::fs::{symlink, PermissionsExt as _};
+        let dir = tempfile::tempdir().expect("tmp");
+        let home = dir.path().canonicalize().expect("home");
+        let ws = home.join("src/project");
+        std::fs::create_dir_all(&ws).expect("ws");
+        let exe = |p: &std::path::Path| {
+            std::fs::create_dir_all(p.parent().expect("dir")).expect("mkdir");
+            std::fs::write(p, "#!/bin/sh\n").expect("write");
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        };
+        // rust-analyzer through a rustup proxy; pyright-langserver through a pyenv shim whose
+        // chosen version does not have it.
+        exe(&home.join(".cargo/bin/rustup"));
+        symlink("rustup", home.join(".cargo/bin/rust-analyzer")).expect("proxy");
+        let toolchain = home.join(".rustup/toolchains/1.95.0-x86_64-unknown-linux-gnu");
+        exe(&toolchain.join("bin/rust-analyzer"));
+        std::fs::write(
+            home.join(".rustup/settings.toml"),
+            "default_toolchain = \"1.95.0-x86_64-unknown-linux-gnu\"\n",
+        )
+        .expect("settings");
+        let shim = home.join(".pyenv/shims/pyright-langserver");
+        std::fs::create_dir_all(shim.parent().expect("dir")).expect("mkdir");
+        std::fs::write(
+            &shim,
+            "#!/usr/bin/env bash\nexec \"/x/libexec/pyenv\" exec \"$p\"\n",
+        )
+        .expect("shim");
+        std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::create_dir_all(home.join(".pyenv/versions/3.12.1/bin")).expect("mkdir");
+        std::fs::write(home.join(".pyenv/version"), "3.12.1\n").expect("version");
+        std::fs::write(ws.join("Cargo.toml"), "[package]\nname = \"x\"\n").expect("cargo");
+        let env = crate::secrets::StartEnv {
+            vars: vec![
+                ("HOME".into(), home.display().to_string()),
+                (
+                    "PATH".into(),
+                    format!(
+                        "{}:{}:/usr/bin:/bin",
+                        home.join(".cargo/bin").display(),
+                        home.join(".pyenv/shims").display()
+                    ),
+                ),
+            ],
+        };
+        let mut ctx = hanzo_policy::profile::ProfileContext {
+            workspace: Some(ws.clone()),
+            ..Default::default()
+        };
+        let table = prepare_servers(&mut ctx, "{}", &env);
+        let table: hanzo_lsp::LspServers = serde_json::from_str(&table).expect("json");
+        assert_eq!(
+            table
+                .get("rust-analyzer")
+                .and_then(|e| e.command.clone())
+                .as_deref(),
+            Some(toolchain.join("bin/rust-analyzer").to_str().expect("utf-8"))
+        );
+        // The unresolved shim keeps its name (the worker refuses it) and opens nothing: not
+        // `~/.pyenv/shims`, not `~/.cargo/bin`.
+        assert!(!table.contains_key("pyright"), "{table:?}");
+        assert_eq!(ctx.toolchains, vec![toolchain]);
     }
 }

@@ -199,6 +199,9 @@ pub(super) type EgressParts = (
 pub(super) struct Host {
     pub(super) prep: Prepared,
     pub(super) sup: Supervisor,
+    /// The `lsp_servers` table the lsp worker is configured with (version managers' stand-ins
+    /// resolved: `agent::lsp::prepare_servers`).
+    lsp_table: String,
     _run_dir: RunDir,
     /// The broker's egress records, when the run allows network for commands (`run` stores
     /// them).
@@ -229,7 +232,7 @@ impl Host {
             supervisor_config(Some(prep.workspace.clone()), env, prep.kernel_landlock_abi)?;
         cfg.isolation = prep.isolation;
         cfg.secret_names = env.secret_names();
-        crate::agent::lsp::grant_server_prefixes(
+        let lsp_table = crate::agent::lsp::prepare_servers(
             &mut cfg.ctx,
             &serde_json::to_string(&prep.loaded.merged.config.lsp_servers)
                 .context("lsp_servers")?,
@@ -251,6 +254,7 @@ impl Host {
         Ok(Host {
             prep,
             sup,
+            lsp_table,
             _run_dir: run_dir,
             egress,
             record: args.record.clone().map(|p| (p, Vec::new())),
@@ -335,8 +339,7 @@ impl Host {
             crate::mcp::start_for_run_with(sup, &prep.loaded, &prep.workspace, extra_mcp).await;
         // The language servers of `lsp_servers`; without a working lsp worker the run goes on
         // without lsp tools or diagnostics.
-        let lsp_servers =
-            serde_json::to_string(&prep.loaded.merged.config.lsp_servers).context("lsp_servers")?;
+        let lsp_servers = self.lsp_table.clone();
         let lsp = LspLink::new(&sup.lsp, lsp_servers.clone());
         let lsp_servers = match lsp.configure(&deadlines(args)).await {
             Ok(()) => Some(lsp_servers),

@@ -69,7 +69,7 @@ async fn check(args: &CheckArgs, env: StartEnv) -> anyhow::Result<i32> {
     let kernel = hanzo_sandbox::doctor::probe_kernel();
     let (mut cfg, _run_dir) = supervisor_config(Some(workspace), &env, kernel.landlock_abi)?;
     cfg.roles = Some(vec![Role::Lsp]);
-    crate::agent::lsp::grant_server_prefixes(&mut cfg.ctx, &servers_json, &env);
+    let servers_json = crate::agent::lsp::prepare_servers(&mut cfg.ctx, &servers_json, &env);
     let sup = Supervisor::start(cfg).await?;
     let result = async {
         sup.wait_ready()

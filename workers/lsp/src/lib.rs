@@ -27,6 +27,7 @@ pub mod prefix;
 pub mod registry;
 pub mod sanitize;
 pub mod servers;
+pub mod shims;
 pub mod spawn;
 pub mod text;
 pub mod types;

@@ -121,7 +121,9 @@ fn push_prefix(
 /// The package tree holding `real` (an absolute path with links resolved): the outermost
 /// `node_modules` directory on its path (an npm prefix's packages, so a server finds its sibling
 /// packages such as `typescript`); a rustup toolchain (`…/toolchains/<name>`); a virtualenv
-/// (`bin/`'s parent holds `pyvenv.cfg`: pipx and venv installs); else the directory holding it.
+/// (`bin/`'s parent holds `pyvenv.cfg`: pipx and venv installs); a version manager's version
+/// (`bin/`'s parent is `…/versions/<v>` or `…/installs/<plugin>/<v>`); the program alone when
+/// it sits in any other `bin` directory; else the directory holding it.
 pub fn prefix_of(real: &Path) -> PathBuf {
     let mut acc = PathBuf::new();
     let mut comps = real.components().peekable();
@@ -151,14 +153,46 @@ pub fn prefix_of(real: &Path) -> PathBuf {
     let dir = real
         .parent()
         .map_or_else(|| real.to_path_buf(), Path::to_path_buf);
-    match dir.parent() {
-        Some(venv)
-            if dir.file_name().is_some_and(|n| n == "bin") && venv.join("pyvenv.cfg").is_file() =>
-        {
-            venv.to_path_buf()
-        }
-        _ => dir,
+    if dir.file_name().is_none_or(|n| n != "bin") {
+        return dir;
     }
+    match dir.parent() {
+        Some(venv) if venv.join("pyvenv.cfg").is_file() => venv.to_path_buf(),
+        Some(install) if is_version_install(install) => install.to_path_buf(),
+        // A `bin` directory is where programs of many packages meet (`~/.local/bin`,
+        // `/opt/tools/bin`): the program alone, not its neighbours.
+        _ => real.to_path_buf(),
+    }
+}
+
+/// A version manager's installation of one version, whose `bin` holds the program and whose
+/// `lib` the rest: `…/versions/3.12.1` (pyenv), `…/versions/node/v20.11.0` (nvm),
+/// `…/installs/nodejs/20.11.0` (asdf).
+fn is_version_install(dir: &Path) -> bool {
+    let looks_like_version = dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+        let n = n.strip_prefix('v').unwrap_or(n);
+        n.starts_with(|c: char| c.is_ascii_digit())
+    });
+    let named =
+        |p: Option<&Path>, name: &str| p.and_then(Path::file_name).is_some_and(|n| n == name);
+    let parent = dir.parent();
+    looks_like_version
+        && (named(parent, "versions")
+            || named(parent.and_then(Path::parent), "versions")
+            || named(parent.and_then(Path::parent), "installs"))
+}
+
+/// The `bin` directory of the toolchain or version installation `real` belongs to (a rustup
+/// toolchain, a pyenv/nvm/asdf version, a virtualenv), to put first on a server's `PATH` so the
+/// programs it runs (`cargo` for rust-analyzer, `node` for a script) are the same
+/// installation's, not a version manager's stand-in that the sandbox cannot run.
+pub fn install_bin(real: &Path) -> Option<PathBuf> {
+    let prefix = prefix_of(real);
+    if prefix == real || prefix.file_name().is_some_and(|n| n == "node_modules") {
+        return None;
+    }
+    let bin = prefix.join("bin");
+    (real.parent() == Some(bin.as_path())).then_some(bin)
 }
 
 /// Refuses a prefix that would open too much.
@@ -201,10 +235,13 @@ fn vet(program: &Path, prefix: &Path, rules: &PrefixRules) -> Result<(), PrefixR
         )));
     }
     // A directory anyone may write (`/tmp`, `/var/tmp`, `/dev/shm`): granting it would open
-    // every other user's and program's files there, and anyone could plant the program.
-    if std::fs::metadata(prefix)
-        .is_ok_and(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o002 != 0)
-    {
+    // every other user's and program's files there, and anyone could plant the program. For a
+    // program granted alone, the same holds for the directory holding it.
+    let world_writable = |p: &Path| {
+        std::fs::metadata(p)
+            .is_ok_and(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o002 != 0)
+    };
+    if world_writable(prefix) || (!prefix.is_dir() && prefix.parent().is_some_and(world_writable)) {
         return Err(refuse(
             "is writable by every user (a shared temporary directory?); install the server \
              in a directory of its own"
@@ -300,11 +337,43 @@ mod tests {
             p("/h/.rustup/toolchains/stable-x86_64-unknown-linux-gnu/bin/rust-analyzer"),
             PathBuf::from("/h/.rustup/toolchains/stable-x86_64-unknown-linux-gnu")
         );
+        // A shared `bin` directory: the program alone.
         assert_eq!(
             p("/h/.local/bin/rust-analyzer"),
-            PathBuf::from("/h/.local/bin")
+            PathBuf::from("/h/.local/bin/rust-analyzer")
         );
         assert_eq!(p("/h/server"), PathBuf::from("/h"));
+        assert_eq!(p("/h/tools/srv/run"), PathBuf::from("/h/tools/srv"));
+        // Version managers' installs are one prefix each, their `bin` first on a server's PATH.
+        assert_eq!(
+            p("/h/.pyenv/versions/3.12.1/bin/python3.12"),
+            PathBuf::from("/h/.pyenv/versions/3.12.1")
+        );
+        assert_eq!(
+            p("/h/.nvm/versions/node/v20.11.0/bin/node"),
+            PathBuf::from("/h/.nvm/versions/node/v20.11.0")
+        );
+        assert_eq!(
+            p("/h/.asdf/installs/nodejs/20.11.0/bin/node"),
+            PathBuf::from("/h/.asdf/installs/nodejs/20.11.0")
+        );
+        assert_eq!(
+            install_bin(Path::new(
+                "/h/.rustup/toolchains/stable-x/bin/rust-analyzer"
+            )),
+            Some(PathBuf::from("/h/.rustup/toolchains/stable-x/bin"))
+        );
+        assert_eq!(
+            install_bin(Path::new(
+                "/h/.pyenv/versions/3.12.1/bin/pyright-langserver"
+            )),
+            Some(PathBuf::from("/h/.pyenv/versions/3.12.1/bin"))
+        );
+        assert_eq!(install_bin(Path::new("/h/.local/bin/rust-analyzer")), None);
+        assert_eq!(
+            install_bin(Path::new("/h/.npm/lib/node_modules/p/x.js")),
+            None
+        );
     }
 
     #[test]
@@ -380,12 +449,10 @@ mod tests {
             search_path: vec![node_bin.clone()],
             ..rules(&home)
         };
+        // nvm's version holds both the package and the interpreter: one prefix.
         assert_eq!(
             server_prefixes(&node_bin.join("srv"), &r).expect("granted"),
-            vec![
-                home.join(".nvm/versions/node/v20/lib/node_modules"),
-                node_bin
-            ]
+            vec![home.join(".nvm/versions/node/v20")]
         );
         assert_eq!(
             server_prefixes(Path::new("/usr/bin/env"), &r).expect("system"),

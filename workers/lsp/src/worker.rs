@@ -86,10 +86,19 @@ impl RunnerSpawner {
         self
     }
 
-    /// The complete environment of a server: nothing of the worker's reaches it but `PATH`.
-    fn env(&self, home: &Path, tmp: &Path) -> Vec<(String, String)> {
+    /// The complete environment of a server: nothing of the worker's reaches it but `PATH`,
+    /// with the `bin` of the toolchain or version installation the program belongs to first
+    /// ([`crate::prefix::install_bin`]), so what it runs is that installation's own.
+    fn env(&self, program: &Path, home: &Path, tmp: &Path) -> Vec<(String, String)> {
+        let real = std::fs::canonicalize(program).unwrap_or_else(|_| program.to_path_buf());
+        let path = match crate::prefix::install_bin(&real) {
+            Some(bin) if !bin.to_string_lossy().contains(':') => {
+                format!("{}:{}", bin.display(), self.path)
+            }
+            _ => self.path.clone(),
+        };
         vec![
-            ("PATH".to_string(), self.path.clone()),
+            ("PATH".to_string(), path),
             ("LANG".to_string(), "C.UTF-8".to_string()),
             ("HOME".to_string(), home.display().to_string()),
             ("TMPDIR".to_string(), tmp.display().to_string()),
@@ -126,7 +135,7 @@ impl ServerSpawner for RunnerSpawner {
         let spawn = Spawn {
             program: spec.program.clone(),
             args: spec.args.iter().map(Into::into).collect(),
-            env: self.env(&home, &tmp),
+            env: self.env(&spec.program, &home, &tmp),
             cwd: spec.cwd.clone(),
             rlimits: SERVER_RLIMITS,
             profile: server_profile(&self.prefixes),

@@ -295,3 +295,111 @@ async fn real_pyright_installed_under_home_diagnoses_through_the_sandbox() {
     assert_eq!(errors[0].code.as_deref(), Some("reportArgumentType"));
     servers.shutdown().await;
 }
+
+/// The probe server's report on a file of its language: one line per probe.
+async fn probe(servers: &LanguageServers, ws: &Path) -> Vec<String> {
+    let file = write(ws, "a.evil", "x\n");
+    let d = servers
+        .diagnostics(&file)
+        .await
+        .expect("it starts and answers");
+    d.diagnostics.into_iter().map(|d| d.message).collect()
+}
+
+fn line<'a>(said: &'a [String], what: &str) -> &'a str {
+    said.iter()
+        .find(|m| m.starts_with(&format!("{what}: ")))
+        .unwrap_or_else(|| panic!("no {what} probe in {said:?}"))
+}
+
+fn chmod_x(p: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+#[tokio::test]
+async fn a_program_in_a_shared_bin_directory_is_opened_alone() {
+    let h = Home::new();
+    // The server copied (not linked) into `~/.local/bin`, beside another program of the user's
+    // that holds a secret.
+    let script = h.install_hostile(".local/bin");
+    let server = h.home.join(".local/bin/hostile-lsp");
+    std::fs::rename(&script, &server).expect("rename");
+    let neighbour = h.home.join(".local/bin/deploy-tool");
+    std::fs::write(&neighbour, format!("#!/bin/sh\nTOKEN={CANARY}\n")).expect("neighbour");
+    chmod_x(&neighbour);
+    let registry = registry(vec![(
+        "hostile",
+        LspServerEntry {
+            command: Some("hostile-lsp".into()),
+            args: Some(vec![
+                "probe".into(),
+                neighbour.display().to_string(),
+                h.home.join(".local/bin").display().to_string(),
+            ]),
+            files: Some(vec!["**/*.evil".into()]),
+            ..LspServerEntry::default()
+        },
+    )]);
+    let events = Events::default();
+    let (servers, granted) = h.servers(registry, &events);
+    assert_eq!(granted, vec![server.clone()]);
+    let said = probe(&servers, &h.ws).await;
+    assert!(line(&said, "read").starts_with("read: denied"), "{said:?}");
+    assert!(
+        line(&said, "write-outside").starts_with("write-outside: denied"),
+        "{said:?}"
+    );
+    assert!(!said.iter().any(|m| m.contains(CANARY)), "{said:?}");
+    servers.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_rustup_proxy_runs_its_toolchains_program_with_that_toolchain_first_on_path() {
+    let h = Home::new();
+    // rustup's layout: `~/.cargo/bin/<tool>` links to `rustup`; the toolchain has the program.
+    let cargo_bin = h.home.join(".cargo/bin");
+    std::fs::create_dir_all(&cargo_bin).expect("mkdir");
+    std::fs::write(cargo_bin.join("rustup"), "not run").expect("rustup");
+    chmod_x(&cargo_bin.join("rustup"));
+    std::os::unix::fs::symlink("rustup", cargo_bin.join("hostile-lsp")).expect("proxy");
+    let triple = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
+    let toolchain = h.home.join(format!(".rustup/toolchains/stable-{triple}"));
+    let script = h.install_hostile(&format!(".rustup/toolchains/stable-{triple}/bin"));
+    std::fs::rename(&script, toolchain.join("bin/hostile-lsp")).expect("rename");
+    std::fs::write(
+        h.home.join(".rustup/settings.toml"),
+        format!("version = \"12\"\ndefault_toolchain = \"stable-{triple}\"\n"),
+    )
+    .expect("settings");
+    std::fs::write(h.home.join(".rustup/settings-secret"), CANARY).expect("canary");
+    // What the supervisor does (`prepare_servers`): the proxy found on PATH is resolved to the
+    // toolchain's program, and the table sent to the worker names that.
+    let mut search = h.search_path();
+    search.insert(0, cargo_bin.clone());
+    let found =
+        hanzo_lsp::registry::resolve_program("hostile-lsp", &search, &h.ws).expect("on PATH");
+    let env = hanzo_lsp::shims::ShimEnv {
+        home: Some(h.home.clone()),
+        search_path: search,
+        ..Default::default()
+    };
+    let resolved = hanzo_lsp::shims::resolve(&found, &h.ws, &env)
+        .expect("resolved")
+        .expect("a proxy");
+    assert_eq!(resolved.program, toolchain.join("bin/hostile-lsp"));
+    let registry = h.hostile_registry(&resolved.program.display().to_string());
+    let events = Events::default();
+    let (servers, granted) = h.servers(registry, &events);
+    // The toolchain alone: not `~/.cargo/bin`, not the rest of `~/.rustup`.
+    assert_eq!(granted, vec![toolchain.clone()]);
+    let said = probe(&servers, &h.ws).await;
+    assert!(line(&said, "read").starts_with("read: denied"), "{said:?}");
+    let path = line(&said, "path");
+    assert!(
+        path.starts_with(&format!("path: {}:", toolchain.join("bin").display())),
+        "{path}"
+    );
+    assert!(!said.iter().any(|m| m.contains(CANARY)), "{said:?}");
+    servers.shutdown().await;
+}
