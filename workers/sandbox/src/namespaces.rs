@@ -657,6 +657,91 @@ fn unescape_mountinfo(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The names inside a git directory that stay read-only in the git view ([`open_git_view`]):
+/// everything git reads that can name a program or another repository (configuration, hooks,
+/// `info/` with its attributes and excludes, the links of worktrees and submodules).
+pub const GIT_VIEW_READ_ONLY: &[&str] = &[
+    "config",
+    "config.worktree",
+    "hooks",
+    "info",
+    "commondir",
+    "gitdir",
+    "modules",
+    "worktrees",
+    "objects/info/alternates",
+];
+
+/// Turns this process's view into the **git view** of tier B: a mount namespace of its own in
+/// which the git directory `git_dir` (bound read-only over itself by [`enter_with`]) is writable
+/// again — objects, refs, the index, `HEAD` — except [`GIT_VIEW_READ_ONLY`] and every path in
+/// `keep_read_only` (the effective hooks directory, …), which are bound read-only again. Only the
+/// git tool's own launcher runs here (`hanzo_tools::launcher`); every other command keeps the
+/// view in which the whole git directory is read-only and cannot be renamed.
+///
+/// Call it in a single-threaded child of tier B's pid 1 (it needs the namespace's
+/// `CAP_SYS_ADMIN`), before it confines itself. `git_dir` must be a directory that tier B
+/// protected (a mount point); anything else is refused and the view is left as it was.
+pub fn open_git_view(git_dir: &Path, keep_read_only: &[PathBuf]) -> Result<(), NamespaceError> {
+    let is_mount_point = std::fs::read_to_string("/proc/self/mountinfo").is_ok_and(|info| {
+        info.lines().any(|l| {
+            l.split(' ')
+                .nth(4)
+                .is_some_and(|mp| Path::new(&unescape_mountinfo(mp)) == git_dir)
+        })
+    });
+    if !is_real_dir(git_dir) || !is_mount_point {
+        return Err(NamespaceError::Setup(format!(
+            "{} is not a protected git directory",
+            git_dir.display()
+        )));
+    }
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
+        .map_err(|e| NamespaceError::Unshare(io::Error::from(e)))?;
+    mount(
+        "making mounts private",
+        None,
+        Path::new("/"),
+        None,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None,
+    )?;
+    // Listed while the whole directory is still protected.
+    let mut kept: Vec<PathBuf> = GIT_VIEW_READ_ONLY
+        .iter()
+        .map(|n| git_dir.join(n))
+        .chain(
+            keep_read_only
+                .iter()
+                .filter(|p| p.starts_with(git_dir) && p.as_path() != git_dir)
+                .cloned(),
+        )
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .collect();
+    kept.sort_by_key(|p| p.components().count());
+    kept.dedup();
+    nix::mount::umount2(git_dir, nix::mount::MntFlags::MNT_DETACH)
+        .map_err(mount_err("unmounting", git_dir))?;
+    if is_read_only(git_dir) {
+        return Err(NamespaceError::Setup(format!(
+            "{} is read-only beneath its protection (outside the workspace?)",
+            git_dir.display()
+        )));
+    }
+    for p in kept {
+        mount(
+            "binding",
+            Some(&p),
+            &p,
+            None,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None,
+        )?;
+        remount_bind(&p, true)?;
+    }
+    Ok(())
+}
+
 /// A path held open (`O_PATH`) before anything is hidden, to bind back from.
 struct Held {
     path: PathBuf,

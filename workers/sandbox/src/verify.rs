@@ -92,18 +92,30 @@ pub fn missing(
         }
     }
     if profile.launcher {
+        // The command launcher; in tier B the tools worker may have a second, the git
+        // launcher (`hanzo_tools::launcher::Pending::fork_git`), held to the same profile.
+        let tier_b = !att.namespaces.is_empty();
+        let most = if tier_b && profile.role == hanzo_ipc::Role::Tools {
+            2
+        } else {
+            1
+        };
         match att.helpers.as_slice() {
-            [launcher] => out.extend(
-                missing_in_launcher(
-                    profile,
-                    launcher,
-                    kernel_landlock_abi,
-                    !att.namespaces.is_empty(),
-                )
-                .into_iter()
-                .map(|m| format!("its command launcher: {m}")),
-            ),
             [] => out.push("it has no command launcher".to_string()),
+            helpers if helpers.len() <= most => {
+                for (i, launcher) in helpers.iter().enumerate() {
+                    let name = if i == 0 {
+                        "its command launcher"
+                    } else {
+                        "its git launcher"
+                    };
+                    out.extend(
+                        missing_in_launcher(profile, launcher, kernel_landlock_abi, tier_b)
+                            .into_iter()
+                            .map(|m| format!("{name}: {m}")),
+                    );
+                }
+            }
             more => out.push(format!("it reports {} command launchers", more.len())),
         }
     } else if !att.helpers.is_empty() {

@@ -464,6 +464,10 @@ pub async fn run(
         Ok(p) => p,
         Err(e) => return ToolResult::err(e),
     };
+    // In tier B, git runs in the git launcher's view when there is one (the git directory
+    // writable but for its configuration and hooks); elsewhere in the commands' view.
+    let git_runner = crate::runner::git_runner().ok();
+    let runner = git_runner.as_deref().unwrap_or(runner);
     let outcome = match exec::run(runner, &cfg, &line, GIT_TIMEOUT, |_| {}).await {
         Ok(o) => o,
         Err(e) => return ToolResult::err(format!("cannot run git: {e}")),

@@ -26,7 +26,7 @@
 //! socket), and what it can do is what a command can do. When it dies, the worker cannot start
 //! commands any more and exits, so the supervisor restarts both.
 
-use crate::runner::{command, ChildStdio, Request, Runner, Stderr, MAX_REQUEST, RUNNER};
+use crate::runner::{command, ChildStdio, Request, Runner, Stderr, MAX_REQUEST};
 use hanzo_ipc::attest::Attestation;
 use hanzo_ipc::Role;
 use hanzo_policy::isolation::Tier;
@@ -38,6 +38,7 @@ use hanzo_sandbox::keeper::Keeper;
 use hanzo_sandbox::spawn::CommandConfinement;
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::PathBuf;
 use std::sync::Arc as StdArc;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -55,21 +56,54 @@ pub enum LauncherError {
 pub struct Pending {
     ours: OwnedFd,
     theirs: Option<OwnedFd>,
+    slot: &'static Slot,
 }
 
-/// Why there is no runner in this worker (for messages).
-static WHY_NONE: Mutex<Option<String>> = Mutex::new(None);
-
-pub(crate) fn why_none() -> String {
-    WHY_NONE
-        .lock()
-        .ok()
-        .and_then(|w| w.clone())
-        .unwrap_or_else(|| "it was not started".to_string())
+/// What one launcher leaves for the worker: whether its fork worked (set in the process that
+/// forked it — tier B's pid 1, whose child the worker inherits the value), why there is no
+/// runner, and the runner once the launcher attested.
+pub(crate) struct Slot {
+    forked: OnceLock<Result<(), String>>,
+    why_none: Mutex<Option<String>>,
+    pub(crate) runner: OnceLock<StdArc<Runner>>,
 }
 
-/// Make the launcher's socket pair (before `namespaces::enter_with`, or before forking in tier A).
+impl Slot {
+    const fn new() -> Slot {
+        Slot {
+            forked: OnceLock::new(),
+            why_none: Mutex::new(None),
+            runner: OnceLock::new(),
+        }
+    }
+
+    /// Why there is no runner in this worker (for messages).
+    pub(crate) fn why_none(&self) -> String {
+        self.why_none
+            .lock()
+            .ok()
+            .and_then(|w| w.clone())
+            .unwrap_or_else(|| "it was not started".to_string())
+    }
+}
+
+/// The launcher of every command.
+pub(crate) static COMMANDS: Slot = Slot::new();
+/// Tier B's git launcher ([`Pending::fork_git`]): the git tool's commands only.
+pub(crate) static GIT: Slot = Slot::new();
+
+/// Make the command launcher's socket pair (before `namespaces::enter_with`, or before forking
+/// in tier A).
 pub fn prepare() -> Result<Pending, LauncherError> {
+    prepare_for(&COMMANDS)
+}
+
+/// Make the git launcher's socket pair (tier B only, before `namespaces::enter_with`).
+pub fn prepare_git() -> Result<Pending, LauncherError> {
+    prepare_for(&GIT)
+}
+
+fn prepare_for(slot: &'static Slot) -> Result<Pending, LauncherError> {
     let (ours, theirs) = fdpass::seqpacket_pair(false).map_err(LauncherError::Socket)?;
     // Above the numbers `hanzo_worker::run_with` adopts as channels (3, and 4 when present).
     let ours = fdpass::move_above(ours, 10).map_err(LauncherError::Socket)?;
@@ -77,17 +111,51 @@ pub fn prepare() -> Result<Pending, LauncherError> {
     Ok(Pending {
         ours,
         theirs: Some(theirs),
+        slot,
     })
 }
-
-/// Whether the fork of the launcher worked, set in the process that forked it (tier B's pid 1:
-/// the worker, its child, inherits the value).
-static FORKED: OnceLock<Result<(), String>> = OnceLock::new();
 
 impl Pending {
     /// Fork the launcher for `role` in `tier`. From a single-threaded, unconfined process: the
     /// worker itself in tier A, tier B's pid 1 (the `enter_with` hook) in tier B.
     pub fn fork(&mut self, role: Role, ctx: &ProfileContext, tier: Tier) {
+        self.fork_with(move |theirs, ctx| serve(theirs, role, ctx, tier), ctx);
+    }
+
+    /// Fork tier B's **git launcher** (from the `enter_with` hook, like the command launcher):
+    /// it first moves to the git view (`namespaces::open_git_view`: the git directory `git_dir`
+    /// writable but for its configuration, hooks and links, and `keep_read_only`), then confines
+    /// itself exactly as the command launcher does and starts only what the worker's git tool
+    /// sends it. Commands never reach this view: they are children of the other launcher, in
+    /// another Landlock domain, which may not look into this one's processes (`/proc/PID/root`
+    /// needs ptrace access, which Landlock refuses across domains), and this launcher is not
+    /// dumpable.
+    pub fn fork_git(
+        &mut self,
+        role: Role,
+        ctx: &ProfileContext,
+        git_dir: PathBuf,
+        keep_read_only: Vec<PathBuf>,
+    ) {
+        self.fork_with(
+            move |theirs, ctx| {
+                if let Err(e) = hanzo_sandbox::namespaces::open_git_view(&git_dir, &keep_read_only)
+                {
+                    let msg = format!("the git launcher: no git view: {e}");
+                    let _ = fdpass::send(theirs.as_fd(), format!("E{msg}").as_bytes(), &[]);
+                    return hanzo_worker::exit::CONFINE_FAILED;
+                }
+                serve(theirs, role, ctx, Tier::B)
+            },
+            ctx,
+        );
+    }
+
+    fn fork_with(
+        &mut self,
+        body: impl FnOnce(OwnedFd, &ProfileContext) -> i32,
+        ctx: &ProfileContext,
+    ) {
         let result = (|| {
             let theirs = self.theirs.take().ok_or_else(|| {
                 LauncherError::Fork(std::io::Error::other("the launcher was started already"))
@@ -95,11 +163,14 @@ impl Pending {
             let ctx = ctx.clone();
             let keep = theirs.as_raw_fd();
             // The parent's copy of `theirs` closes when the closure is dropped there.
-            fdpass::fork_helper(keep, true, move || serve(theirs, role, &ctx, tier))
+            fdpass::fork_helper(keep, true, move || body(theirs, &ctx))
                 .map_err(LauncherError::Fork)?;
             Ok(())
         })();
-        let _ = FORKED.set(result.map_err(|e: LauncherError| e.to_string()));
+        let _ = self
+            .slot
+            .forked
+            .set(result.map_err(|e: LauncherError| e.to_string()));
     }
 
     /// In the worker, before it confines itself: wait for the launcher's attestation and keep
@@ -107,7 +178,7 @@ impl Pending {
     pub fn finish(mut self) -> Result<Attestation, String> {
         drop(self.theirs.take());
         let result = (|| {
-            match FORKED.get() {
+            match self.slot.forked.get() {
                 Some(Ok(())) => {}
                 Some(Err(e)) => return Err(e.clone()),
                 None => return Err("the launcher was not forked".to_string()),
@@ -124,11 +195,14 @@ impl Pending {
         })();
         match result {
             Ok(att) => {
-                let _ = RUNNER.set(StdArc::new(Runner::launcher(self.ours)));
+                let _ = self
+                    .slot
+                    .runner
+                    .set(StdArc::new(Runner::launcher(self.ours)));
                 Ok(att)
             }
             Err(e) => {
-                if let Ok(mut w) = WHY_NONE.lock() {
+                if let Ok(mut w) = self.slot.why_none.lock() {
                     *w = Some(e.clone());
                 }
                 Err(e)

@@ -224,18 +224,24 @@ enum Inner {
 
 /// The worker's launcher runner, once the launcher runs ([`crate::launcher`]), or why not.
 pub fn launcher_runner() -> Result<Arc<Runner>, RunError> {
-    RUNNER
+    let slot = &crate::launcher::COMMANDS;
+    slot.runner
         .get()
         .cloned()
-        .ok_or_else(|| RunError::NoLauncher(crate::launcher::why_none()))
+        .ok_or_else(|| RunError::NoLauncher(slot.why_none()))
 }
 
-pub(crate) static RUNNER: std::sync::OnceLock<Arc<Runner>> = std::sync::OnceLock::new();
+/// Tier B's git launcher's runner (`launcher::Pending::fork_git`), when it runs: the git tool
+/// starts git there, where the git directory is writable but for its configuration and hooks.
+pub fn git_runner() -> Result<Arc<Runner>, String> {
+    let slot = &crate::launcher::GIT;
+    slot.runner.get().cloned().ok_or_else(|| slot.why_none())
+}
 
 /// Resolves when the worker's launcher is gone (its end of the control socket closed): no
 /// command can start any more. Pending forever where there is no launcher.
 pub async fn launcher_gone() {
-    let fd = match RUNNER.get().map(|r| &r.inner) {
+    let fd = match crate::launcher::COMMANDS.runner.get().map(|r| &r.inner) {
         Some(Inner::Launcher { control, .. }) => control.try_clone().ok(),
         _ => None,
     };

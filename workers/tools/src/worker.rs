@@ -201,6 +201,18 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
         Ok(l) => l,
         Err(e) => return fail(&e.to_string()),
     };
+    // Tier B's git launcher, for a workspace whose git directory is `.git` inside it: the git
+    // tool commits there while every command sees the git directory read-only.
+    let git_dir = ws.join(".git");
+    let mut git_launcher =
+        if want_b && std::fs::symlink_metadata(&git_dir).is_ok_and(|m| m.is_dir()) {
+            match crate::launcher::prepare_git() {
+                Ok(l) => Some(l),
+                Err(e) => return fail(&e.to_string()),
+            }
+        } else {
+            None
+        };
     let mut tier = Tier::A;
     if want_b {
         let mut keep_rw = vec![ws.clone()];
@@ -214,6 +226,8 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
             limits.tmp_size,
         );
         let ctx = opts.ctx.clone();
+        let protected = crate::paths::protected_paths(&ws);
+        let git = &mut git_launcher;
         let control = &mut egress_control;
         let port = &mut egress_port;
         let entered = namespaces::enter_with(&cfg, |lo_up| {
@@ -227,6 +241,9 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
                 });
             }
             launcher.fork(Role::Tools, &ctx, Tier::B);
+            if let Some(git) = git.as_mut() {
+                git.fork_git(Role::Tools, &ctx, git_dir.clone(), protected);
+            }
         });
         match entered {
             // The original process: the worker lives and ends in the namespaces; this one only
@@ -235,6 +252,7 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
                 // This process only waits: its copy of the control socket closes.
                 drop(egress_control.take());
                 std::mem::forget(launcher);
+                std::mem::forget(git_launcher);
                 return parent.wait(WaitAs {
                     confine: true,
                     forward_signals: false,
@@ -271,7 +289,15 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
         Ok(a) => a,
         Err(e) => return fail(&format!("no command launcher: {e}")),
     };
-    hanzo_worker::run_with_helpers::<ToolsProtocol, _, _>(opts, vec![launcher_att], move |ctx| {
+    let mut helpers = vec![launcher_att];
+    match git_launcher.filter(|_| tier == Tier::B).map(|g| g.finish()) {
+        Some(Ok(att)) => helpers.push(att),
+        // The git tool then runs git in the commands' view, where changing the repository
+        // fails and says why.
+        Some(Err(e)) => eprintln!("hanzo-dev tools worker: no git launcher: {e}"),
+        None => {}
+    }
+    hanzo_worker::run_with_helpers::<ToolsProtocol, _, _>(opts, helpers, move |ctx| {
         // Commands go through the launcher; when it is gone, no command can run any more: end,
         // so that the supervisor restarts the worker (and with it a launcher).
         tokio::spawn(async {

@@ -224,28 +224,21 @@ async fn run_all(tier: &str) -> usize {
             json!({"subcommand": "switch", "name": "main"}),
         ),
     ];
-    // Tier B binds the whole git directory read-only (SECURITY.md): there the subcommands that
-    // change it fail, saying why, and nothing configured runs either way.
-    const WRITING: &[&str] = &["add", "commit", "branch", "switch -c", "switch back"];
+    // Tier B binds the whole git directory read-only for commands (SECURITY.md); the git tool
+    // runs git in its own launcher's view, where only the configuration, hooks and links stay
+    // read-only: every subcommand works in both tiers, and nothing configured runs either way.
     for (what, input) in steps {
         let r = call(&client, "git", input).await;
         let ran = std::fs::read_to_string(&log).unwrap_or_default();
-        let refused_as_read_only = r.is_error
-            && r.output
-                .contains("the git directory is read-only in this sandbox");
-        if tier_b && WRITING.contains(&what) {
-            if refused_as_read_only && ran.is_empty() {
-                println!("ok    git {what}: refused in tier B, the git directory is read-only");
-            } else {
-                println!("FAIL  git {what} in tier B: {r:?}\n      trap log: {ran:?}");
-                failures += 1;
-            }
-        } else if r.is_error || !ran.is_empty() {
+        if r.is_error || !ran.is_empty() {
             println!("FAIL  git {what}: {r:?}\n      trap log: {ran:?}");
             failures += 1;
         } else {
             println!("ok    git {what}");
         }
+    }
+    if tier_b {
+        failures += commands_cannot_reach_the_git_view(&client, &wsp).await;
     }
     let last = plain_git(
         &wsp,
@@ -261,7 +254,7 @@ async fn run_all(tier: &str) -> usize {
         ],
     );
     let line = String::from_utf8_lossy(&last.stdout).trim().to_string();
-    let expected = if tier_b { "init|N" } else { "second|N" };
+    let expected = "second|N";
     if line == expected {
         println!("ok    the last commit is {expected:?}, unsigned");
     } else {
@@ -277,6 +270,55 @@ async fn run_all(tier: &str) -> usize {
             println!("FAIL  definitions: {other:?}");
             failures += 1;
         }
+    }
+    failures
+}
+
+/// The attacks on the git view from a command (tier B): the git directory is read-only and not
+/// renameable in the commands' view, and no process's `/proc/PID/root` (the git launcher's
+/// among them) leads a command into the view where it is writable.
+async fn commands_cannot_reach_the_git_view(client: &ToolsClient, ws: &Path) -> usize {
+    let script = format!(
+        "cd {ws}; echo x > .git/planted 2>/dev/null && echo WROTE-direct; \
+         mv .git .git-moved 2>/dev/null && echo MOVED; \
+         for p in /proc/[0-9]*; do \
+           for f in planted config hooks/pre-commit; do \
+             (echo pwned > $p/root{ws}/.git/$f) 2>/dev/null && echo WROTE $p $f; \
+           done; \
+           ls $p/root{ws}/.git/ >/dev/null 2>&1 && echo LISTED $p; \
+         done; echo done",
+        ws = ws.display()
+    );
+    let r = call(client, "bash", json!({ "command": script })).await;
+    let mut failures = 0;
+    let leaked: Vec<&str> = r
+        .output
+        .lines()
+        .filter(|l| l.starts_with("WROTE") || l.starts_with("MOVED"))
+        .collect();
+    if !r.output.contains("done") || !leaked.is_empty() {
+        println!("FAIL  a command reached the git directory: {leaked:?} {r:?}");
+        failures += 1;
+    } else {
+        println!(
+            "ok    a command cannot write, rename or reach the git view through /proc ({} \
+             processes it could list)",
+            r.output.lines().filter(|l| l.starts_with("LISTED")).count()
+        );
+    }
+    for f in ["planted", "hooks/pre-commit"] {
+        let text = std::fs::read_to_string(ws.join(".git").join(f)).unwrap_or_default();
+        if text.contains("pwned") || (f == "planted" && ws.join(".git/planted").exists()) {
+            println!("FAIL  .git/{f} was written: {text:?}");
+            failures += 1;
+        }
+    }
+    if std::fs::read_to_string(ws.join(".git/config"))
+        .unwrap_or_default()
+        .contains("pwned")
+    {
+        println!("FAIL  .git/config was written");
+        failures += 1;
     }
     failures
 }
