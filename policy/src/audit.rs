@@ -8,17 +8,22 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// What one permission evaluation decided about one tool call, for the run's record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditRecord {
     /// Milliseconds since the Unix epoch (UTC).
     pub timestamp: u64,
+    /// The run (or session) the call belongs to.
     pub session_id: String,
+    /// The tool called.
     pub tool_name: String,
     /// `sha256:<hex>` of the compact JSON serialization of the tool input.
     pub input_digest: String,
+    /// What the policy said: allow, deny or prompt.
     pub mode: PermissionMode,
     /// The rule that decided, with its tier and index in that tier's list; `None` = default.
     pub rule_matched: Option<RuleRef>,
+    /// Why, in words (the rule, or the default that applied).
     pub reason: String,
 }
 
@@ -56,6 +61,7 @@ pub fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// `sha256:<hex>` of `input`'s compact JSON: identifies an input without copying it.
 pub fn input_digest(input: &Value) -> String {
     let bytes = serde_json::to_vec(input).expect("a serde_json::Value always serializes");
     format!("sha256:{}", hex(&Sha256::digest(bytes)))

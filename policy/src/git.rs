@@ -50,9 +50,13 @@ pub fn parse_commondir(text: &str) -> Option<String> {
 /// (boolean true).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigEntry {
+    /// `[section]`, lower-cased.
     pub section: String,
+    /// `[section "subsection"]`, as written.
     pub subsection: Option<String>,
+    /// The key, lower-cased.
     pub key: String,
+    /// The value, unquoted; `None` for a bare key.
     pub value: Option<String>,
 }
 
@@ -265,7 +269,12 @@ pub enum ConfigReference {
     TemplateDir(String),
     /// A value that is a command line: the words in it that are paths (a program or script git
     /// would run).
-    Program { key: String, paths: Vec<String> },
+    Program {
+        /// The entry (`core.sshCommand`, `alias.x`, …).
+        key: String,
+        /// The words of the value that name a program or script.
+        paths: Vec<String>,
+    },
 }
 
 /// Every reference to a path or program in `entries`, in order. Hook directories and includes
@@ -431,8 +440,11 @@ pub const HOOK_NAMES: &[&str] = &[
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{what} {name:?} is not allowed: {problem}")]
 pub struct RefError {
+    /// What was named (`branch`, `remote`, …).
     pub what: &'static str,
+    /// The refused name.
     pub name: String,
+    /// Which rule it breaks.
     pub problem: &'static str,
 }
 

@@ -9,8 +9,11 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid glob {pattern:?} at byte {offset}: {problem}")]
 pub struct GlobError {
+    /// The pattern as given.
     pub pattern: String,
+    /// Where the problem starts.
     pub offset: usize,
+    /// What is wrong there.
     pub problem: &'static str,
 }
 
@@ -61,6 +64,7 @@ impl fmt::Display for Glob {
 }
 
 impl Glob {
+    /// Compiles `pattern`; an unclosed class or a misplaced `**` is an error.
     pub fn new(pattern: &str) -> Result<Glob, GlobError> {
         let err = |offset: usize, problem: &'static str| GlobError {
             pattern: pattern.to_string(),
@@ -107,6 +111,7 @@ impl Glob {
         })
     }
 
+    /// The pattern as given.
     pub fn as_str(&self) -> &str {
         &self.source
     }

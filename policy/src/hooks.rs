@@ -17,10 +17,12 @@ pub const TRUNCATION_MARKER: &str = "\n[hanzo: truncated; the complete JSON is o
 pub const MAX_REASON_BYTES: usize = 4 * 1024;
 /// How much of each output stream the runner keeps; the rest is read and discarded.
 pub const MAX_CAPTURE_BYTES: usize = 64 * 1024;
+/// How long a hook may run when its configuration does not say.
 pub const DEFAULT_TIMEOUT_MS: u64 = 5000;
 /// A hook may not hold a tool call longer than this.
 pub const MAX_TIMEOUT_MS: u64 = 10 * 60 * 1000;
 
+/// When a hook runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum HookEvent {
@@ -31,6 +33,7 @@ pub enum HookEvent {
 }
 
 impl HookEvent {
+    /// The name settings use (`pre_tool_use`, `post_tool_use`).
     pub fn as_str(self) -> &'static str {
         match self {
             HookEvent::PreToolUse => "pre_tool_use",
@@ -52,6 +55,7 @@ fn default_timeout_ms() -> u64 {
 /// One configured hook.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HookConfig {
+    /// When it runs.
     pub event: HookEvent,
     /// Run as `sh -c <command>` in the workspace.
     pub command: String,
@@ -66,17 +70,22 @@ pub struct HookConfig {
 /// Why a hook configuration is unusable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HookConfigError {
+    /// `tool_pattern` is not a valid glob.
     #[error("tool_pattern: {0}")]
     Pattern(#[from] GlobError),
+    /// `tool_pattern` has an argument pattern, which only permission rules take.
     #[error("tool_pattern {0:?}: hooks match tool names only; argument patterns like `bash(…)` are for permission rules")]
     ArgumentPattern(String),
+    /// `command` is blank.
     #[error("command is empty")]
     EmptyCommand,
+    /// `timeout_ms` is 0 or above [`MAX_TIMEOUT_MS`].
     #[error("timeout_ms must be between 1 and {MAX_TIMEOUT_MS}, got {0}")]
     Timeout(u64),
 }
 
 impl HookConfig {
+    /// Checks the pattern, command and timeout, as loading the settings does.
     pub fn validate(&self) -> Result<(), HookConfigError> {
         self.compile().map(|_| ())
     }
@@ -109,6 +118,7 @@ pub struct HookSet {
 }
 
 impl HookSet {
+    /// Compiles every hook's pattern; the first bad one is returned with its index.
     pub fn new(hooks: Vec<HookConfig>) -> Result<HookSet, (usize, HookConfigError)> {
         let hooks = hooks
             .into_iter()
@@ -118,6 +128,7 @@ impl HookSet {
         Ok(HookSet { hooks })
     }
 
+    /// The hooks for `event` whose pattern matches `tool`, in configuration order.
     pub fn matching<'a>(
         &'a self,
         event: HookEvent,
@@ -129,6 +140,7 @@ impl HookSet {
             .map(|(h, _)| h)
     }
 
+    /// Whether no hook is configured.
     pub fn is_empty(&self) -> bool {
         self.hooks.is_empty()
     }
@@ -209,7 +221,9 @@ pub fn hook_stdin(
 /// How a hook process ended, as the runner observed it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HookExit {
+    /// It exited with this status (0 allows, 2 denies, anything else is a failure).
     Exited(i32),
+    /// A signal with this number killed it.
     Signaled(i32),
     /// Its time ran out; its process group was killed.
     TimedOut,
@@ -231,8 +245,11 @@ impl fmt::Display for HookExit {
 /// What one hook run produced. `stderr` holds at most [`MAX_CAPTURE_BYTES`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookOutcome {
+    /// How it ended.
     pub exit: HookExit,
+    /// Its stdout, at most [`MAX_CAPTURE_BYTES`].
     pub stdout: Vec<u8>,
+    /// Its stderr, at most [`MAX_CAPTURE_BYTES`].
     pub stderr: Vec<u8>,
     /// True when more output arrived than was kept.
     pub stderr_truncated: bool,
@@ -241,19 +258,24 @@ pub struct HookOutcome {
 /// The pre-tool-use verdict of one hook.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PreHookVerdict {
+    /// The hook exited 0: the call may go on.
     Allow,
     /// The hook said no (exit 2); `reason` is its trimmed, capped stderr.
     Deny {
+        /// Why, as the hook said.
         reason: String,
     },
     /// The hook failed; the call is denied and `log` says how.
     Failed {
+        /// Why, in a sentence for the model and the record.
         reason: String,
+        /// What happened, for the log (exit, output).
         log: String,
     },
 }
 
 impl PreHookVerdict {
+    /// Whether the call may go on.
     pub fn is_allow(&self) -> bool {
         matches!(self, PreHookVerdict::Allow)
     }

@@ -56,6 +56,7 @@ impl IsolationMode {
         }
     }
 
+    /// The mode named `s` ([`IsolationMode::as_str`]'s form), if any.
     pub fn parse(s: &str) -> Option<IsolationMode> {
         IsolationMode::ALL.into_iter().find(|m| m.as_str() == s)
     }
@@ -113,6 +114,7 @@ pub enum Tier {
 }
 
 impl Tier {
+    /// `A` or `B`, as records and attestations write it.
     pub fn as_str(self) -> &'static str {
         match self {
             Tier::A => "A",
@@ -120,6 +122,7 @@ impl Tier {
         }
     }
 
+    /// The tier written `s` ([`Tier::as_str`]'s form), if any.
     pub fn parse(s: &str) -> Option<Tier> {
         match s {
             "A" => Some(Tier::A),

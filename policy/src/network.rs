@@ -44,10 +44,12 @@ pub enum HostPattern {
 pub enum Ports {
     /// No port given: [`DEFAULT_PORTS`].
     Default,
+    /// Just this port.
     One(u16),
 }
 
 impl Ports {
+    /// Whether `port` is one of these.
     pub fn contains(self, port: u16) -> bool {
         match self {
             Ports::Default => DEFAULT_PORTS.contains(&port),
@@ -66,7 +68,9 @@ impl Ports {
 /// One parsed entry.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Rule {
+    /// The host, a `*.` suffix or an address.
     pub host: HostPattern,
+    /// The ports it opens.
     pub ports: Ports,
 }
 
@@ -124,23 +128,36 @@ fn is_strictly_below(name: &str, domain: &str) -> bool {
 /// Why a host (in an entry or in a request) is not acceptable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HostError {
+    /// Nothing before the port.
     #[error("the host is empty")]
     Empty,
+    /// Not ASCII: only punycode names are accepted.
     #[error("{0:?} is not ASCII: give an internationalised name in its punycode form (xn--…)")]
     NonAscii(String),
+    /// A character no host name has.
     #[error("{host:?} contains {found:?}; a host name has letters, digits, `-`, `_` and dots")]
-    BadCharacter { host: String, found: char },
+    BadCharacter {
+        /// The host as given.
+        host: String,
+        /// The first character refused.
+        found: char,
+    },
+    /// `..` or a leading dot.
     #[error("{0:?} has an empty label (`..`, or a leading dot)")]
     EmptyLabel(String),
+    /// A label over 63 characters.
     #[error("{0:?} has a label longer than 63 characters")]
     LabelTooLong(String),
+    /// A name over 253 characters.
     #[error("{0:?} is longer than 253 characters")]
     TooLong(String),
+    /// All digits and dots, yet not an IPv4 address (resolvers would read it as one).
     #[error(
         "{0:?} looks like an IPv4 address but is not a canonical dotted quad (resolvers read \
          forms like 127.1, 0x7f.1 or 2130706433 as addresses); write the address as a.b.c.d"
     )]
     NumericName(String),
+    /// Not a valid IPv6 address (zone indices are refused).
     #[error("{0:?} is not a valid IPv6 address (zone indices such as %eth0 are not accepted)")]
     BadIpv6(String),
 }
@@ -228,24 +245,31 @@ pub fn parse_host(text: &str) -> Result<Host, HostError> {
 /// Why an entry cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EntryError {
+    /// The host part is not a valid host.
     #[error("network entry {entry:?}: {source}")]
     Host {
+        /// The entry as written.
         entry: String,
+        /// What is wrong with its host.
         #[source]
         source: HostError,
     },
+    /// A URL (scheme or path) rather than a host.
     #[error(
         "network entry {0:?}: give a host, not a URL (`example.com` or `example.com:8443`, \
          without a scheme or path)"
     )]
     NotAHost(String),
+    /// A `*` anywhere but a leading `*.`.
     #[error(
         "network entry {0:?}: a wildcard is only accepted as a leading `*.` \
          (`*.example.com` allows the names below example.com)"
     )]
     Wildcard(String),
+    /// `*.` before an address.
     #[error("network entry {0:?}: `*.` must be followed by a name, not an address")]
     WildcardAddress(String),
+    /// A port that is not 1 to 65535.
     #[error("network entry {0:?}: the port must be a number from 1 to 65535")]
     BadPort(String),
 }
@@ -357,10 +381,12 @@ impl AllowList {
         }
     }
 
+    /// The entries, in order.
     pub fn rules(&self) -> &[Rule] {
         &self.rules
     }
 
+    /// Whether nothing is allowed.
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
     }
@@ -389,13 +415,26 @@ impl AllowList {
 /// Why a request was refused by [`decide`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DenyReason {
+    /// No entry allows this name and port.
     #[error("{host}:{port} is not on the network allow-list")]
-    NotListed { host: String, port: u16 },
+    NotListed {
+        /// The requested name.
+        host: String,
+        /// The requested port.
+        port: u16,
+    },
+    /// An address no entry names literally.
     #[error(
         "{address}:{port} is an IP address; only a name on the allow-list, or an address the \
          allow-list names literally, is reachable"
     )]
-    IpLiteral { address: IpAddr, port: u16 },
+    IpLiteral {
+        /// The requested address.
+        address: IpAddr,
+        /// The requested port.
+        port: u16,
+    },
+    /// The requested host is not a valid host.
     #[error(transparent)]
     InvalidHost(HostError),
 }
@@ -405,9 +444,12 @@ pub enum DenyReason {
 pub enum Decision {
     /// `rule` is the canonical text of the first entry that allows it.
     Allowed {
+        /// The entry.
         rule: String,
     },
+    /// Refused.
     Denied {
+        /// Why.
         reason: DenyReason,
     },
 }
@@ -446,6 +488,7 @@ pub struct SpecialRange {
 /// An address that is not publicly routable, and why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NonPublic {
+    /// The special-purpose block it falls in.
     pub range: SpecialRange,
     /// When the address embeds an IPv4 address (IPv4-mapped, NAT64, 6to4, Teredo): the form,
     /// e.g. `IPv4-mapped (::ffff:0:0/96)`, and the embedded address that was classified.
@@ -659,14 +702,18 @@ pub fn admit_address(list: &AllowList, ip: IpAddr, port: u16) -> Result<Option<&
 /// Where an entry of the effective list came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EntrySource {
+    /// The user's settings (`$XDG_CONFIG_HOME/hanzo/settings.json`).
     User,
+    /// The workspace's `.hanzo/settings.json` (only when trusted, and only narrowing).
     Project,
+    /// The workspace's `.hanzo/settings.local.json`.
     Local,
     /// `--network-allow HOST`, for one invocation.
     Cli,
 }
 
 impl EntrySource {
+    /// The name `config show --sources` prints.
     pub fn as_str(self) -> &'static str {
         match self {
             EntrySource::User => "user",
@@ -680,15 +727,20 @@ impl EntrySource {
 /// A problem with one tier's entries; the entry was ignored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NetworkWarning {
+    /// Whose entry it was.
     pub tier: EntrySource,
+    /// What was wrong, and that it was ignored.
     pub message: String,
 }
 
 /// `sandbox.network_allow` of each tier, as written (`None`: the tier does not set it).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TierEntries<'a> {
+    /// The user's settings.
     pub user: Option<&'a [String]>,
+    /// The project's settings.
     pub project: Option<&'a [String]>,
+    /// The project's local settings.
     pub local: Option<&'a [String]>,
     /// `--network-allow` values.
     pub cli: &'a [String],
@@ -699,9 +751,11 @@ pub struct TierEntries<'a> {
 /// The allow-list a run uses, where each entry came from, and what was ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct EffectiveAllowList {
+    /// The entries in force.
     pub list: AllowList,
     /// Canonical entry text and its tier, in list order (for `config show --sources`).
     pub sources: Vec<(String, EntrySource)>,
+    /// Entries that were ignored, and why.
     pub warnings: Vec<NetworkWarning>,
 }
 
@@ -796,8 +850,11 @@ pub fn effective_allow_list(tiers: &TierEntries<'_>) -> EffectiveAllowList {
      what is missing), or remove the entries to run without network"
 )]
 pub struct NeedsTierB {
+    /// How many entries ask for network.
     pub entries: usize,
+    /// The entries, comma-separated.
     pub list: String,
+    /// Why tier B is unavailable (from the kernel probe).
     pub why: String,
 }
 

@@ -84,7 +84,9 @@ impl<'de> Deserialize<'de> for DecidedBy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HookPhase {
+    /// Before the call: the hook may block it.
     Pre,
+    /// After the call: the hook only reports.
     Post,
 }
 
@@ -92,10 +94,13 @@ pub enum HookPhase {
 /// `{"phase", "allowed", "failed", "reason", "decided_by"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HookRecord {
+    /// When it ran.
     pub phase: HookPhase,
+    /// Whether the call may go on (always true after the call).
     pub allowed: bool,
     /// The hook failed (exit other than 0/2, signal, timeout, could not start) rather than denied.
     pub failed: bool,
+    /// The hook's reason, when it gave one.
     pub reason: Option<String>,
     /// The command of the hook that decided, if one denied or failed.
     pub decided_by: Option<String>,

@@ -18,6 +18,7 @@ use zeroize::Zeroizing;
 pub struct Secret(Zeroizing<String>);
 
 impl Secret {
+    /// Wraps `value`; from here on it is never printed.
     pub fn new(value: impl Into<String>) -> Secret {
         Secret(Zeroizing::new(value.into()))
     }
@@ -27,6 +28,7 @@ impl Secret {
         &self.0
     }
 
+    /// Whether the value is empty (an unset key).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -101,10 +103,12 @@ impl SecretValues {
         SecretValues { values }
     }
 
+    /// Whether no value is long enough to be worth scrubbing.
     pub fn is_empty(&self) -> bool {
         self.values.is_empty()
     }
 
+    /// How many distinct values are scrubbed.
     pub fn len(&self) -> usize {
         self.values.len()
     }

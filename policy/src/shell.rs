@@ -77,6 +77,7 @@ pub fn has_substitution(simple_command: &str) -> bool {
 /// A piece of a normalised command: known text, or a hole for text only known at run time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Piece {
+    /// Text known when the rule is checked.
     Text(String),
     /// Any text at all (possibly empty, possibly several words).
     Hole,
@@ -129,6 +130,7 @@ impl Reading {
         self
     }
 
+    /// The pieces, in order.
     pub fn pieces(&self) -> &[Piece] {
         &self.pieces
     }
@@ -142,6 +144,7 @@ impl Reading {
         }
     }
 
+    /// Whether any part is only known at run time.
     pub fn has_hole(&self) -> bool {
         self.pieces.contains(&Piece::Hole)
     }

@@ -26,6 +26,7 @@ fn validate_agent_name(name: &str) -> Result<()> {
 }
 
 impl RunStore {
+    /// Stores a new agent definition; its name must be valid and not taken, and no field may hold a known secret.
     pub fn create_agent(&mut self, def: &AgentDef) -> Result<Agent> {
         validate_agent_name(&def.name)?;
         let tools = serde_json::to_string(&def.tools).expect("a list of strings serializes");
@@ -58,6 +59,7 @@ impl RunStore {
         })
     }
 
+    /// The stored agent named `name`, if there is one.
     pub fn get_agent(&self, name: &str) -> Result<Option<Agent>> {
         self.conn
             .query_row(

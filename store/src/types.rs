@@ -69,9 +69,13 @@ pub struct NewSession {
 /// A stored session: an interactive conversation whose turns are runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Session {
+    /// Its id (`hanzo-dev chat --resume ID`).
     pub id: SessionId,
+    /// The agent it talks to.
     pub agent: String,
+    /// The workspace it was opened in.
     pub workspace: String,
+    /// A short title, once known.
     pub title: Option<String>,
     /// Milliseconds since the Unix epoch.
     pub created_ms: u64,
@@ -84,8 +88,11 @@ pub struct Session {
 /// conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionTurn {
+    /// The run that is this turn.
     pub run: RunId,
+    /// How the turn ended (or `running`).
     pub status: RunStatus,
+    /// What the user said (the run's input).
     pub user: String,
     /// `None` when the turn ended before the model said anything (cancelled, failed).
     pub answer: Option<String>,
@@ -95,15 +102,20 @@ pub struct SessionTurn {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {
+    /// Still going (or its process died and the store has not been told yet).
     Running,
+    /// The agent finished its task.
     Succeeded,
+    /// The run ended on an error, a limit or a refused provider.
     Failed,
+    /// The user (or a client) stopped it.
     Cancelled,
     /// Left `running` by a process that died; set by [`crate::RunStore::mark_interrupted_runs`].
     Interrupted,
 }
 
 impl RunStatus {
+    /// The name stored and printed (`running`, `succeeded`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             RunStatus::Running => "running",
@@ -138,22 +150,29 @@ impl FromStr for RunStatus {
 /// Tokens sent to and received from the model.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenUsage {
+    /// Tokens sent, as the provider counted them.
     pub input: u64,
+    /// Tokens received.
     pub output: u64,
 }
 
 /// An agent definition: a model, a system prompt and the tools it may use (HIP-1210).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentDef {
+    /// What `--agent` names it by.
     pub name: String,
+    /// The model it asks for (empty: the settings' or provider's default).
     pub model: String,
+    /// Its instructions, sent as the system prompt.
     pub system_prompt: String,
+    /// The tools it may call, by name; the others are refused as `agent`.
     pub tools: Vec<String>,
 }
 
 /// A stored agent definition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Agent {
+    /// The definition.
     #[serde(flatten)]
     pub def: AgentDef,
     /// Milliseconds since the Unix epoch.
@@ -165,7 +184,9 @@ pub struct Agent {
 pub struct NewRun {
     /// The agent definition used, if any (runs keep the name even if the agent is deleted later).
     pub agent: Option<String>,
+    /// The task, as given.
     pub input: String,
+    /// The model that will be asked.
     pub model: String,
     /// The isolation tier the run's tools worker got, as its attestation reports it.
     pub isolation: Tier,
@@ -174,15 +195,25 @@ pub struct NewRun {
 /// One run's header row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunSummary {
+    /// Its id (`hanzo-dev runs show ID`).
     pub id: RunId,
+    /// The agent definition used, if any.
     pub agent: Option<String>,
+    /// The task, as given.
     pub input: String,
+    /// The model asked.
     pub model: String,
+    /// The isolation tier its tools worker got.
     pub isolation: Tier,
+    /// Where it is in its life.
     pub status: RunStatus,
+    /// How it ended, in a sentence, as the loop recorded it.
     pub outcome: Option<String>,
+    /// Milliseconds since the Unix epoch.
     pub started_ms: u64,
+    /// Milliseconds since the Unix epoch; `None` while running.
     pub ended_ms: Option<u64>,
+    /// Tokens used over all its steps.
     pub usage: TokenUsage,
 }
 
@@ -191,6 +222,7 @@ pub struct RunSummary {
 pub struct StepEnd {
     /// The model's text for this step, if any.
     pub text: Option<String>,
+    /// The step's tokens, as the provider reported them.
     pub usage: TokenUsage,
 }
 
@@ -210,6 +242,7 @@ pub enum ApprovalMode {
 }
 
 impl ApprovalMode {
+    /// Every mode, in the order help lists them.
     pub const ALL: [ApprovalMode; 4] = [
         ApprovalMode::Prompt,
         ApprovalMode::Deny,
@@ -217,6 +250,7 @@ impl ApprovalMode {
         ApprovalMode::Allow,
     ];
 
+    /// The `--approval` value and stored form.
     pub fn as_str(self) -> &'static str {
         match self {
             ApprovalMode::Prompt => "prompt",
@@ -226,6 +260,7 @@ impl ApprovalMode {
         }
     }
 
+    /// The mode named `s` ([`ApprovalMode::as_str`]'s form), if any.
     pub fn parse(s: &str) -> Option<ApprovalMode> {
         Self::ALL.into_iter().find(|m| m.as_str() == s)
     }
@@ -278,6 +313,7 @@ pub enum DecidedBy {
 }
 
 impl DecidedBy {
+    /// The stored and serialized form (see the type's doc).
     pub fn as_str(self) -> &'static str {
         match self {
             DecidedBy::Rule => "rule",
@@ -293,6 +329,7 @@ impl DecidedBy {
         }
     }
 
+    /// The value [`DecidedBy::as_str`] wrote, if `s` is one.
     pub fn parse(s: &str) -> Option<DecidedBy> {
         Some(match s {
             "rule" => DecidedBy::Rule,
@@ -334,15 +371,20 @@ impl<'de> Deserialize<'de> for DecidedBy {
 pub enum HookResult {
     /// The pre-tool-use hooks' verdict.
     Pre {
+        /// Whether the hooks let the call run.
         allowed: bool,
         /// A hook failed (crashed, timed out, printed nonsense), which blocks the call.
         failed: bool,
+        /// Why, as the deciding hook said.
         reason: Option<String>,
         /// The hook command that decided, when one did.
         decided_by: Option<String>,
     },
     /// The post-tool-use hooks (they never block); each failure described.
-    Post { failures: Vec<String> },
+    Post {
+        /// One line per hook that failed.
+        failures: Vec<String>,
+    },
 }
 
 /// Whether a recorded call has finished. A call is recorded as `started` before it executes;
@@ -350,11 +392,14 @@ pub enum HookResult {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CallStatus {
+    /// Recorded before it executed; no outcome yet.
     Started,
+    /// Its outcome is recorded.
     Finished,
 }
 
 impl CallStatus {
+    /// The stored form.
     pub fn as_str(self) -> &'static str {
         match self {
             CallStatus::Started => "started",
@@ -368,7 +413,9 @@ impl CallStatus {
 pub struct ToolCall {
     /// The provider's id for this tool use, which pairs it with its result.
     pub tool_use_id: Option<String>,
+    /// The tool's name.
     pub name: String,
+    /// Its arguments, as the model sent them.
     pub input: Value,
     /// What the permission policy said.
     pub permission: PermissionMode,
@@ -382,16 +429,22 @@ pub struct ToolCall {
     pub decision_reason: String,
     /// Pre- and post-hook results, in order.
     pub hook_results: Vec<HookResult>,
+    /// What the tool returned (what the model saw), if it ran and succeeded.
     pub output: Option<String>,
+    /// Why it failed or was refused.
     pub error: Option<String>,
+    /// How long it ran.
     pub duration_ms: u64,
 }
 
 /// What [`crate::RunStore::finish_call`] adds to a started call.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CallEnd {
+    /// What the tool returned.
     pub output: Option<String>,
+    /// Why it failed.
     pub error: Option<String>,
+    /// How long it ran.
     pub duration_ms: u64,
     /// Appended to the call's hook results (the post-hooks).
     pub more_hook_results: Vec<HookResult>,
@@ -400,43 +453,61 @@ pub struct CallEnd {
 /// A stored tool call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallRecord {
+    /// Its row id.
     pub id: i64,
+    /// The call.
     #[serde(flatten)]
     pub call: ToolCall,
+    /// Whether it finished.
     pub status: CallStatus,
+    /// When it was recorded (milliseconds since the Unix epoch).
     pub recorded_ms: u64,
 }
 
 /// A stored step with its tool calls.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepRecord {
+    /// Its id.
     pub id: StepId,
     /// 1-based position in the run.
     pub index: u32,
+    /// Milliseconds since the Unix epoch.
     pub started_ms: u64,
     /// `None` while the step is in progress (or if the process died during it).
     pub ended_ms: Option<u64>,
+    /// The model's text for the step.
     pub text: Option<String>,
+    /// The step's tokens.
     pub usage: TokenUsage,
+    /// Its tool calls, in the order the model made them.
     pub tool_calls: Vec<ToolCallRecord>,
 }
 
 /// A stored event (anything the loop wants on the record that is not a step or tool call).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventRecord {
+    /// Its row id; events are read in this order.
     pub id: i64,
+    /// The step it belongs to, if any.
     pub step: Option<StepId>,
+    /// Its type (`run_started`, `tool_decision`, …: `docs/run-events.md`).
     pub kind: String,
+    /// Its payload.
     pub data: Value,
+    /// Milliseconds since the Unix epoch.
     pub recorded_ms: u64,
 }
 
 /// A whole run: what `hanzo-dev runs show` prints.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
+    /// The header.
     pub run: RunSummary,
+    /// Its steps, in order.
     pub steps: Vec<StepRecord>,
+    /// Its permission decisions, in order.
     pub audit: Vec<AuditRecord>,
+    /// Its events, in order.
     pub events: Vec<EventRecord>,
 }
 

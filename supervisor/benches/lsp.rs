@@ -6,6 +6,10 @@
 //! Besides criterion's figures, a paired run (the two sides alternating) prints the medians and
 //! their ratio (`HANZO_LSP_BENCH_ROUNDS`, default 60).
 
+// The tests' helper for putting the servers in a workspace (it needs nothing else of theirs).
+#[path = "../tests/common/servers.rs"]
+mod servers;
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use hanzo_dev::secrets::StartEnv;
 use hanzo_dev::startup::supervisor_config;
@@ -14,6 +18,7 @@ use hanzo_ipc::roles::lsp::{self, Response, Severity};
 use hanzo_ipc::Role;
 use hanzo_lsp::client::client_capabilities;
 use serde_json::{json, Value};
+use servers::link_tree;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -46,23 +51,6 @@ fn content(i: u64) -> &'static str {
     } else {
         GOOD
     }
-}
-
-fn link_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dst)?;
-    for entry in std::fs::read_dir(src)? {
-        let entry = entry?;
-        let (from, to) = (entry.path(), dst.join(entry.file_name()));
-        let ty = entry.file_type()?;
-        if ty.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&from)?, &to)?;
-        } else if ty.is_dir() {
-            link_tree(&from, &to)?;
-        } else if std::fs::hard_link(&from, &to).is_err() {
-            std::fs::copy(&from, &to)?;
-        }
-    }
-    Ok(())
 }
 
 /// Ours: the supervisor and its lsp worker, as in a run.

@@ -156,8 +156,10 @@ fn live_latency(s: &Server) {
             let at_ms = at
                 .duration_since(std::time::UNIX_EPOCH)
                 .expect("clock")
-                .as_millis() as i64;
-            lat.push(at_ms - row.recorded_ms as i64);
+                .as_millis();
+            lat.push(
+                i64::try_from(at_ms).expect("ms") - i64::try_from(row.recorded_ms).expect("ms"),
+            );
         }
     }
     lat.sort_unstable();

@@ -2,71 +2,42 @@
 //! scripted JSON-RPC client, with real workers, sandbox and store and the model replayed from a
 //! cassette. Every line the agent writes must be one JSON-RPC message with no raw control byte.
 
+mod common;
 #[path = "../../workers/model/tests/fixtures/mod.rs"]
 mod fixtures;
 
+use common::env::TestHome;
+use common::procs::{alive, descendants_with};
+use common::servers::install_into;
 use fixtures::server::{Reply, Server};
-use hanzo_model::script::{anthropic_cassette, anthropic_events, ScriptTurn};
-use hanzo_store::{RunStatus, RunStore, SessionId};
+use hanzo_model::script::{anthropic_events, ScriptTurn};
+use hanzo_store::{RunStatus, SessionId};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-const EXE: &str = env!("CARGO_BIN_EXE_hanzo-dev");
 /// A guard against hangs, not a speed assertion.
 const HANG_GUARD: Duration = Duration::from_secs(120);
 const CANARY: &str = "hanzo-acp-canary-3b9e71";
 
-struct Env {
-    root: tempfile::TempDir,
+/// A private user whose `~/.ssh/id_rsa` is [`CANARY`].
+fn new_env() -> TestHome {
+    let env = TestHome::new();
+    std::fs::create_dir_all(env.path("home/.ssh")).expect("mkdir");
+    std::fs::write(env.path("home/.ssh/id_rsa"), CANARY).expect("canary");
+    env
 }
 
-impl Env {
-    fn new() -> Env {
-        let root = tempfile::tempdir().expect("tempdir");
-        for d in ["home/.ssh", "data", "config/hanzo", "ws", "tmp"] {
-            std::fs::create_dir_all(root.path().join(d)).expect("mkdir");
-        }
-        std::fs::write(root.path().join("home/.ssh/id_rsa"), CANARY).expect("canary");
-        Env { root }
-    }
-    fn path(&self, p: &str) -> PathBuf {
-        self.root.path().join(p)
-    }
-    fn ws(&self) -> String {
-        self.path("ws").display().to_string()
-    }
-    fn settings(&self, v: Value) {
-        std::fs::write(self.path("config/hanzo/settings.json"), v.to_string()).expect("settings");
-    }
-    fn cassette(&self, name: &str, turns: &[ScriptTurn]) -> PathBuf {
-        let p = self.path(name);
-        std::fs::write(&p, anthropic_cassette(turns)).expect("cassette");
-        p
-    }
-    fn store(&self) -> RunStore {
-        RunStore::open(&self.path("data/hanzo"), "local").expect("store")
-    }
-    fn acp(&self, args: &[&str], extra_env: &[(&str, &str)]) -> Client {
-        let mut c = Command::new(EXE);
-        c.arg("acp")
-            .args(args)
-            .current_dir(self.path("ws"))
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.path("home"))
-            .env("XDG_DATA_HOME", self.path("data"))
-            .env("XDG_CONFIG_HOME", self.path("config"))
-            .env("TMPDIR", self.path("tmp"))
-            .envs(extra_env.iter().copied())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        Client::start(c)
-    }
+/// `hanzo-dev acp ARGS` in the workspace with `extra_env` added, as a scripted client.
+fn acp(env: &TestHome, args: &[&str], extra_env: &[(&str, &str)]) -> Client {
+    let mut c = env.command(&["acp"]);
+    c.args(args)
+        .envs(extra_env.iter().copied())
+        .stdin(Stdio::piped());
+    Client::start(c)
 }
 
 /// A scripted ACP client: writes lines to the agent's stdin, reads its stdout on a thread.
@@ -171,7 +142,7 @@ impl Client {
         self.answer(id)
     }
 
-    fn new_session(&mut self, cwd: &str, mcp: Value) -> String {
+    fn new_session(&mut self, cwd: &Path, mcp: Value) -> String {
         let a = self.call("session/new", json!({"cwd": cwd, "mcpServers": mcp}));
         a["result"]["sessionId"]
             .as_str()
@@ -235,53 +206,12 @@ fn select(id: &Value, option: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": {"outcome": {"outcome": "selected", "optionId": option}}})
 }
 
-fn parent(pid: u32) -> Option<u32> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    s[s.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
-}
-
-/// The processes under `root` whose command line holds every word of `words`.
-fn descendants_with(root: u32, words: &[&str]) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        if !words.iter().all(|w| cmd.contains(w)) {
-            continue;
-        }
-        let mut p = pid;
-        for _ in 0..64 {
-            if p == root {
-                out.push(pid);
-                break;
-            }
-            match parent(p) {
-                Some(pp) if pp > 1 => p = pp,
-                _ => break,
-            }
-        }
-    }
-    out
-}
-
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => !s[s.rfind(')').unwrap() + 2..].starts_with('Z'),
-        Err(_) => false,
-    }
-}
-
 /// The issue's proof: prompt → streamed updates → one permission answered allow and one deny →
 /// cancel mid-command (the command killed, the turn recorded cancelled) → `session/load` of the
 /// stored session in a new process, which replays it and goes on.
 #[test]
 fn a_replayed_session_streams_asks_cancels_and_loads_in_a_new_process() {
-    let env = Env::new();
+    let env = new_env();
     let escapes = "printf 'out\\033[2J\\033]0;pwned\\007\\n'";
     let cassette = env.cassette(
         "one.jsonl",
@@ -297,7 +227,7 @@ fn a_replayed_session_streams_asks_cancels_and_loads_in_a_new_process() {
             ),
         ],
     );
-    let mut c = env.acp(&["--replay", cassette.to_str().unwrap()], &[]);
+    let mut c = acp(&env, &["--replay", &cassette], &[]);
     c.initialize();
     let sid = c.new_session(&env.ws(), json!([]));
 
@@ -436,7 +366,7 @@ fn a_replayed_session_streams_asks_cancels_and_loads_in_a_new_process() {
 
     // A new process loads the session: its history replayed, then it goes on.
     let cassette = env.cassette("two.jsonl", &[ScriptTurn::text("Welcome back.")]);
-    let mut c = env.acp(&["--replay", cassette.to_str().unwrap()], &[]);
+    let mut c = acp(&env, &["--replay", &cassette], &[]);
     c.initialize();
     // Only in its own workspace.
     std::fs::create_dir_all(env.path("elsewhere")).unwrap();
@@ -488,9 +418,9 @@ fn a_replayed_session_streams_asks_cancels_and_loads_in_a_new_process() {
 /// refused; initialize names the broker's credentials, never their values.
 #[test]
 fn malformed_and_hostile_messages_are_refused_and_the_agent_keeps_serving() {
-    let env = Env::new();
+    let env = new_env();
     let secret = format!("sk-ant-{CANARY}");
-    let mut c = env.acp(&[], &[("ANTHROPIC_API_KEY", secret.as_str())]);
+    let mut c = acp(&env, &[], &[("ANTHROPIC_API_KEY", secret.as_str())]);
     c.raw(b"{this is not json\n");
     let e = c.wait_for("the parse error", |v| v.get("error").is_some());
     assert_eq!(error_code(&e), -32700);
@@ -580,8 +510,8 @@ fn malformed_and_hostile_messages_are_refused_and_the_agent_keeps_serving() {
 /// answers the next message.
 #[test]
 fn an_over_long_line_is_refused_without_holding_it() {
-    let env = Env::new();
-    let mut c = env.acp(&[], &[]);
+    let env = new_env();
+    let mut c = acp(&env, &[], &[]);
     let chunk = vec![b'a'; 1 << 20];
     // 96 MiB, six times the 16 MiB cap, in one line.
     c.raw(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"x\":\"");
@@ -611,7 +541,7 @@ fn an_over_long_line_is_refused_without_holding_it() {
 /// one: asked by the model to read a key outside the workspace, it cannot.
 #[test]
 fn an_editor_mcp_server_is_sandboxed_and_cannot_read_outside_the_workspace() {
-    let env = Env::new();
+    let env = new_env();
     let script = env.path("ws/hostile_server.py");
     std::fs::copy(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/hostile_server.py"),
@@ -627,7 +557,7 @@ fn an_editor_mcp_server_is_sandboxed_and_cannot_read_outside_the_workspace() {
             ScriptTurn::text("done"),
         ],
     );
-    let mut c = env.acp(&["--replay", cassette.to_str().unwrap()], &[]);
+    let mut c = acp(&env, &["--replay", &cassette], &[]);
     c.initialize();
     let sid = c.new_session(
         &env.ws(),
@@ -665,7 +595,7 @@ fn an_editor_mcp_server_is_sandboxed_and_cannot_read_outside_the_workspace() {
 /// plays back, offline, to the same updates.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_turn_recorded_to_a_cassette_replays_the_same() {
-    let env = std::sync::Arc::new(Env::new());
+    let env = std::sync::Arc::new(new_env());
     std::fs::write(env.path("ws/notes.txt"), "remember the milk\n").unwrap();
     let turns = [
         ScriptTurn::tool("t1", "read_file", json!({"path": "notes.txt"})),
@@ -689,7 +619,7 @@ async fn a_session_turn_recorded_to_a_cassette_replays_the_same() {
             } else {
                 &[]
             };
-            let mut c = env.acp(&args, extra);
+            let mut c = acp(&env, &args, extra);
             c.initialize();
             let sid = c.new_session(&env.ws(), json!([]));
             let done = c.call(
@@ -736,38 +666,12 @@ async fn a_session_turn_recorded_to_a_cassette_replays_the_same() {
     assert_eq!(server.received().len(), 2, "the replay went nowhere");
 }
 
-fn install_pyright_into(ws: &Path) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../test-deps/lsp/node_modules");
-    assert!(
-        src.join(".bin/pyright-langserver").exists(),
-        "pyright is missing from test-deps/lsp: run ./scripts/setup.sh"
-    );
-    link_tree(&src, &ws.join("node_modules")).expect("install pyright into the workspace");
-}
-
-fn link_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dst)?;
-    for entry in std::fs::read_dir(src)? {
-        let entry = entry?;
-        let (from, to) = (entry.path(), dst.join(entry.file_name()));
-        let ty = entry.file_type()?;
-        if ty.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&from)?, &to)?;
-        } else if ty.is_dir() {
-            link_tree(&from, &to)?;
-        } else if std::fs::hard_link(&from, &to).is_err() {
-            std::fs::copy(&from, &to)?;
-        }
-    }
-    Ok(())
-}
-
 /// LSP diagnostics through the session host (as `chat` gets them): an edit that breaks the
 /// types comes back with pyright's diagnostics in the call's output.
 #[test]
 fn a_session_edit_gets_pyright_diagnostics_back() {
-    let env = Env::new();
-    install_pyright_into(&env.path("ws"));
+    let env = new_env();
+    install_into(&env.ws(), &["pyright-langserver"]);
     std::fs::write(
         env.path("ws/lib.py"),
         "def double(x: int) -> int:\n    return x * 2\n",
@@ -794,7 +698,7 @@ fn a_session_edit_gets_pyright_diagnostics_back() {
             ScriptTurn::text("I broke the types."),
         ],
     );
-    let mut c = env.acp(&["--replay", cassette.to_str().unwrap()], &[]);
+    let mut c = acp(&env, &["--replay", &cassette], &[]);
     c.initialize();
     let sid = c.new_session(&env.ws(), json!([]));
     let done = c.call(
@@ -827,7 +731,7 @@ fn a_session_edit_gets_pyright_diagnostics_back() {
 /// turn.
 #[test]
 fn the_auto_pipeline_is_streamed_as_a_plan() {
-    let env = Env::new();
+    let env = new_env();
     let cassette = env.cassette(
         "auto.jsonl",
         &[
@@ -836,10 +740,7 @@ fn the_auto_pipeline_is_streamed_as_a_plan() {
             ScriptTurn::text("looks good"),
         ],
     );
-    let mut c = env.acp(
-        &["--agent", "auto", "--replay", cassette.to_str().unwrap()],
-        &[],
-    );
+    let mut c = acp(&env, &["--agent", "auto", "--replay", &cassette], &[]);
     c.initialize();
     let sid = c.new_session(&env.ws(), json!([]));
     let done = c.call(
@@ -884,7 +785,7 @@ fn the_auto_pipeline_is_streamed_as_a_plan() {
 /// asked about, a different one is.
 #[test]
 fn allow_always_covers_only_the_exact_call() {
-    let env = Env::new();
+    let env = new_env();
     let cassette = env.cassette(
         "always.jsonl",
         &[
@@ -900,7 +801,7 @@ fn allow_always_covers_only_the_exact_call() {
             ScriptTurn::text("three"),
         ],
     );
-    let mut c = env.acp(&["--replay", cassette.to_str().unwrap()], &[]);
+    let mut c = acp(&env, &["--replay", &cassette], &[]);
     c.initialize();
     let sid = c.new_session(&env.ws(), json!([]));
     let prompt = |c: &mut Client, text: &str| {
@@ -938,7 +839,7 @@ fn allow_always_covers_only_the_exact_call() {
 /// the prompt answers `cancelled`, and a late answer to the closed question is ignored.
 #[test]
 fn cancel_with_a_question_open_denies_it_and_a_late_answer_is_ignored() {
-    let env = Env::new();
+    let env = new_env();
     let cassette = env.cassette(
         "open.jsonl",
         &[
@@ -946,7 +847,7 @@ fn cancel_with_a_question_open_denies_it_and_a_late_answer_is_ignored() {
             ScriptTurn::text("after the cancel"),
         ],
     );
-    let mut c = env.acp(&["--replay", cassette.to_str().unwrap()], &[]);
+    let mut c = acp(&env, &["--replay", &cassette], &[]);
     c.initialize();
     let sid = c.new_session(&env.ws(), json!([]));
     let p = c.request(
@@ -977,7 +878,7 @@ fn cancel_with_a_question_open_denies_it_and_a_late_answer_is_ignored() {
 /// once, and every one gets exactly one answer.
 #[test]
 fn requests_during_a_prompt_are_answered_after_it_and_the_backlog_is_bounded() {
-    let env = Env::new();
+    let env = new_env();
     let cassette = env.cassette(
         "backlog.jsonl",
         &[
@@ -985,7 +886,7 @@ fn requests_during_a_prompt_are_answered_after_it_and_the_backlog_is_bounded() {
             ScriptTurn::text("done"),
         ],
     );
-    let mut c = env.acp(&["--replay", cassette.to_str().unwrap()], &[]);
+    let mut c = acp(&env, &["--replay", &cassette], &[]);
     c.initialize();
     let sid = c.new_session(&env.ws(), json!([]));
     let p = c.request(

@@ -104,8 +104,8 @@ fn the_scripts_reads_point_at_the_lines_they_mean() {
         let input = &ranged[i].input;
         let text = std::fs::read_to_string(dir.path().join(input["path"].as_str().expect("path")))
             .expect("read");
-        let offset = input["offset"].as_u64().expect("offset") as usize;
-        let limit = input["limit"].as_u64().expect("limit") as usize;
+        let offset = usize::try_from(input["offset"].as_u64().expect("offset")).expect("offset");
+        let limit = usize::try_from(input["limit"].as_u64().expect("limit")).expect("limit");
         text.lines()
             .skip(offset - 1)
             .take(limit)

@@ -7,46 +7,13 @@
 //! SOCKS5 corner cases, 200 tunnels, 1 GiB, idle timeout, a wrong sender) by
 //! `workers/broker/tests/egress_namespace.rs`.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
+use common::www::StaticSite;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 const SETUP: &str = "run ./scripts/setup.sh, which installs it";
-
-/// A Python HTTP server on the host's `127.0.0.1`, serving `dir`.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(dir: &Path) -> Server {
-    let script = "import functools, http.server, sys\n\
-        h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])\n\
-        s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), h)\n\
-        print(s.server_address[1], flush=True)\n\
-        s.serve_forever()\n";
-    let mut child = Command::new("/usr/bin/python3")
-        .arg("-c")
-        .arg(script)
-        .arg(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("python3 ({SETUP}): {e}"));
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("the server's port");
-    let port = line.trim().parse().expect("a port");
-    Server { child, port }
-}
 
 /// A workspace with a served site (`index.txt`, a dumb-HTTP git repository `repo.git`), a home
 /// directory, and the server.
@@ -54,7 +21,7 @@ struct Fixture {
     _dir: tempfile::TempDir,
     ws: PathBuf,
     home: PathBuf,
-    server: Server,
+    server: StaticSite,
 }
 
 fn sh(dir: &Path, script: &str) {
@@ -85,7 +52,7 @@ fn fixture() -> Fixture {
          git -c user.name=t -c user.email=t@t commit -qm init && cd .. && \
          git clone -q --bare src repo.git && git --git-dir=repo.git update-server-info",
     );
-    let server = serve(&www);
+    let server = StaticSite::serve(&www);
     Fixture {
         ws: ws.canonicalize().expect("ws"),
         home,
@@ -129,7 +96,7 @@ impl Fixture {
     }
 
     fn local(&self) -> String {
-        format!("127.0.0.1:{}", self.server.port)
+        self.server.host_port()
     }
 
     fn write_user_settings(&self, json: &str) {

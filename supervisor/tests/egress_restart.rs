@@ -6,53 +6,22 @@
 //!
 //! Bounds (`within`) only keep a broken build from hanging the suite; no test asserts on time.
 
+mod common;
+
+use common::www::StaticSite;
 use hanzo_dev::secrets::StartEnv;
 use hanzo_dev::startup::supervisor_config;
 use hanzo_dev::tree::Supervisor;
 use hanzo_ipc::roles::broker::{EgressOutcome, EgressRecord};
 use hanzo_ipc::roles::tools::{Request, Response, ToolCall};
 use std::future::Future;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 async fn within<T>(what: &str, f: impl Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(60), f)
         .await
         .unwrap_or_else(|_| panic!("{what} did not finish within the hang guard"))
-}
-
-struct Server(Child, u16);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn serve(dir: &std::path::Path) -> Server {
-    std::fs::write(dir.join("index.txt"), "hello-after-restart\n").expect("index");
-    let script = "import functools, http.server, sys\n\
-        h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])\n\
-        s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), h)\n\
-        print(s.server_address[1], flush=True)\n\
-        s.serve_forever()\n";
-    let mut child = Command::new("/usr/bin/python3")
-        .arg("-c")
-        .arg(script)
-        .arg(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("python3 (run ./scripts/setup.sh)");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("port");
-    let port = line.trim().parse().expect("a port");
-    Server(child, port)
 }
 
 async fn fetch(sup: &Supervisor, port: u16) -> String {
@@ -91,7 +60,8 @@ async fn after_the_tools_worker_restarts_the_new_broker_serves_the_new_forwarder
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&www).expect("mkdir");
     std::fs::create_dir_all(&ws).expect("mkdir");
-    let server = serve(&www);
+    std::fs::write(www.join("index.txt"), "hello-after-restart\n").expect("index");
+    let server = StaticSite::serve(&www);
     let vars: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| k == "PATH" || k == "HOME" || k == "LANG")
         .collect();
@@ -105,19 +75,21 @@ async fn after_the_tools_worker_restarts_the_new_broker_serves_the_new_forwarder
         .await
         .expect("supervisor");
     within("ready", sup.wait_ready()).await.expect("workers");
-    let allow = vec![format!("127.0.0.1:{}", server.1)];
+    let allow = vec![format!("127.0.0.1:{}", server.port)];
     let first = within("configure", hanzo_dev::egress::configure_run(&sup, &allow))
         .await
         .expect("configured");
     let generations = hanzo_dev::egress::generations(&sup);
     let keep = hanzo_dev::egress::keep_configured(&sup, &allow, generations);
     let body = async {
-        assert!(fetch(&sup, server.1).await.contains("hello-after-restart"));
-        assert_eq!(next_allowed(&mut rx).await.port, server.1);
+        assert!(fetch(&sup, server.port)
+            .await
+            .contains("hello-after-restart"));
+        assert_eq!(next_allowed(&mut rx).await.port, server.port);
 
         let tools = sup.tools.info().expect("tools running");
         nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(tools.pid as i32),
+            nix::unistd::Pid::from_raw(i32::try_from(tools.pid).expect("pid")),
             nix::sys::signal::SIGKILL,
         )
         .expect("kill the tools worker");
@@ -133,11 +105,13 @@ async fn after_the_tools_worker_restarts_the_new_broker_serves_the_new_forwarder
         // Connections made before the new broker is configured wait in the control socket and
         // are served once it is (they carry the forwarder's credentials from the start).
         assert!(
-            fetch(&sup, server.1).await.contains("hello-after-restart"),
+            fetch(&sup, server.port)
+                .await
+                .contains("hello-after-restart"),
             "not served after the restart"
         );
         let r = next_allowed(&mut rx).await;
-        assert_eq!(r.port, server.1);
+        assert_eq!(r.port, server.port);
         // The new channel numbers its records from 0 again.
         assert_eq!(r.id, 0);
     };

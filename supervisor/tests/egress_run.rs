@@ -5,55 +5,25 @@
 //! Every connection attempt must be in the `--json` stream (before `run_finished`) and in the
 //! run's record, with its reason; what a command sends must not reach a terminal unescaped.
 
+mod common;
+
+use common::env::TestHome;
+use common::www::StaticSite;
 use hanzo_model::script::{anthropic_cassette, ScriptTurn};
-use hanzo_store::{RunId, RunStore};
+use hanzo_store::RunId;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 
-const EXE: &str = env!("CARGO_BIN_EXE_hanzo-dev");
-const SETUP: &str = "run ./scripts/setup.sh, which installs it";
-
-/// A Python HTTP server on the host's `127.0.0.1`, serving `index.txt`.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(dir: &Path) -> Server {
-    std::fs::write(dir.join("index.txt"), "hello-egress-run\n").expect("index");
-    let script = "import functools, http.server, sys\n\
-        h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])\n\
-        s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), h)\n\
-        print(s.server_address[1], flush=True)\n\
-        s.serve_forever()\n";
-    let mut child = Command::new("/usr/bin/python3")
-        .arg("-c")
-        .arg(script)
-        .arg(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("python3 ({SETUP}): {e}"));
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("the server's port");
-    let port = line.trim().parse().expect("a port");
-    Server { child, port }
-}
-
+/// A private user with a local site (`www`, holding `index.txt`) served while it lives.
 struct Env {
-    root: tempfile::TempDir,
-    server: Server,
+    home: TestHome,
+    server: StaticSite,
+}
+
+impl std::ops::Deref for Env {
+    type Target = TestHome;
+    fn deref(&self) -> &TestHome {
+        &self.home
+    }
 }
 
 struct Out {
@@ -65,24 +35,18 @@ struct Out {
 
 impl Env {
     fn new() -> Env {
-        let root = tempfile::tempdir().expect("tempdir");
-        for d in ["home", "data", "config/hanzo", "ws", "tmp", "www"] {
-            std::fs::create_dir_all(root.path().join(d)).expect("mkdir");
-        }
-        let server = serve(&root.path().join("www"));
-        Env { root, server }
-    }
-    fn path(&self, p: &str) -> PathBuf {
-        self.root.path().join(p)
-    }
-    fn ws(&self) -> PathBuf {
-        self.path("ws")
+        let home = TestHome::new();
+        let www = home.path("www");
+        std::fs::create_dir_all(&www).expect("mkdir");
+        std::fs::write(www.join("index.txt"), "hello-egress-run\n").expect("index");
+        let server = StaticSite::serve(&www);
+        Env { home, server }
     }
     fn port(&self) -> u16 {
         self.server.port
     }
     fn local(&self) -> String {
-        format!("127.0.0.1:{}", self.port())
+        self.server.host_port()
     }
     /// User settings: `bash` allowed, plus `extra` merged into `sandbox`.
     fn settings(&self, sandbox: Value) {
@@ -93,19 +57,6 @@ impl Env {
         let d = self.ws().join(".hanzo");
         std::fs::create_dir_all(&d).expect("mkdir");
         std::fs::write(d.join("settings.json"), v.to_string()).expect("project settings");
-    }
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(EXE);
-        c.args(args)
-            .current_dir(self.ws())
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.path("home"))
-            .env("XDG_DATA_HOME", self.path("data"))
-            .env("XDG_CONFIG_HOME", self.path("config"))
-            .env("TMPDIR", self.path("tmp"))
-            .stdin(Stdio::null());
-        c
     }
     fn output(&self, args: &[&str]) -> Out {
         let out = self.command(args).output().expect("hanzo-dev");
@@ -150,9 +101,6 @@ impl Env {
         args.extend_from_slice(extra);
         args.push("fetch things");
         self.output(&args)
-    }
-    fn store(&self) -> RunStore {
-        RunStore::open(&self.path("data/hanzo"), "local").expect("store")
     }
 }
 

@@ -5,71 +5,22 @@
 //! line, no other file under the config, data and run directories, no output at `-vv`, no
 //! `auth status`, no error message (including a provider error that echoes the token).
 
+mod common;
 #[path = "../../workers/model/tests/fixtures/mod.rs"]
 mod fixtures;
 #[path = "../../workers/broker/tests/support/oidc.rs"]
 mod oidc;
 
+use common::browser::{credentials, file_texts, tree_texts, LoginRun};
+use common::env::TestHome;
 use fixtures::server::{Reply, Server};
 use oidc::{Browser, OidcProvider, CODE_CLIENT, DEVICE_CLIENT};
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
 
-struct Home {
-    _dir: tempfile::TempDir,
-    home: PathBuf,
-    config: PathBuf,
-    data: PathBuf,
-}
-
-impl Home {
-    fn new(settings: serde_json::Value) -> Home {
-        let dir = tempfile::tempdir().expect("home");
-        let home = dir.path().join("home");
-        let config = dir.path().join("config");
-        let data = dir.path().join("data");
-        for d in [&home, &config, &data] {
-            std::fs::create_dir_all(d).expect("mkdir");
-        }
-        std::fs::create_dir_all(config.join("hanzo")).expect("mkdir");
-        std::fs::write(config.join("hanzo/settings.json"), settings.to_string()).expect("write");
-        Home {
-            _dir: dir,
-            home,
-            config,
-            data,
-        }
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_hanzo-dev"));
-        c.args(args)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .env("XDG_CONFIG_HOME", &self.config)
-            .env("XDG_DATA_HOME", &self.data)
-            .current_dir(&self.home)
-            .stdin(Stdio::null());
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let out = self.cmd(args).output().expect("hanzo-dev runs");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn credentials(&self) -> serde_json::Value {
-        let text = std::fs::read_to_string(self.config.join("hanzo/credentials.json"))
-            .expect("credentials.json written");
-        serde_json::from_str(&text).expect("JSON")
-    }
+/// A private user with these user settings.
+fn new_home(settings: serde_json::Value) -> TestHome {
+    let home = TestHome::new();
+    home.settings(settings);
+    home
 }
 
 fn settings(op: &OidcProvider, client: &str) -> serde_json::Value {
@@ -87,62 +38,20 @@ fn settings(op: &OidcProvider, client: &str) -> serde_json::Value {
 
 /// Run `hanzo-dev login ARGS` and act as the user on what it prints: `url_marker` is the line
 /// before the URL to open. Returns (exit code, stdout, stderr).
-async fn login(home: &Home, args: &[&str], url_marker: &str) -> (i32, String, String) {
-    let mut child = home
-        .cmd(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("hanzo-dev login starts");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let url_marker = url_marker.to_string();
-    let reader = std::thread::spawn(move || {
-        let mut all = String::new();
-        let mut armed = false;
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            all.push_str(&line);
-            all.push('\n');
-            if line.contains(&url_marker) {
-                armed = true;
-            } else if armed && line.trim_start().starts_with("http") {
-                let _ = tx.send(line.trim().to_string());
-                armed = false;
-            }
-        }
-        all
-    });
-    let url = tokio::time::timeout(Duration::from_secs(60), rx.recv())
-        .await
-        .expect("the CLI prints a URL")
-        .expect("a URL");
+async fn login(home: &TestHome, args: &[&str], url_marker: &str) -> (i32, String, String) {
+    let run = LoginRun::start(home.command(args));
+    let marker = url_marker.to_string();
+    let (run, url) = tokio::task::spawn_blocking(move || {
+        let url = run.url_after(&marker);
+        (run, url)
+    })
+    .await
+    .expect("join");
     let page = Browser::new().open(&url).await;
     assert_eq!(page.status, 200, "{}", page.body);
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+    tokio::task::spawn_blocking(move || run.finish())
         .await
         .expect("join")
-        .expect("login ends");
-    let err = reader.join().expect("reader");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        err,
-    )
-}
-
-/// Every file under `dir`, recursively.
-fn files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            files(&p, out);
-        } else {
-            out.push(p);
-        }
-    }
 }
 
 fn assert_absent(tokens: &[&str], haystack: &str, what: &str) {
@@ -159,7 +68,7 @@ fn assert_absent(tokens: &[&str], haystack: &str, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn code_login_status_refresh_and_logout_keep_the_tokens_in_the_broker() {
     let op = OidcProvider::start(oidc::default_config());
-    let home = Home::new(settings(&op, CODE_CLIENT));
+    let home = new_home(settings(&op, CODE_CLIENT));
     let (code, out, err) = login(
         &home,
         &["-vv", "login", "--provider", "hanzo"],
@@ -168,7 +77,7 @@ async fn code_login_status_refresh_and_logout_keep_the_tokens_in_the_broker() {
     .await;
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("Logged in to hanzo (OAuth"), "{out}");
-    let creds = home.credentials();
+    let creds = credentials(&home);
     let at = creds["hanzo"]["access_token"]
         .as_str()
         .expect("access")
@@ -177,7 +86,7 @@ async fn code_login_status_refresh_and_logout_keep_the_tokens_in_the_broker() {
         .as_str()
         .expect("refresh")
         .to_string();
-    let mode = std::fs::metadata(home.config.join("hanzo/credentials.json"))
+    let mode = std::fs::metadata(home.path("config").join("hanzo/credentials.json"))
         .expect("meta")
         .permissions();
     use std::os::unix::fs::PermissionsExt;
@@ -244,7 +153,7 @@ async fn code_login_status_refresh_and_logout_keep_the_tokens_in_the_broker() {
         got[0].header("authorization"),
         Some(&*format!("Bearer {at}"))
     );
-    let creds = home.credentials();
+    let creds = credentials(&home);
     let at2 = creds["hanzo"]["access_token"]
         .as_str()
         .expect("access")
@@ -266,64 +175,15 @@ async fn code_login_status_refresh_and_logout_keep_the_tokens_in_the_broker() {
     seen.push(("ask output and errors".into(), format!("{aout}{aerr}")));
 
     // Every hanzo process while the whole tree runs: no token in its environ or command line.
-    let mut workers = home
-        .cmd(&["workers", "--json"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("workers");
-    let stdout = workers.stdout.take().expect("stdout");
-    let mut pids = vec![workers.id()];
-    for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-        let v: serde_json::Value = serde_json::from_str(&line).expect("json line");
-        if let Some(p) = v["pid"].as_u64() {
-            pids.push(p as u32);
-        }
-        if v["ready"] == true {
-            break;
-        }
-    }
-    assert!(pids.len() >= 6, "{pids:?}");
-    for pid in &pids {
-        for f in ["environ", "cmdline"] {
-            let bytes = std::fs::read(format!("/proc/{pid}/{f}")).unwrap_or_default();
-            seen.push((
-                format!("/proc/{pid}/{f}"),
-                String::from_utf8_lossy(&bytes).into_owned(),
-            ));
-        }
-    }
-    drop(workers.stdin.take());
-    let _ = workers.wait();
+    seen.extend(tree_texts(&home));
 
     // Every file under the config, data and run directories but credentials.json.
-    let mut all = Vec::new();
-    files(&home.config, &mut all);
-    files(&home.data, &mut all);
-    files(&home.home, &mut all);
-    for entry in std::fs::read_dir(std::env::temp_dir())
-        .expect("tmp")
-        .flatten()
-    {
-        if entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with("hanzo-run-")
-        {
-            files(&entry.path(), &mut all);
-        }
-    }
-    for f in all {
-        if f.ends_with("hanzo/credentials.json") {
-            continue;
-        }
-        let bytes = std::fs::read(&f).unwrap_or_default();
-        seen.push((
-            f.display().to_string(),
-            String::from_utf8_lossy(&bytes).into_owned(),
-        ));
-    }
+    seen.extend(file_texts(&[
+        home.path("config"),
+        home.path("data"),
+        home.path("home"),
+        home.path("tmp"),
+    ]));
     for (what, text) in &seen {
         assert_absent(&[&at, &rt, &at2, &rt2], text, what);
     }
@@ -334,13 +194,13 @@ async fn code_login_status_refresh_and_logout_keep_the_tokens_in_the_broker() {
     assert!(out.contains("Logged out of hanzo"), "{out}");
     let (_, text, _) = home.run(&["auth", "status"]);
     assert!(text.contains("No credentials"), "{text}");
-    assert!(home.credentials().get("hanzo").is_none());
+    assert!(credentials(&home).get("hanzo").is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn device_login_through_the_binary_prints_the_code_and_polls() {
     let op = OidcProvider::start(oidc::default_config());
-    let home = Home::new(settings(&op, DEVICE_CLIENT));
+    let home = new_home(settings(&op, DEVICE_CLIENT));
     let (code, out, err) = login(
         &home,
         &["login", "--provider", "hanzo", "--device"],
@@ -350,7 +210,7 @@ async fn device_login_through_the_binary_prints_the_code_and_polls() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(err.contains("and enter the code"), "{err}");
     assert!(out.contains("Logged in to hanzo"), "{out}");
-    let creds = home.credentials();
+    let creds = credentials(&home);
     assert_eq!(creds["hanzo"]["client_id"], DEVICE_CLIENT);
     assert!(creds["hanzo"]["refresh_token"].is_string());
     assert!(!op.events("grant.success").is_empty());
@@ -358,13 +218,13 @@ async fn device_login_through_the_binary_prints_the_code_and_polls() {
 
 #[test]
 fn login_without_a_configured_provider_says_what_to_configure() {
-    let home = Home::new(serde_json::json!({}));
+    let home = new_home(serde_json::json!({}));
     let (code, out, err) = home.run(&["login", "--provider", "anthropic", "--timeout", "5"]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(err.contains("oauth_providers.anthropic"), "{err}");
     assert!(err.contains("ANTHROPIC_API_KEY"), "{err}");
     // A project's settings cannot supply one.
-    let project = home.home.join(".hanzo");
+    let project = home.path("home").join(".hanzo");
     std::fs::create_dir_all(&project).expect("mkdir");
     std::fs::write(
         project.join("settings.json"),

@@ -4,87 +4,13 @@
 //! from a cassette. The model's edit introduces a type error; the diagnostics block comes back in
 //! the edit's result, which is what the model's next request carries and what the record keeps.
 
+mod common;
+
+use common::env::TestHome;
+use common::servers::{install_into, repo_root};
 use hanzo_model::script::{anthropic_cassette, ScriptTurn};
-use hanzo_store::{RunId, RunStore};
+use hanzo_store::RunId;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-
-const EXE: &str = env!("CARGO_BIN_EXE_hanzo-dev");
-
-struct Env {
-    root: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Env {
-        let root = tempfile::tempdir().expect("tempdir");
-        for d in ["home", "data", "config/hanzo", "ws", "tmp"] {
-            std::fs::create_dir_all(root.path().join(d)).expect("mkdir");
-        }
-        Env { root }
-    }
-    fn path(&self, p: &str) -> PathBuf {
-        self.root.path().join(p)
-    }
-    fn ws(&self) -> PathBuf {
-        self.path("ws")
-    }
-    fn settings(&self, v: Value) {
-        std::fs::write(self.path("config/hanzo/settings.json"), v.to_string()).expect("settings");
-    }
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(EXE);
-        c.args(args)
-            .current_dir(self.ws())
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.path("home"))
-            .env("XDG_DATA_HOME", self.path("data"))
-            .env("XDG_CONFIG_HOME", self.path("config"))
-            .env("TMPDIR", self.path("tmp"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        c
-    }
-    fn store(&self) -> RunStore {
-        RunStore::open(&self.path("data/hanzo"), "local").expect("store")
-    }
-}
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// `test-deps/lsp/node_modules` into the workspace (hard links where possible, else copies).
-fn install_servers_into(ws: &Path) {
-    let src = repo_root().join("test-deps/lsp/node_modules");
-    for exe in ["pyright-langserver", "typescript-language-server"] {
-        assert!(
-            src.join(".bin").join(exe).exists(),
-            "{exe} is missing from test-deps/lsp: run ./scripts/setup.sh"
-        );
-    }
-    link_tree(&src, &ws.join("node_modules")).expect("install the servers into the workspace");
-}
-
-fn link_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dst)?;
-    for entry in std::fs::read_dir(src)? {
-        let entry = entry?;
-        let (from, to) = (entry.path(), dst.join(entry.file_name()));
-        let ty = entry.file_type()?;
-        if ty.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&from)?, &to)?;
-        } else if ty.is_dir() {
-            link_tree(&from, &to)?;
-        } else if std::fs::hard_link(&from, &to).is_err() {
-            std::fs::copy(&from, &to)?;
-        }
-    }
-    Ok(())
-}
 
 fn events_of(stdout: &[u8]) -> Vec<Value> {
     String::from_utf8_lossy(stdout)
@@ -105,8 +31,11 @@ fn lsp_settings() -> Value {
 
 #[test]
 fn an_edit_that_breaks_types_returns_the_diagnostics_and_the_lsp_tools_answer() {
-    let env = Env::new();
-    install_servers_into(&env.ws());
+    let env = TestHome::new();
+    install_into(
+        &env.ws(),
+        &["pyright-langserver", "typescript-language-server"],
+    );
     std::fs::write(
         env.ws().join("lib.py"),
         "def double(x: int) -> int:\n    return x * 2\n",
@@ -213,8 +142,11 @@ fn an_edit_that_breaks_types_returns_the_diagnostics_and_the_lsp_tools_answer() 
 
 #[test]
 fn lsp_check_reports_errors_and_exits_1_then_0_once_fixed() {
-    let env = Env::new();
-    install_servers_into(&env.ws());
+    let env = TestHome::new();
+    install_into(
+        &env.ws(),
+        &["pyright-langserver", "typescript-language-server"],
+    );
     env.settings(lsp_settings());
     std::fs::write(
         env.ws().join("bad.py"),
@@ -261,7 +193,7 @@ fn lsp_check_reports_errors_and_exits_1_then_0_once_fixed() {
 /// worker's launcher: what it could reach comes back as its diagnostics.
 #[test]
 fn a_hostile_configured_server_cannot_read_a_secret_write_or_open_a_socket() {
-    let env = Env::new();
+    let env = TestHome::new();
     let secret_dir = env.path("home/secret");
     std::fs::create_dir_all(&secret_dir).expect("mkdir");
     let canary = "canary-91be-must-not-leak";
@@ -326,7 +258,7 @@ fn a_hostile_configured_server_cannot_read_a_secret_write_or_open_a_socket() {
 /// One placed directly in `$HOME` is refused, naming the path.
 #[test]
 fn a_server_installed_under_home_reads_its_prefix_and_nothing_else_of_home() {
-    let env = Env::new();
+    let env = TestHome::new();
     let home = env.path("home").canonicalize().expect("home");
     let canary = "canary-home-e2e-must-not-leak";
     std::fs::create_dir_all(home.join(".ssh")).expect("ssh");
@@ -408,7 +340,7 @@ fn a_server_installed_under_home_reads_its_prefix_and_nothing_else_of_home() {
 /// name or a link target the repository or an installer chose) reaches the terminal inert.
 #[test]
 fn a_refused_server_s_hostile_path_is_printed_without_its_escapes() {
-    let env = Env::new();
+    let env = TestHome::new();
     let home = env.path("home").canonicalize().expect("home");
     let name = "evil\u{1b}]0;pwned\u{7}\u{1b}[2J.py";
     let script = home.join(name);

@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::env::TestHome;
 use hanzo_dev::tree::Supervisor;
 use hanzo_ipc::channel::StreamPart;
 use hanzo_ipc::roles::mcp::{
@@ -774,66 +775,28 @@ fn a_run_offers_mcp_tools_calls_them_under_policy_and_records_them() {
     assert_eq!(env.call.rule.as_ref().unwrap().pattern, "mcp__evil__env");
 }
 
-/// A scratch home, data, config and workspace for `hanzo-dev mcp …` with `hostile_server.py` in
-/// the workspace, and a way to run the CLI there.
-struct McpCli {
-    root: tempfile::TempDir,
+/// A private user with `hostile_server.py` in the workspace (and a `.hanzo` directory there).
+fn mcp_cli() -> TestHome {
+    let cli = TestHome::new();
+    std::fs::create_dir_all(cli.path("ws/.hanzo")).expect("mkdir");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/hostile_server.py"),
+        script(&cli),
+    )
+    .expect("copy the server");
+    cli
 }
 
-impl McpCli {
-    fn new() -> McpCli {
-        let root = tempfile::tempdir().unwrap();
-        for d in ["home", "data", "config/hanzo", "ws/.hanzo", "tmp"] {
-            std::fs::create_dir_all(root.path().join(d)).unwrap();
-        }
-        let cli = McpCli { root };
-        std::fs::copy(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/hostile_server.py"),
-            cli.script(),
-        )
-        .unwrap();
-        cli
-    }
-
-    fn p(&self, s: &str) -> PathBuf {
-        self.root.path().join(s)
-    }
-
-    fn script(&self) -> PathBuf {
-        self.p("ws/hostile_server.py")
-    }
-
-    fn user_settings(&self, v: &serde_json::Value) {
-        std::fs::write(self.p("config/hanzo/settings.json"), v.to_string()).unwrap();
-    }
-
-    fn run(&self, args: &[&str]) -> (Option<i32>, String, String) {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hanzo-dev"))
-            .args(args)
-            .current_dir(self.p("ws"))
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.p("home"))
-            .env("XDG_DATA_HOME", self.p("data"))
-            .env("XDG_CONFIG_HOME", self.p("config"))
-            .env("TMPDIR", self.p("tmp"))
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("hanzo-dev mcp");
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
+fn script(cli: &TestHome) -> PathBuf {
+    cli.path("ws/hostile_server.py")
 }
 
 /// `hanzo-dev mcp list | tools | call` from settings: a user server runs, a disabled one and an
 /// untrusted project's one are listed with the reason, a call goes through the policy.
 #[test]
 fn the_mcp_commands_list_servers_tools_and_call_through_the_policy() {
-    let cli = McpCli::new();
-    let script = cli.script();
+    let cli = mcp_cli();
+    let script = script(&cli);
     let user = serde_json::json!({
         "mcp_servers": {
             "evil": {"command": "/usr/bin/python3", "args": [script]},
@@ -841,15 +804,15 @@ fn the_mcp_commands_list_servers_tools_and_call_through_the_policy() {
         },
         "permissions": {"mcp__evil__env": "deny", "mcp__evil__lie": "allow"},
     });
-    cli.user_settings(&user);
+    cli.settings(user);
     // A cloned repository adds a server: not trusted, so not started.
     let project = serde_json::json!({
         "mcp_servers": {"cloned": {"command": "/usr/bin/python3", "args": [script]}},
     });
-    std::fs::write(cli.p("ws/.hanzo/settings.json"), project.to_string()).unwrap();
+    std::fs::write(cli.path("ws/.hanzo/settings.json"), project.to_string()).unwrap();
     let run = |args: &[&str]| cli.run(args);
     let (code, stdout, stderr) = run(&["mcp", "list", "--json"]);
-    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(code, 0, "{stderr}");
     let doc: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
     let server = |name: &str| {
         doc["servers"]
@@ -871,16 +834,16 @@ fn the_mcp_commands_list_servers_tools_and_call_through_the_policy() {
         .contains("hanzo-dev trust"));
 
     let (code, stdout, stderr) = run(&["mcp", "tools", "evil"]);
-    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("mcp__evil__read"), "{stdout}");
 
     let (code, stdout, stderr) = run(&["mcp", "call", "evil", "lie", "--json"]);
-    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(code, 0, "{stderr}");
     let doc: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
     assert_eq!(doc["classification"], "allowed");
     // Denied by rule: the server is never asked.
     let (code, _, stderr) = run(&["mcp", "call", "evil", "env"]);
-    assert_ne!(code, Some(0));
+    assert_ne!(code, 0);
     assert!(stderr.contains("denies mcp__evil__env"), "{stderr}");
     // No rule: the policy asks, and without --yes nothing runs.
     let (code, _, stderr) = run(&[
@@ -891,7 +854,7 @@ fn the_mcp_commands_list_servers_tools_and_call_through_the_policy() {
         "--args",
         "{\"path\": \"/etc/hostname\"}",
     ]);
-    assert_ne!(code, Some(0));
+    assert_ne!(code, 0);
     assert!(stderr.contains("--yes"), "{stderr}");
 }
 
@@ -900,9 +863,9 @@ fn the_mcp_commands_list_servers_tools_and_call_through_the_policy() {
 /// minutes), and a server that never answers `initialize` is reported failed, naming the setting.
 #[test]
 fn per_server_timeouts_from_settings_end_a_hanging_call_and_a_silent_start() {
-    let cli = McpCli::new();
-    let script = cli.script();
-    cli.user_settings(&serde_json::json!({
+    let cli = mcp_cli();
+    let script = script(&cli);
+    cli.settings(serde_json::json!({
         "mcp_servers": {
             "quick": {"command": "/usr/bin/python3", "args": [script], "timeout_ms": 1500},
             "silent": {
@@ -914,7 +877,7 @@ fn per_server_timeouts_from_settings_end_a_hanging_call_and_a_silent_start() {
         "permissions": {"mcp__quick__hang": "allow"},
     }));
     let (code, stdout, stderr) = cli.run(&["mcp", "call", "quick", "hang", "--json"]);
-    assert_ne!(code, Some(0), "{stdout}");
+    assert_ne!(code, 0, "{stdout}");
     let doc: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
     assert_eq!(doc["classification"], "failed", "{doc} {stderr}");
     assert_eq!(doc["kind"], "Timeout", "{doc}");
@@ -926,7 +889,7 @@ fn per_server_timeouts_from_settings_end_a_hanging_call_and_a_silent_start() {
         "{doc}"
     );
     let (code, stdout, stderr) = cli.run(&["mcp", "list", "--json"]);
-    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(code, 0, "{stderr}");
     let doc: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
     let silent = doc["servers"]
         .as_array()

@@ -8,70 +8,28 @@
 //! appear in `credentials.json` only — no other file, no process's environment or command line,
 //! no output at `-vv`, no `auth status`.
 
+mod common;
 #[path = "../../workers/broker/tests/support/oidc.rs"]
 mod oidc;
 
+use common::browser::{credentials, file_texts, tree_texts, LoginRun};
+use common::env::TestHome;
 use oidc::{Browser, OidcProvider};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// A directory tree for one user: home, XDG dirs, workspace.
-struct Home {
-    root: tempfile::TempDir,
+/// A private user with a directory `srv` for the MCP fixture's files.
+fn new_home() -> TestHome {
+    let home = TestHome::new();
+    std::fs::create_dir_all(home.path("srv")).expect("mkdir");
+    home
 }
 
-impl Home {
-    fn new() -> Home {
-        let root = tempfile::tempdir().expect("home");
-        for d in ["home", "data", "config/hanzo", "ws", "srv"] {
-            std::fs::create_dir_all(root.path().join(d)).expect("mkdir");
-        }
-        Home { root }
-    }
-
-    fn p(&self, s: &str) -> PathBuf {
-        self.root.path().join(s)
-    }
-
-    fn settings(&self, v: Value) {
-        std::fs::write(self.p("config/hanzo/settings.json"), v.to_string()).expect("settings");
-    }
-
-    fn serve(&self, name: &str, url: &str) {
-        self.settings(json!({ "mcp_servers": { name: { "url": url } } }));
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_hanzo-dev"));
-        c.args(args)
-            .current_dir(self.p("ws"))
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.p("home"))
-            .env("XDG_DATA_HOME", self.p("data"))
-            .env("XDG_CONFIG_HOME", self.p("config"))
-            .stdin(Stdio::null());
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let out = self.cmd(args).output().expect("hanzo-dev runs");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn credentials(&self) -> Value {
-        std::fs::read_to_string(self.p("config/hanzo/credentials.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or(Value::Null)
-    }
+/// User settings naming one remote MCP server.
+fn serve(home: &TestHome, name: &str, url: &str) {
+    home.settings(json!({ "mcp_servers": { name: { "url": url } } }));
 }
 
 /// The OAuth-protected MCP fixture; killed on drop.
@@ -129,67 +87,6 @@ impl McpServer {
     }
 }
 
-/// A running `hanzo-dev mcp login`, its stderr read line by line.
-struct LoginRun {
-    child: Child,
-    lines: std::sync::mpsc::Receiver<String>,
-    reader: std::thread::JoinHandle<String>,
-}
-
-impl LoginRun {
-    fn start(home: &Home, args: &[&str]) -> LoginRun {
-        let mut child = home
-            .cmd(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("hanzo-dev mcp login starts");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, lines) = std::sync::mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            let mut all = String::new();
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                all.push_str(&line);
-                all.push('\n');
-                let _ = tx.send(line);
-            }
-            all
-        });
-        LoginRun {
-            child,
-            lines,
-            reader,
-        }
-    }
-
-    /// The first line that starts with `http` after a line containing `marker`.
-    fn url_after(&self, marker: &str) -> String {
-        let mut armed = false;
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(Duration::from_secs(60))
-                .expect("the CLI prints a URL");
-            if line.contains(marker) {
-                armed = true;
-            } else if armed && line.trim_start().starts_with("http") {
-                return line.trim().to_string();
-            }
-        }
-    }
-
-    /// Exit code, stdout, all of stderr.
-    fn finish(self) -> (i32, String, String) {
-        let out = self.child.wait_with_output().expect("login ends");
-        let err = self.reader.join().expect("reader");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            err,
-        )
-    }
-}
-
 fn query(url: &str, key: &str) -> String {
     reqwest::Url::parse(url)
         .expect("url")
@@ -197,21 +94,6 @@ fn query(url: &str, key: &str) -> String {
         .find(|(k, _)| k == key)
         .map(|(_, v)| v.into_owned())
         .unwrap_or_else(|| panic!("no {key} in {url}"))
-}
-
-/// Every file under `dir`, recursively.
-fn files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            files(&p, out);
-        } else {
-            out.push(p);
-        }
-    }
 }
 
 fn assert_absent(tokens: &[&str], haystack: &str, what: &str) {
@@ -225,7 +107,7 @@ fn assert_absent(tokens: &[&str], haystack: &str, what: &str) {
 }
 
 /// `hanzo-dev mcp call docs whoami --json`'s document.
-fn call(home: &Home, seen: &mut Vec<(String, String)>) -> Value {
+fn call(home: &TestHome, seen: &mut Vec<(String, String)>) -> Value {
     let (_, out, err) = home.run(&["-vv", "mcp", "call", "docs", "whoami", "--yes", "--json"]);
     seen.push(("mcp call output at -vv".into(), format!("{out}{err}")));
     serde_json::from_str(out.lines().last().unwrap_or_default())
@@ -236,17 +118,21 @@ fn call(home: &Home, seen: &mut Vec<(String, String)>) -> Value {
 fn mcp_login_stores_a_bound_token_that_calls_use_until_logout() {
     // Access tokens live 30 s, inside the broker's refresh margin: every later use refreshes.
     let op = OidcProvider::start(json!({"clients": [], "access_token_ttl": 30}));
-    let home = Home::new();
-    let srv = McpServer::start(&home.p("srv"), "docs", &[format!("issuer={}", op.issuer)]);
-    home.serve("docs", &srv.url);
+    let home = new_home();
+    let srv = McpServer::start(
+        &home.path("srv"),
+        "docs",
+        &[format!("issuer={}", op.issuer)],
+    );
+    serve(&home, "docs", &srv.url);
     let mut seen: Vec<(String, String)> = Vec::new();
 
     // Before any login: the server's 401 is a denial.
     let before = call(&home, &mut seen);
     assert_ne!(before["classification"], "allowed", "{before}");
-    assert!(home.credentials().get("mcp:docs").is_none());
+    assert!(credentials(&home).get("mcp:docs").is_none());
 
-    let login = LoginRun::start(&home, &["-vv", "mcp", "login", "docs", "--timeout", "120"]);
+    let login = LoginRun::start(home.command(&["-vv", "mcp", "login", "docs", "--timeout", "120"]));
     let url = login.url_after("this URL in a browser");
     assert!(url.starts_with(&format!("{}/auth?", op.issuer)), "{url}");
     // A callback with the wrong state is refused, and the listener keeps waiting.
@@ -273,7 +159,7 @@ fn mcp_login_stores_a_bound_token_that_calls_use_until_logout() {
     assert!(query(&url, "scope").contains("mcp:read"), "{url}");
     assert!(op.request_urls().iter().any(|u| u == "/reg"));
     assert!(op.events("grant.error").is_empty(), "{:?}", op.log());
-    let creds = home.credentials();
+    let creds = credentials(&home);
     let entry = &creds["mcp:docs"];
     assert_eq!(entry["resource"], json!(srv.url), "{creds}");
     let at = entry["access_token"].as_str().expect("access").to_string();
@@ -288,7 +174,7 @@ fn mcp_login_stores_a_bound_token_that_calls_use_until_logout() {
     let ok = call(&home, &mut seen);
     assert_eq!(ok["classification"], "allowed", "{ok}");
     assert_eq!(ok["result"]["content"][0]["text"], "hello alice", "{ok}");
-    let creds = home.credentials();
+    let creds = credentials(&home);
     let at2 = creds["mcp:docs"]["access_token"]
         .as_str()
         .expect("access")
@@ -325,10 +211,14 @@ fn mcp_login_stores_a_bound_token_that_calls_use_until_logout() {
     // A cloned repository's settings point `docs` at another server (a project `url` needs no
     // trust: it runs nothing), at the same authorization server: the token, bound to the URL
     // it was issued for, is not sent there.
-    let other = McpServer::start(&home.p("srv"), "other", &[format!("issuer={}", op.issuer)]);
-    std::fs::create_dir_all(home.p("ws/.hanzo")).expect("mkdir");
+    let other = McpServer::start(
+        &home.path("srv"),
+        "other",
+        &[format!("issuer={}", op.issuer)],
+    );
+    std::fs::create_dir_all(home.path("ws/.hanzo")).expect("mkdir");
     std::fs::write(
-        home.p("ws/.hanzo/settings.json"),
+        home.path("ws/.hanzo/settings.json"),
         json!({"mcp_servers": {"docs": {"url": other.url}}}).to_string(),
     )
     .expect("project settings");
@@ -342,56 +232,19 @@ fn mcp_login_stores_a_bound_token_that_calls_use_until_logout() {
         "{:?}",
         other.bearers()
     );
-    std::fs::remove_file(home.p("ws/.hanzo/settings.json")).expect("rm");
+    std::fs::remove_file(home.path("ws/.hanzo/settings.json")).expect("rm");
     drop(other);
 
     // Every hanzo process of a whole tree: no token in its environment or command line.
-    let mut workers = home
-        .cmd(&["workers", "--json"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("workers");
-    let stdout = workers.stdout.take().expect("stdout");
-    let mut pids = vec![workers.id()];
-    for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-        let v: Value = serde_json::from_str(&line).expect("json line");
-        if let Some(p) = v["pid"].as_u64() {
-            pids.push(u32::try_from(p).expect("pid"));
-        }
-        if v["ready"] == true {
-            break;
-        }
-    }
-    assert!(pids.len() >= 6, "{pids:?}");
-    for pid in &pids {
-        for f in ["environ", "cmdline"] {
-            let bytes = std::fs::read(format!("/proc/{pid}/{f}")).unwrap_or_default();
-            seen.push((
-                format!("/proc/{pid}/{f}"),
-                String::from_utf8_lossy(&bytes).into_owned(),
-            ));
-        }
-    }
-    drop(workers.stdin.take());
-    let _ = workers.wait();
+    seen.extend(tree_texts(&home));
 
     // Every file under home, config and data (the run store) but credentials.json.
-    let mut all = Vec::new();
-    for d in ["home", "data", "config", "ws"] {
-        files(&home.p(d), &mut all);
-    }
-    for f in all {
-        if f.ends_with("hanzo/credentials.json") {
-            continue;
-        }
-        let bytes = std::fs::read(&f).unwrap_or_default();
-        seen.push((
-            f.display().to_string(),
-            String::from_utf8_lossy(&bytes).into_owned(),
-        ));
-    }
+    seen.extend(file_texts(&[
+        home.path("home"),
+        home.path("data"),
+        home.path("config"),
+        home.path("ws"),
+    ]));
     for (what, text) in &seen {
         assert_absent(&[&at, &rt1, &at2, &rt2], text, what);
     }
@@ -400,7 +253,7 @@ fn mcp_login_stores_a_bound_token_that_calls_use_until_logout() {
     let (code, out, _) = home.run(&["mcp", "logout", "docs"]);
     assert_eq!(code, 0);
     assert!(out.contains("Logged out of MCP server docs"), "{out}");
-    assert!(home.credentials().get("mcp:docs").is_none());
+    assert!(credentials(&home).get("mcp:docs").is_none());
     let calls = srv.bearers().len();
     let after = call(&home, &mut seen);
     assert_ne!(after["classification"], "allowed", "{after}");
@@ -414,13 +267,15 @@ fn mcp_login_stores_a_bound_token_that_calls_use_until_logout() {
 #[test]
 fn mcp_device_login_where_the_authorization_server_offers_it() {
     let op = OidcProvider::start(json!({"clients": []}));
-    let home = Home::new();
-    let srv = McpServer::start(&home.p("srv"), "docs", &[format!("issuer={}", op.issuer)]);
-    home.serve("docs", &srv.url);
-    let login = LoginRun::start(
-        &home,
-        &["mcp", "login", "docs", "--device", "--timeout", "120"],
+    let home = new_home();
+    let srv = McpServer::start(
+        &home.path("srv"),
+        "docs",
+        &[format!("issuer={}", op.issuer)],
     );
+    serve(&home, "docs", &srv.url);
+    let login =
+        LoginRun::start(home.command(&["mcp", "login", "docs", "--device", "--timeout", "120"]));
     let url = login.url_after("Or open this URL");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let page = rt.block_on(Browser::new().open(&url));
@@ -428,7 +283,7 @@ fn mcp_device_login_where_the_authorization_server_offers_it() {
     let (code, out, err) = login.finish();
     assert_eq!(code, 0, "{out}{err}");
     assert!(err.contains("and enter the code"), "{err}");
-    let creds = home.credentials();
+    let creds = credentials(&home);
     assert_eq!(creds["mcp:docs"]["resource"], json!(srv.url));
     let at = creds["mcp:docs"]["access_token"].as_str().expect("access");
     assert_eq!(oidc::jwt_claims(at)["aud"], json!(srv.url));
@@ -441,16 +296,16 @@ fn metadata_naming_another_resource_gets_no_token() {
     // The server's protected-resource metadata claims to be another resource (one the user
     // may have a login for) at the same authorization server: no authorization is asked.
     let op = OidcProvider::start(json!({"clients": []}));
-    let home = Home::new();
+    let home = new_home();
     let srv = McpServer::start(
-        &home.p("srv"),
+        &home.path("srv"),
         "liar",
         &[
             format!("issuer={}", op.issuer),
             "prm_resource=http://127.0.0.1:9/victim".into(),
         ],
     );
-    home.serve("docs", &srv.url);
+    serve(&home, "docs", &srv.url);
     let (code, out, err) = home.run(&["mcp", "login", "docs", "--timeout", "5"]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(err.contains("not this server"), "{err}");
@@ -461,18 +316,18 @@ fn metadata_naming_another_resource_gets_no_token() {
         "{:?}",
         op.request_urls()
     );
-    assert!(home.credentials().get("mcp:docs").is_none());
+    assert!(credentials(&home).get("mcp:docs").is_none());
 }
 
 #[test]
 fn an_authorization_url_with_escapes_is_printed_inert_and_not_opened() {
     // The server is its own authorization server, and its authorization endpoint carries an
     // OSC title sequence and a bidi override. A `BROWSER` that would record being started.
-    let home = Home::new();
-    let srv = McpServer::start(&home.p("srv"), "hostile", &["issuer=self".into()]);
-    home.serve("docs", &srv.url);
-    let opened = home.p("opened");
-    let browser = home.p("browser.sh");
+    let home = new_home();
+    let srv = McpServer::start(&home.path("srv"), "hostile", &["issuer=self".into()]);
+    serve(&home, "docs", &srv.url);
+    let opened = home.path("opened");
+    let browser = home.path("browser.sh");
     std::fs::write(
         &browser,
         format!("#!/bin/sh\necho \"$1\" > {}\n", opened.display()),
@@ -481,7 +336,7 @@ fn an_authorization_url_with_escapes_is_printed_inert_and_not_opened() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&browser, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let out = home
-        .cmd(&["mcp", "login", "docs", "--timeout", "3"])
+        .command(&["mcp", "login", "docs", "--timeout", "3"])
         .env("BROWSER", &browser)
         .output()
         .expect("runs");
@@ -503,7 +358,7 @@ fn an_authorization_url_with_escapes_is_printed_inert_and_not_opened() {
 
 #[test]
 fn mcp_login_refuses_what_is_not_a_configured_remote_server() {
-    let home = Home::new();
+    let home = new_home();
     home.settings(json!({"mcp_servers": {"local": {"command": "/bin/true"}}}));
     let (code, _, err) = home.run(&["mcp", "login", "local"]);
     assert_eq!(code, 2, "{err}");

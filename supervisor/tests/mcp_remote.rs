@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::env::TestHome;
+use common::servers::repo_root;
 use hanzo_dev::tree::Supervisor;
 use hanzo_ipc::roles::broker;
 use hanzo_ipc::roles::mcp::{
@@ -21,63 +23,25 @@ use std::time::Duration;
 /// The token stored for the hostile server: it must reach the server and nothing else.
 const TOKEN: &str = "mcp-token-canary-9c41e7d2b8";
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the supervisor crate lives at the repository root")
-        .to_path_buf()
+/// A private user with a directory `srv` for the servers' files.
+fn new_home() -> TestHome {
+    let home = TestHome::new();
+    std::fs::create_dir_all(home.path("srv")).expect("mkdir");
+    home
 }
 
-/// A directory tree for one invocation: home, XDG dirs, workspace.
-struct Home {
-    root: tempfile::TempDir,
-}
-
-impl Home {
-    fn new() -> Home {
-        let root = tempfile::tempdir().unwrap();
-        for d in ["home", "data", "config/hanzo", "ws", "tmp", "srv"] {
-            std::fs::create_dir_all(root.path().join(d)).unwrap();
-        }
-        Home { root }
-    }
-
-    fn p(&self, s: &str) -> PathBuf {
-        self.root.path().join(s)
-    }
-
-    fn settings(&self, v: Value) {
-        std::fs::write(self.p("config/hanzo/settings.json"), v.to_string()).unwrap();
-    }
-
-    /// `credentials.json` holding `TOKEN` for MCP server `server`, mode 0600 from creation.
-    fn token_for(&self, server: &str) {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(self.p("config/hanzo/credentials.json"))
-            .unwrap();
-        let doc = json!({ format!("mcp:{server}"): {"access_token": TOKEN} });
-        f.write_all(doc.to_string().as_bytes()).unwrap();
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_hanzo-dev"))
-            .args(args)
-            .current_dir(self.p("ws"))
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.p("home"))
-            .env("XDG_DATA_HOME", self.p("data"))
-            .env("XDG_CONFIG_HOME", self.p("config"))
-            .env("TMPDIR", self.p("tmp"))
-            .stdin(Stdio::null())
-            .output()
-            .expect("hanzo-dev")
-    }
+/// `credentials.json` holding `TOKEN` for MCP server `server`, mode 0600 from creation.
+fn token_for(home: &TestHome, server: &str) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(home.path("config/hanzo/credentials.json"))
+        .unwrap();
+    let doc = json!({ format!("mcp:{server}"): {"access_token": TOKEN} });
+    f.write_all(doc.to_string().as_bytes()).unwrap();
 }
 
 fn text(o: &Output) -> (String, String) {
@@ -202,12 +166,12 @@ fn json_of(stdout: &str) -> Value {
 #[test]
 fn a_remote_server_is_listed_called_and_used_in_a_run() {
     let server = everything();
-    let home = Home::new();
+    let home = new_home();
     home.settings(json!({
         "mcp_servers": {"everything": {"url": server.url}},
         "permissions": {"mcp__everything__*": "allow"},
     }));
-    let out = home.run(&["mcp", "list", "--json"]);
+    let out = home.output(&["mcp", "list", "--json"]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let doc = json_of(&stdout);
@@ -216,12 +180,12 @@ fn a_remote_server_is_listed_called_and_used_in_a_run() {
     assert_eq!(s["transport"], "http");
     assert_eq!(s["state"], "ready", "{doc}");
 
-    let out = home.run(&["mcp", "tools", "everything", "--json"]);
+    let out = home.output(&["mcp", "tools", "everything", "--json"]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(stdout.contains("mcp__everything__get-sum"), "{stdout}");
 
-    let out = home.run(&[
+    let out = home.output(&[
         "mcp",
         "call",
         "everything",
@@ -237,7 +201,7 @@ fn a_remote_server_is_listed_called_and_used_in_a_run() {
     assert!(doc["result"].to_string().contains("42"), "{doc}");
 
     use hanzo_model::script::{anthropic_cassette, ScriptTurn};
-    let cassette = home.p("model.jsonl");
+    let cassette = home.path("model.jsonl");
     std::fs::write(
         &cassette,
         anthropic_cassette(&[
@@ -246,7 +210,7 @@ fn a_remote_server_is_listed_called_and_used_in_a_run() {
         ]),
     )
     .unwrap();
-    let out = home.run(&[
+    let out = home.output(&[
         "run",
         "--json",
         "--replay",
@@ -265,7 +229,7 @@ fn a_remote_server_is_listed_called_and_used_in_a_run() {
         result["preview"].as_str().unwrap().contains("42"),
         "{result}"
     );
-    let store = hanzo_store::RunStore::open(&home.p("data/hanzo"), "local").expect("store");
+    let store = hanzo_store::RunStore::open(&home.path("data/hanzo"), "local").expect("store");
     let started = events.iter().find(|e| e["type"] == "run_started").unwrap();
     let rec = store
         .load_run(hanzo_store::RunId(started["run_id"].as_i64().unwrap()))
@@ -289,15 +253,15 @@ fn a_remote_server_is_listed_called_and_used_in_a_run() {
 /// that call with a typed outcome, and the next call of the run works.
 #[test]
 fn the_token_reaches_the_server_only_and_a_flood_ends_one_call() {
-    let home = Home::new();
-    let server = hostile(&home.p("srv"), "hostile", &[]);
-    home.token_for("hostile");
+    let home = new_home();
+    let server = hostile(&home.path("srv"), "hostile", &[]);
+    token_for(&home, "hostile");
     home.settings(json!({
         "mcp_servers": {"hostile": {"url": server.url}},
         "permissions": {"mcp__hostile__*": "allow"},
     }));
     for tool in ["echo_auth", "echo_sse"] {
-        let out = home.run(&["mcp", "call", "hostile", tool, "--json"]);
+        let out = home.output(&["mcp", "call", "hostile", tool, "--json"]);
         let (stdout, stderr) = text(&out);
         assert_eq!(out.status.code(), Some(0), "{stderr}");
         let doc = json_of(&stdout);
@@ -315,7 +279,7 @@ fn the_token_reaches_the_server_only_and_a_flood_ends_one_call() {
     );
 
     use hanzo_model::script::{anthropic_cassette, ScriptTurn};
-    let cassette = home.p("model.jsonl");
+    let cassette = home.path("model.jsonl");
     std::fs::write(
         &cassette,
         anthropic_cassette(&[
@@ -328,7 +292,7 @@ fn the_token_reaches_the_server_only_and_a_flood_ends_one_call() {
         ]),
     )
     .unwrap();
-    let out = home.run(&[
+    let out = home.output(&[
         "-vv",
         "run",
         "--json",
@@ -363,7 +327,7 @@ fn the_token_reaches_the_server_only_and_a_flood_ends_one_call() {
         .as_str()
         .unwrap()
         .contains("[redacted]"));
-    let store = hanzo_store::RunStore::open(&home.p("data/hanzo"), "local").expect("store");
+    let store = hanzo_store::RunStore::open(&home.path("data/hanzo"), "local").expect("store");
     let started = events.iter().find(|e| e["type"] == "run_started").unwrap();
     let rec = store
         .load_run(hanzo_store::RunId(started["run_id"].as_i64().unwrap()))
@@ -383,7 +347,7 @@ fn the_token_reaches_the_server_only_and_a_flood_ends_one_call() {
     // No file the run wrote but credentials.json holds the token.
     for dir in ["data", "tmp", "ws", "home"] {
         assert!(
-            !tree_contains(&home.p(dir), TOKEN.as_bytes()),
+            !tree_contains(&home.path(dir), TOKEN.as_bytes()),
             "{dir} holds the token"
         );
     }
@@ -409,18 +373,22 @@ fn tree_contains(dir: &Path, needle: &[u8]) -> bool {
 /// server fails to start with the redirect named as the reason.
 #[test]
 fn a_redirect_to_another_host_is_not_followed() {
-    let home = Home::new();
-    let elsewhere = hostile(&home.p("srv"), "elsewhere", &["host=127.0.0.2".to_string()]);
+    let home = new_home();
+    let elsewhere = hostile(
+        &home.path("srv"),
+        "elsewhere",
+        &["host=127.0.0.2".to_string()],
+    );
     let redirecting = hostile(
-        &home.p("srv"),
+        &home.path("srv"),
         "redirecting",
         &[format!("redirect={}", elsewhere.url)],
     );
-    home.token_for("redirecting");
+    token_for(&home, "redirecting");
     home.settings(json!({
         "mcp_servers": {"redirecting": {"url": redirecting.url}},
     }));
-    let out = home.run(&["mcp", "list", "--json"]);
+    let out = home.output(&["mcp", "list", "--json"]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let doc = json_of(&stdout);

@@ -3,6 +3,9 @@
 //! The supervisor here is the real `hanzo-dev workers --json` process; the pids it prints are
 //! checked in `/proc` afterwards. A bounded wait only keeps a broken build from hanging.
 
+mod common;
+
+use common::procs::alive;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -28,23 +31,10 @@ fn start_supervisor() -> (Child, Vec<u32>, BufReader<std::process::ChildStdout>)
         if v.get("ready").is_some() {
             break;
         }
-        pids.push(v["pid"].as_u64().expect("pid") as u32);
+        pids.push(u32::try_from(v["pid"].as_u64().expect("pid")).expect("pid"));
     }
     assert_eq!(pids.len(), 5, "five workers");
     (child, pids, out)
-}
-
-/// A process is gone once its /proc entry is absent or it is a zombie awaiting its reaper.
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.trim_start().chars().next());
-            state != Some('Z')
-        }
-        Err(_) => false,
-    }
 }
 
 fn wait_all_gone(pids: &[u32]) -> Vec<u32> {
@@ -104,7 +94,7 @@ fn the_supervisor_wipes_secrets_from_its_own_environ() {
         }
         line.clear();
     }
-    let pid = sup_pid.expect("supervisor pid") as u32;
+    let pid = u32::try_from(sup_pid.expect("supervisor pid")).expect("pid");
     assert_eq!(pid, child.id());
     // /proc/<pid>/environ shows the initial environment block, not what unsetenv left.
     let environ =

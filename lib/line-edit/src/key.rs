@@ -9,35 +9,53 @@ pub enum KeyCode {
     /// A printable character. With `ctrl`, the letter itself (`Char('a')` for C-a), whatever
     /// the case the terminal reported.
     Char(char),
+    /// Return: submits the input (a newline with Shift or Alt).
     Enter,
+    /// Escape: in vim mode, back to Normal mode.
     Esc,
+    /// Deletes the character before the cursor.
     Backspace,
+    /// Deletes the character under the cursor.
     Delete,
+    /// Cursor one character back.
     Left,
+    /// Cursor one character forward.
     Right,
+    /// The line above, or the previous history entry on the first line.
     Up,
+    /// The line below, or the next history entry on the last line.
     Down,
+    /// Start of the line.
     Home,
+    /// End of the line.
     End,
+    /// Not an editing key: the editor ignores it, the UI may use it.
     PageUp,
+    /// Not an editing key: the editor ignores it, the UI may use it.
     PageDown,
+    /// Asks for completion ([`Action::Complete`]).
     Tab,
     /// Shift-Tab.
     BackTab,
+    /// Not an editing key: the editor ignores it.
     Insert,
 }
 
 /// A key press with its modifiers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Key {
+    /// The key itself.
     pub code: KeyCode,
+    /// Control was held.
     pub ctrl: bool,
     /// Alt, or Meta (Esc-prefixed keys as terminals send them).
     pub alt: bool,
+    /// Shift was held (already applied to a `Char`'s case).
     pub shift: bool,
 }
 
 impl Key {
+    /// `code` with no modifier.
     pub const fn new(code: KeyCode) -> Self {
         Key {
             code,
@@ -46,29 +64,35 @@ impl Key {
             shift: false,
         }
     }
+    /// The character `c` typed alone.
     pub const fn char(c: char) -> Self {
         Key::new(KeyCode::Char(c))
     }
+    /// C-`c`.
     pub const fn ctrl(c: char) -> Self {
         Key {
             ctrl: true,
             ..Key::char(c)
         }
     }
+    /// M-`c` (Alt, or Esc then `c`).
     pub const fn alt(c: char) -> Self {
         Key {
             alt: true,
             ..Key::char(c)
         }
     }
+    /// This key with Shift held too.
     pub const fn with_shift(mut self) -> Self {
         self.shift = true;
         self
     }
+    /// This key with Alt held too.
     pub const fn with_alt(mut self) -> Self {
         self.alt = true;
         self
     }
+    /// This key with Control held too.
     pub const fn with_ctrl(mut self) -> Self {
         self.ctrl = true;
         self
@@ -99,15 +123,20 @@ impl Key {
 /// `hanzo_policy` merges them; its names parse with `str::parse`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum InputMode {
+    /// Readline-like keys that most users expect without configuring anything.
     #[default]
     Default,
+    /// Emacs bindings: kill ring, yank, word motion, Meta keys.
     Emacs,
+    /// Vim's modal editing: Normal and Insert modes, operators, counts.
     Vim,
 }
 
 impl InputMode {
+    /// Every mode, in the order settings and help list them.
     pub const ALL: [InputMode; 3] = [InputMode::Default, InputMode::Emacs, InputMode::Vim];
 
+    /// The name settings and `HANZO_INPUT_MODE` use.
     pub fn as_str(&self) -> &'static str {
         match self {
             InputMode::Default => "default",

@@ -40,13 +40,7 @@
 //!   milliseconds in a release build); call [`preload`] on a background thread at start-up to
 //!   pay it before the first reply.
 
-// The cast lints (issue 11), enforced crate by crate until every member passes them.
-#![deny(
-    clippy::cast_possible_truncation,
-    clippy::cast_possible_wrap,
-    clippy::cast_sign_loss,
-    clippy::cast_lossless
-)]
+#![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod highlight;

@@ -153,6 +153,7 @@ pub struct MarkdownStream {
 }
 
 impl MarkdownStream {
+    /// A stream with nothing pending, rendering with `opts`.
     pub fn new(opts: RenderOptions) -> Self {
         MarkdownStream {
             opts,
@@ -170,6 +171,7 @@ impl MarkdownStream {
         }
     }
 
+    /// The options this stream renders with.
     pub fn options(&self) -> &RenderOptions {
         &self.opts
     }

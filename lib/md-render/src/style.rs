@@ -7,22 +7,39 @@ use std::fmt::{self, Write as _};
 /// used only for highlighted code with [`Palette::TrueColor`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Color {
+    /// Palette colour 0 (SGR 30).
     Black,
+    /// Palette colour 1 (SGR 31).
     Red,
+    /// Palette colour 2 (SGR 32).
     Green,
+    /// Palette colour 3 (SGR 33).
     Yellow,
+    /// Palette colour 4 (SGR 34).
     Blue,
+    /// Palette colour 5 (SGR 35).
     Magenta,
+    /// Palette colour 6 (SGR 36).
     Cyan,
+    /// Palette colour 7 (SGR 37).
     White,
+    /// Palette colour 8 (SGR 90).
     BrightBlack,
+    /// Palette colour 9 (SGR 91).
     BrightRed,
+    /// Palette colour 10 (SGR 92).
     BrightGreen,
+    /// Palette colour 11 (SGR 93).
     BrightYellow,
+    /// Palette colour 12 (SGR 94).
     BrightBlue,
+    /// Palette colour 13 (SGR 95).
     BrightMagenta,
+    /// Palette colour 14 (SGR 96).
     BrightCyan,
+    /// Palette colour 15 (SGR 97).
     BrightWhite,
+    /// A 24-bit colour (SGR 38;2), for highlighted code only.
     Rgb(u8, u8, u8),
 }
 
@@ -86,16 +103,24 @@ impl fmt::Display for Color {
 /// transcript sits on the user's own terminal background.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Style {
+    /// The text colour; `None` keeps the terminal's.
     pub fg: Option<Color>,
+    /// Bold (SGR 1).
     pub bold: bool,
+    /// Italic (SGR 3).
     pub italic: bool,
+    /// Underlined (SGR 4).
     pub underline: bool,
+    /// Faint (SGR 2).
     pub dim: bool,
+    /// Crossed out (SGR 9).
     pub strikethrough: bool,
+    /// Foreground and background swapped (SGR 7).
     pub reversed: bool,
 }
 
 impl Style {
+    /// No colour and no attribute: the terminal's own look.
     pub const fn new() -> Self {
         Style {
             fg: None,
@@ -107,30 +132,37 @@ impl Style {
             reversed: false,
         }
     }
+    /// This style in colour `color`.
     pub const fn fg(mut self, color: Color) -> Self {
         self.fg = Some(color);
         self
     }
+    /// This style, bold.
     pub const fn bold(mut self) -> Self {
         self.bold = true;
         self
     }
+    /// This style, italic.
     pub const fn italic(mut self) -> Self {
         self.italic = true;
         self
     }
+    /// This style, underlined.
     pub const fn underline(mut self) -> Self {
         self.underline = true;
         self
     }
+    /// This style, faint.
     pub const fn dim(mut self) -> Self {
         self.dim = true;
         self
     }
+    /// This style, crossed out.
     pub const fn strikethrough(mut self) -> Self {
         self.strikethrough = true;
         self
     }
+    /// This style, reversed.
     pub const fn reversed(mut self) -> Self {
         self.reversed = true;
         self
@@ -175,17 +207,21 @@ impl Style {
 /// no bidi control and no line break or tab (see [`crate::sanitize_for_terminal`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Span {
+    /// What is shown (sanitised: see the type's doc).
     pub text: String,
+    /// How it is shown.
     pub style: Style,
 }
 
 impl Span {
+    /// `text` in `style`.
     pub fn new(text: impl Into<String>, style: Style) -> Self {
         Span {
             text: text.into(),
             style,
         }
     }
+    /// `text` in the terminal's own look.
     pub fn plain(text: impl Into<String>) -> Self {
         Span::new(text, Style::new())
     }
@@ -216,7 +252,9 @@ pub enum LineKind {
 /// One terminal line: spans left to right, plus what the UI needs to lay it out again.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Line {
+    /// The line's text, left to right.
     pub spans: Vec<Span>,
+    /// What the line shows.
     pub kind: LineKind,
     /// Block quote nesting at this line (each level draws a `│ ` bar at the start).
     pub quote_depth: u8,
@@ -226,6 +264,7 @@ pub struct Line {
 }
 
 impl Line {
+    /// An empty line outside any quote.
     pub fn blank() -> Self {
         Line {
             spans: Vec::new(),
@@ -304,26 +343,40 @@ pub enum Palette {
 /// The styles of each Markdown element, and the syntax theme for code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Theme {
+    /// Prose.
     pub text: Style,
     /// Headings of level 1 to 6.
     pub heading: [Style; 6],
+    /// `**strong**` text.
     pub strong: Style,
+    /// `*emphasised*` text.
     pub emphasis: Style,
+    /// `~~struck~~` text.
     pub strikethrough: Style,
+    /// `` `inline code` ``.
     pub inline_code: Style,
+    /// A link's text.
     pub link_text: Style,
     /// The URL shown after a link's text.
     pub link_url: Style,
+    /// The `│` drawn for each level of block quote.
     pub quote_bar: Style,
+    /// Text inside a block quote.
     pub quote_text: Style,
+    /// Bullets and item numbers.
     pub list_marker: Style,
+    /// A thematic break's line.
     pub rule: Style,
+    /// A table's rules and column separators.
     pub table_border: Style,
+    /// The cells of a table's header row.
     pub table_header: Style,
     /// Code that is not highlighted (no language, an unknown one, an unclosed fence in a
     /// preview, or colour off).
     pub code_block: Style,
+    /// A code block's opening and closing fence lines.
     pub code_fence: Style,
+    /// Raw HTML, shown as text.
     pub html: Style,
     /// A theme of syntect's default set: `base16-ocean.dark`, `base16-eighties.dark`,
     /// `base16-mocha.dark`, `base16-ocean.light`, `InspiredGitHub`, `Solarized (dark)`,
@@ -399,11 +452,14 @@ pub struct RenderOptions {
     /// `false` for `NO_COLOR`: every colour goes, attributes (bold, italic, …) stay, code is
     /// not highlighted, and inline code keeps its backticks so it remains recognisable.
     pub color: bool,
+    /// How colours reach the terminal (24-bit or the sixteen named).
     pub palette: Palette,
+    /// The styles of each element.
     pub theme: Theme,
 }
 
 impl RenderOptions {
+    /// The default options for a terminal `width` columns wide (`None`: no wrapping).
     pub fn new(width: Option<u16>) -> Self {
         RenderOptions {
             width,

@@ -21,7 +21,6 @@ use crate::tui::slash::{self, Slash};
 use anyhow::Context;
 use crossterm::event::{Event, KeyEvent};
 use hanzo_line_edit::{History, InputMode};
-use hanzo_policy::isolation::IsolationMode;
 use hanzo_store::{NewSession, RunStatus, SessionId};
 use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;
@@ -49,81 +48,36 @@ pub struct Args {
     /// What to do when a call needs approval [default: prompt].
     #[arg(long, value_parser = approval_parser())]
     pub approval: Option<ApprovalMode>,
-    /// Model name (default: the agent's, else settings, else the provider's default).
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Whose credential to use: hanzo, anthropic or openai (default: the first found).
-    #[arg(long)]
-    pub provider: Option<String>,
-    /// Endpoint base URL; added to the broker's allow-list (plain http: loopback only).
-    #[arg(long)]
-    pub base_url: Option<String>,
-    /// How much isolation to insist on (settings `sandbox.isolation` when not given).
-    #[arg(long, value_parser = super::isolation_parser())]
-    pub isolation: Option<IsolationMode>,
     /// Input mode: default, emacs or vim (else `HANZO_INPUT_MODE`, else settings `input_mode`).
     #[arg(long, value_name = "MODE")]
     pub input_mode: Option<InputMode>,
-    /// The model's context window in tokens; the conversation is compacted above 90 % of it.
-    #[arg(long, default_value_t = 200_000, value_name = "TOKENS")]
-    pub max_context: u64,
-    /// Stop a turn after this many model steps.
-    #[arg(long, default_value_t = 50)]
-    pub max_steps: u32,
     /// The workspace (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
-    /// As `run --allow-dangerous-workspace`.
-    #[arg(long)]
-    pub allow_dangerous_workspace: bool,
-    /// The org whose store keeps the session (default: `HANZO_ORG`, else `local`).
-    #[arg(long)]
-    pub org: Option<String>,
     /// Write every model exchange of the session to FILE as a cassette (rewritten after each
     /// turn), as `run --record`.
     #[arg(long, value_name = "FILE", conflicts_with = "demo")]
     pub record: Option<PathBuf>,
+    #[command(flatten)]
+    pub session: run_cmd::SessionFlags,
 }
 
 impl Args {
     /// `hanzo-dev` with no subcommand: `chat` with its defaults.
     pub fn default_for_terminal() -> Args {
-        Args {
-            max_context: 200_000,
-            max_steps: 50,
-            ..Args::default()
-        }
+        Args::default()
     }
 
     /// The `run` arguments `run::prepare` checks: the same refusals, the same settings.
     fn run_args(&self) -> run_cmd::Args {
         run_cmd::Args {
-            task: Some("(chat)".into()),
             demo: self.demo,
-            keep: false,
             agent: self.agent.clone(),
-            model: self.model.clone(),
-            provider: self.provider.clone(),
-            base_url: self.base_url.clone(),
-            wire: None,
             approval: self.approval,
-            isolation: self.isolation,
-            network_allow: Vec::new(),
-            max_steps: self.max_steps.max(1),
-            max_tokens: None,
-            timeout: None,
-            max_tool_calls_per_turn: crate::agent::run::DEFAULT_MAX_CALLS_PER_TURN,
-            max_tool_calls: crate::agent::run::DEFAULT_MAX_CALLS,
-            max_record_bytes: crate::agent::record::DEFAULT_RECORD_BYTES,
-            model_timeout: 300,
-            max_context: self.max_context.max(1),
-            max_output: 4096,
             workspace: self.workspace.clone(),
-            allow_dangerous_workspace: self.allow_dangerous_workspace,
-            org: self.org.clone(),
             replay: self.replay.clone(),
             record: self.record.clone(),
-            json: false,
+            ..run_cmd::Args::for_session("(chat)", &self.session)
         }
     }
 }

@@ -40,6 +40,15 @@ fn positive_u32(s: &str) -> Result<u32, String> {
     at_least_one(s).and_then(|n| u32::try_from(n).map_err(|_| format!("{s} is too large")))
 }
 
+/// Model turns of a run, and of each session turn, unless `--max-steps` says otherwise.
+pub const DEFAULT_MAX_STEPS: u32 = 50;
+/// The model's context window assumed unless `--max-context` says otherwise, in tokens.
+pub const DEFAULT_MAX_CONTEXT: u64 = 200_000;
+/// How long the model may be silent in a turn, in seconds, unless `--model-timeout` says otherwise.
+pub const DEFAULT_MODEL_TIMEOUT: u64 = 300;
+/// Output tokens per model turn unless `--max-output` says otherwise.
+pub const DEFAULT_MAX_OUTPUT: u32 = 4096;
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The task for the agent.
@@ -81,7 +90,8 @@ pub struct Args {
     #[arg(long = "network-allow", value_name = "HOST")]
     pub network_allow: Vec<String>,
     /// Stop after this many model turns (at least 1).
-    #[arg(long, default_value_t = 50, value_parser = positive_u32, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = DEFAULT_MAX_STEPS, value_parser = positive_u32,
+          allow_negative_numbers = true)]
     pub max_steps: u32,
     /// Stop once the run has used this many tokens (input + output).
     #[arg(long, value_name = "TOKENS", value_parser = at_least_one, allow_negative_numbers = true)]
@@ -104,14 +114,15 @@ pub struct Args {
           value_parser = at_least_one, allow_negative_numbers = true)]
     pub max_record_bytes: u64,
     /// The longest the model may be silent during a turn, in seconds, before the turn fails.
-    #[arg(long, value_name = "SECONDS", default_value_t = 300, value_parser = at_least_one,
-          allow_negative_numbers = true)]
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_MODEL_TIMEOUT,
+          value_parser = at_least_one, allow_negative_numbers = true)]
     pub model_timeout: u64,
     /// The model's context window in tokens; the conversation is compacted above 90 % of it.
-    #[arg(long, default_value_t = 200_000, value_name = "TOKENS", value_parser = at_least_one)]
+    #[arg(long, default_value_t = DEFAULT_MAX_CONTEXT, value_name = "TOKENS",
+          value_parser = at_least_one)]
     pub max_context: u64,
     /// Output tokens per model turn.
-    #[arg(long, default_value_t = 4096, value_parser = positive_u32)]
+    #[arg(long, default_value_t = DEFAULT_MAX_OUTPUT, value_parser = positive_u32)]
     pub max_output: u32,
     /// The workspace (default: the current directory).
     #[arg(long, value_name = "DIR")]
@@ -133,6 +144,90 @@ pub struct Args {
     /// One JSON event per line on stdout (schema: docs/run-events.md).
     #[arg(long)]
     pub json: bool,
+}
+
+/// The `run` flags a session surface (`chat`, `acp`) also takes, with the same meaning; each
+/// surface flattens them into its own flags so the two cannot drift apart.
+#[derive(Debug, clap::Args)]
+pub struct SessionFlags {
+    /// Model name (default: the agent's, else settings, else the provider's default).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Whose credential to use: hanzo, anthropic or openai (default: the first found).
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// Endpoint base URL; added to the broker's allow-list (plain http: loopback only).
+    #[arg(long)]
+    pub base_url: Option<String>,
+    /// How much isolation to insist on (settings `sandbox.isolation` when not given).
+    #[arg(long, value_parser = super::isolation_parser())]
+    pub isolation: Option<IsolationMode>,
+    /// Stop a turn after this many model steps.
+    #[arg(long, default_value_t = DEFAULT_MAX_STEPS)]
+    pub max_steps: u32,
+    /// The model's context window in tokens; the conversation is compacted above 90 % of it.
+    #[arg(long, default_value_t = DEFAULT_MAX_CONTEXT, value_name = "TOKENS")]
+    pub max_context: u64,
+    /// As `run --allow-dangerous-workspace`, for the session's workspace.
+    #[arg(long)]
+    pub allow_dangerous_workspace: bool,
+    /// The org whose store keeps the sessions (default: `HANZO_ORG`, else `local`).
+    #[arg(long)]
+    pub org: Option<String>,
+}
+
+impl Default for SessionFlags {
+    /// What clap fills in when no flag is given.
+    fn default() -> SessionFlags {
+        SessionFlags {
+            model: None,
+            provider: None,
+            base_url: None,
+            isolation: None,
+            max_steps: DEFAULT_MAX_STEPS,
+            max_context: DEFAULT_MAX_CONTEXT,
+            allow_dangerous_workspace: false,
+            org: None,
+        }
+    }
+}
+
+impl Args {
+    /// The arguments of one turn of a session (`chat`, `acp`): the session's flags, and `run`'s
+    /// defaults for everything a session does not set, so that a turn meets the same refusals
+    /// and limits as `hanzo-dev run`. `task` names the surface in the run record. The caller
+    /// sets what differs per surface: agent, approval, demo, workspace, cassettes.
+    pub(super) fn for_session(task: &str, flags: &SessionFlags) -> Args {
+        Args {
+            task: Some(task.to_owned()),
+            demo: false,
+            keep: false,
+            agent: None,
+            model: flags.model.clone(),
+            provider: flags.provider.clone(),
+            base_url: flags.base_url.clone(),
+            wire: None,
+            approval: None,
+            isolation: flags.isolation,
+            network_allow: Vec::new(),
+            // The session flags take 0 (clap does not refuse it there); a turn needs a step.
+            max_steps: flags.max_steps.max(1),
+            max_tokens: None,
+            timeout: None,
+            max_tool_calls_per_turn: DEFAULT_MAX_CALLS_PER_TURN,
+            max_tool_calls: DEFAULT_MAX_CALLS,
+            max_record_bytes: crate::agent::record::DEFAULT_RECORD_BYTES,
+            model_timeout: DEFAULT_MODEL_TIMEOUT,
+            max_context: flags.max_context.max(1),
+            max_output: DEFAULT_MAX_OUTPUT,
+            workspace: None,
+            allow_dangerous_workspace: flags.allow_dangerous_workspace,
+            org: flags.org.clone(),
+            replay: None,
+            record: None,
+            json: false,
+        }
+    }
 }
 
 pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
@@ -373,5 +468,76 @@ mod tests {
         assert!(positive_u32("5000000000")
             .unwrap_err()
             .contains("too large"));
+    }
+
+    fn parse(argv: &[&str]) -> super::super::Command {
+        use clap::Parser as _;
+        let cli = super::super::Cli::try_parse_from(argv).expect("the flags parse");
+        cli.command.expect("a subcommand")
+    }
+
+    /// A session's turn and `hanzo-dev run TASK` with no flags get the same limits.
+    #[test]
+    fn a_session_turn_has_runs_defaults() {
+        let super::super::Command::Run(run) = parse(&["hanzo-dev", "run", "t"]) else {
+            panic!("not run")
+        };
+        let super::super::Command::Chat(chat) = parse(&["hanzo-dev", "chat"]) else {
+            panic!("not chat")
+        };
+        let turn = Args::for_session("(chat)", &chat.session);
+        assert_eq!(turn.task.as_deref(), Some("(chat)"));
+        let limits = |a: &Args| {
+            (
+                a.max_steps,
+                a.max_tokens,
+                a.timeout,
+                a.max_tool_calls_per_turn,
+                a.max_tool_calls,
+                a.max_record_bytes,
+                a.model_timeout,
+                a.max_context,
+                a.max_output,
+            )
+        };
+        assert_eq!(limits(&turn), limits(&run));
+        // `hanzo-dev` alone is `chat` with no flags.
+        let bare = super::super::chat::Args::default_for_terminal();
+        assert_eq!(
+            limits(&Args::for_session("(chat)", &bare.session)),
+            limits(&run)
+        );
+    }
+
+    /// The flags shared with `run` reach the turn; a 0 that clap lets through becomes 1.
+    #[test]
+    fn session_flags_reach_the_turn() {
+        let super::super::Command::Acp(acp) = parse(&[
+            "hanzo-dev",
+            "acp",
+            "--model",
+            "m",
+            "--provider",
+            "openai",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--max-steps",
+            "0",
+            "--max-context",
+            "7",
+            "--org",
+            "o",
+            "--allow-dangerous-workspace",
+        ]) else {
+            panic!("not acp")
+        };
+        let turn = Args::for_session("(acp)", &acp.session);
+        assert_eq!(turn.model.as_deref(), Some("m"));
+        assert_eq!(turn.provider.as_deref(), Some("openai"));
+        assert_eq!(turn.base_url.as_deref(), Some("http://127.0.0.1:9"));
+        assert_eq!((turn.max_steps, turn.max_context), (1, 7));
+        assert_eq!(turn.org.as_deref(), Some("o"));
+        assert!(turn.allow_dangerous_workspace);
+        assert!(!turn.demo && !turn.json && turn.workspace.is_none());
     }
 }

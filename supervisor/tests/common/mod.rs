@@ -1,8 +1,16 @@
 //! What the supervisor integration tests share: a tree configuration for a workspace whose
-//! workers are the built `hanzo-dev` binary.
+//! workers are the built `hanzo-dev` binary; a private user for the binary's commands (`env`);
+//! the process tree (`procs`); language servers in a workspace (`servers`); the user's side of
+//! a login (`browser`); a local HTTP site (`www`).
 
 // Each test binary compiles this module and uses only part of it.
 #![allow(dead_code)]
+
+pub mod browser;
+pub mod env;
+pub mod procs;
+pub mod servers;
+pub mod www;
 
 use hanzo_dev::secrets::StartEnv;
 use hanzo_dev::startup::{supervisor_config, RunDir};

@@ -118,7 +118,16 @@ fn socks_tunnel(proxy: u16, target: u16) -> TcpStream {
     let mut s = TcpStream::connect(("127.0.0.1", proxy)).expect("connect");
     s.set_nodelay(true).expect("nodelay");
     let name = b"bench.test";
-    let mut req = vec![5, 1, 0, 5, 1, 0, 3, name.len() as u8];
+    let mut req = vec![
+        5,
+        1,
+        0,
+        5,
+        1,
+        0,
+        3,
+        u8::try_from(name.len()).expect("a short name"),
+    ];
     req.extend_from_slice(name);
     req.extend_from_slice(&target.to_be_bytes());
     // Greeting and request in one write, as clients that pipeline them do.

@@ -161,7 +161,7 @@ async fn socks(p: &Proxy, cmd: u8, addr: &[u8], port: u16) -> (TcpStream, Option
 }
 
 fn domain(name: &str) -> Vec<u8> {
-    let mut v = vec![3, name.len() as u8];
+    let mut v = vec![3, u8::try_from(name.len()).expect("a short name")];
     v.extend_from_slice(name.as_bytes());
     v
 }
@@ -291,8 +291,8 @@ async fn plain_http_is_forwarded_in_origin_form_without_proxy_headers() {
     let r = p.record().await;
     assert_eq!(r.protocol, EgressProtocol::HttpForward);
     assert_eq!(allowed(&r).0, format!("web.test:{port}"));
-    assert_eq!(r.bytes_up as usize, head.len() + 4);
-    assert_eq!(r.bytes_down as usize, response.len());
+    assert_eq!(r.bytes_up, u64::try_from(head.len() + 4).expect("len"));
+    assert_eq!(r.bytes_down, u64::try_from(response.len()).expect("len"));
 }
 
 #[tokio::test]
@@ -825,7 +825,10 @@ async fn a_message_from_another_process_refuses_the_channel() {
     let accepted: OwnedFd = accepted.into();
     // SO_PEERCRED cannot tell who holds the other end: it names whoever made the pair (us).
     let peer = rustix::net::sockopt::socket_peercred(&ours).expect("SO_PEERCRED");
-    assert_eq!(peer.pid.as_raw_nonzero().get() as u32, std::process::id());
+    assert_eq!(
+        u32::try_from(peer.pid.as_raw_nonzero().get()).expect("pid"),
+        std::process::id()
+    );
 
     // Another process sends on our pair: Python, with both fds inherited.
     for fd in [theirs.as_fd(), accepted.as_fd()] {

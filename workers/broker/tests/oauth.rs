@@ -744,7 +744,7 @@ fn kill_9_while_writing_leaves_the_old_or_the_new_file_0600() {
         // Somewhere inside a write: vary the moment from round to round.
         std::thread::sleep(Duration::from_micros(200 + (round * 397) % 3000));
         nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(c.id() as i32),
+            nix::unistd::Pid::from_raw(i32::try_from(c.id()).expect("pid")),
             nix::sys::signal::Signal::SIGKILL,
         )
         .expect("kill");

@@ -119,6 +119,7 @@ pub struct AnthropicParser {
 }
 
 impl AnthropicParser {
+    /// A parser at the start of a stream.
     pub fn new() -> Self {
         Self::default()
     }

@@ -15,11 +15,15 @@ pub const CASSETTE_VERSION: u32 = 1;
 /// One recorded exchange.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Exchange {
+    /// The cassette format version this exchange was written in.
     pub version: u32,
+    /// What was asked.
     pub request: RequestSummary,
     /// 0 when the exchange failed before a response head (then `error` says why).
     pub status: u16,
+    /// The response's headers, in order.
     pub headers: Vec<(String, String)>,
+    /// The response body as it arrived, chunk by chunk.
     pub chunks: Vec<Chunk>,
     /// How the exchange broke off, if it did (before the head, or in the middle of the body).
     #[serde(default)]
@@ -29,10 +33,13 @@ pub struct Exchange {
 /// What identifies a request. Never a credential: the model worker never has one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestSummary {
+    /// `POST`, in practice.
     pub method: String,
+    /// The endpoint, as the model worker addressed it (the broker adds the credential).
     pub url: String,
     /// Whose credential the broker injected (`anthropic`, `openai`, `hanzo`).
     pub credential: String,
+    /// The request body's length.
     pub body_bytes: u64,
 }
 
@@ -41,11 +48,17 @@ pub struct RequestSummary {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Chunk {
+    /// A chunk that is valid UTF-8.
     Text(String),
-    Bytes { bytes: Vec<u8> },
+    /// A chunk that is not valid UTF-8 on its own.
+    Bytes {
+        /// The chunk's bytes.
+        bytes: Vec<u8>,
+    },
 }
 
 impl Chunk {
+    /// Text when `b` is valid UTF-8, else the bytes.
     pub fn from_bytes(b: Vec<u8>) -> Chunk {
         match String::from_utf8(b) {
             Ok(s) => Chunk::Text(s),
@@ -55,6 +68,7 @@ impl Chunk {
         }
     }
 
+    /// The chunk's bytes, as they arrived.
     pub fn into_bytes(self) -> Vec<u8> {
         match self {
             Chunk::Text(s) => s.into_bytes(),
@@ -63,19 +77,34 @@ impl Chunk {
     }
 }
 
+/// How a recorded exchange failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordedFailure {
     /// `connect` (before the head) or `body` (after it).
     pub kind: String,
+    /// What went wrong, as the transport said.
     pub message: String,
 }
 
+/// Why a cassette cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum CassetteError {
+    /// A line that is not an exchange.
     #[error("cassette line {line}: {reason}")]
-    BadLine { line: usize, reason: String },
+    BadLine {
+        /// Its line number, from 1.
+        line: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An exchange written by a newer build.
     #[error("cassette line {line}: version {version} is newer than this build reads ({CASSETTE_VERSION})")]
-    Version { line: usize, version: u32 },
+    Version {
+        /// Its line number, from 1.
+        line: usize,
+        /// The version it declares.
+        version: u32,
+    },
 }
 
 /// Parse a cassette (blank lines ignored).
@@ -131,12 +160,14 @@ pub struct ReplayTransport {
 }
 
 impl ReplayTransport {
+    /// Plays `exchanges` in order, one per request.
     pub fn new(exchanges: Vec<Exchange>) -> Self {
         ReplayTransport {
             exchanges: Arc::new(Mutex::new(exchanges.into())),
         }
     }
 
+    /// How many exchanges are left to play.
     pub fn remaining(&self) -> usize {
         self.lock().len()
     }
@@ -221,6 +252,7 @@ pub struct Recording<T> {
 }
 
 impl<T> Recording<T> {
+    /// Records what passes through `inner`.
     pub fn new(inner: T) -> Self {
         Recording {
             inner,

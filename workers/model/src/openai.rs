@@ -127,6 +127,7 @@ pub struct OpenAiParser {
 }
 
 impl OpenAiParser {
+    /// A parser at the start of a stream.
     pub fn new() -> Self {
         Self::default()
     }

@@ -30,8 +30,11 @@ const JSON_PIECE: usize = 24;
 /// One tool call the scripted model makes. `input` must be a JSON object.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScriptToolUse {
+    /// The call's id, which the tool result names.
     pub id: String,
+    /// The tool to call.
     pub name: String,
+    /// Its arguments.
     pub input: Value,
 }
 
@@ -39,9 +42,13 @@ pub struct ScriptToolUse {
 /// when there is at least one, else `end_turn`), and the usage the API reports for it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScriptTurn {
+    /// What the model says before its calls, if anything.
     pub text: Option<String>,
+    /// The calls, in order.
     pub tool_uses: Vec<ScriptToolUse>,
+    /// The usage reported for the request (the conversation so far).
     pub input_tokens: u64,
+    /// The usage reported for the answer.
     pub output_tokens: u64,
 }
 
@@ -105,6 +112,7 @@ impl ScriptTurn {
         self
     }
 
+    /// `tool_use` when the turn makes a call, else `end_turn`.
     pub fn stop_reason(&self) -> StopReason {
         if self.tool_uses.is_empty() {
             StopReason::EndTurn

@@ -51,7 +51,9 @@ pub trait BodyStream: Send {
 
 /// Sends one credential-free request and returns the response head and its body.
 pub trait HttpTransport: Send + Sync {
+    /// The response body, read chunk by chunk.
     type Body: BodyStream;
+    /// Sends `request`; the head arrives first, the body streams after.
     fn send(
         &self,
         request: &HttpRequest,
@@ -64,6 +66,7 @@ pub struct BrokerTransport<W: AsyncWrite + Unpin + Send + 'static> {
 }
 
 impl<W: AsyncWrite + Unpin + Send + 'static> BrokerTransport<W> {
+    /// A transport over the model worker's direct channel to the broker.
     pub fn new(client: Client<HttpProtocol, W>) -> Self {
         BrokerTransport { client }
     }

@@ -11,7 +11,9 @@ use serde_json::Value;
 pub struct ProviderRequest {
     /// Appended to the base URL: `/v1/messages`, `/chat/completions`.
     pub path: String,
+    /// Headers the provider needs besides the credential (`anthropic-version`, content type).
     pub headers: Vec<(String, String)>,
+    /// The JSON body.
     pub body: Vec<u8>,
 }
 
@@ -20,7 +22,9 @@ pub struct ProviderRequest {
 pub enum WireError {
     /// The provider's own error event (`overloaded_error`, `rate_limit_error`, …).
     Provider {
+        /// The provider's error type.
         kind: String,
+        /// The provider's message.
         message: String,
         /// Overload, rate limit or a server-side failure: another attempt may succeed.
         retryable: bool,
@@ -36,7 +40,9 @@ pub trait WireParser: Send {
     /// The body ended. Returns true (after appending the final events) when the message was
     /// complete; false when the stream was cut short.
     fn on_end(&mut self, out: &mut Vec<StreamEvent>) -> bool;
+    /// Why the model stopped, once the stream said so.
     fn stop_reason(&self) -> Option<StopReason>;
+    /// The token usage reported so far.
     fn usage(&self) -> Usage;
 }
 

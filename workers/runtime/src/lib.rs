@@ -8,13 +8,7 @@
 //!
 //! The `test-support` feature adds fault injection ([`Fault`], the `--fault` option) and the
 //! test-only common requests; release builds never enable it.
-// The cast lints (issue 11), enforced crate by crate until every member passes them.
-#![deny(
-    clippy::cast_possible_truncation,
-    clippy::cast_possible_wrap,
-    clippy::cast_sign_loss,
-    clippy::cast_lossless
-)]
+#![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 use hanzo_ipc::attest::Attestation;
@@ -126,7 +120,9 @@ impl Fault {
 /// A worker's command line, as the supervisor writes it after the hidden `__worker` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerOptions {
+    /// The role this worker plays.
     pub role: Role,
+    /// The paths and settings its sandbox profile is built from.
     pub ctx: ProfileContext,
     /// How much isolation the role must set up for itself (the tools worker enters tier B unless
     /// this is `tier-a`, and refuses to start without it when `strict`).
@@ -173,6 +169,7 @@ impl WorkerOptions {
         args
     }
 
+    /// Reads the arguments [`WorkerOptions::to_args`] wrote; an unknown role or flag is an error.
     pub fn parse(args: &[String]) -> Result<WorkerOptions, String> {
         let (role, rest) = args.split_first().ok_or("missing worker role")?;
         let role = Role::parse(role).ok_or_else(|| format!("unknown worker role {role:?}"))?;
@@ -214,6 +211,7 @@ impl WorkerOptions {
 
 /// What a role's handler is built from, once the worker is confined and attested.
 pub struct WorkerContext<P: Protocol> {
+    /// The options the worker was started with.
     pub opts: WorkerOptions,
     /// The second, direct channel (fd 4), when the supervisor passed one (model ↔ broker).
     pub direct: Option<OwnedFd>,

@@ -35,7 +35,9 @@ use std::time::Duration;
 /// Which cgroup hierarchy a group was made in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum Version {
+    /// The v1 hierarchy: one mount per controller.
     V1,
+    /// The unified v2 hierarchy.
     V2,
 }
 
@@ -199,19 +201,27 @@ pub fn probe() -> Support {
     }
 }
 
+/// Why a bounding cgroup could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum CgroupError {
+    /// No writable hierarchy with the needed controller (the reason says what was tried).
     #[error("no cgroup hierarchy offers a pids or memory controller here ({0})")]
     Unsupported(String),
+    /// The group's directory could not be made.
     #[error("creating {path}: {source}")]
     Create {
+        /// The directory.
         path: PathBuf,
+        /// What the kernel said.
         #[source]
         source: io::Error,
     },
+    /// A limit file could not be written.
     #[error("setting {path}: {source}")]
     Limit {
+        /// The file (`pids.max`, `memory.max`, …).
         path: PathBuf,
+        /// What the kernel said.
         #[source]
         source: io::Error,
     },
@@ -251,6 +261,7 @@ impl Cgroup {
         create_v1(h, name, limits)
     }
 
+    /// The hierarchy the group lives in.
     pub fn version(&self) -> Version {
         self.version
     }

@@ -21,33 +21,49 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
+/// Why a worker could not confine itself; it then exits rather than run unconfined.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfineError {
+    /// Another thread exists, which the filters and the capability drop would miss.
     #[error(
         "the sandbox must be applied before any other thread starts, but this process has \
          {threads} threads (seccomp and the capability drop would cover only the calling thread)"
     )]
-    NotSingleThreaded { threads: u32 },
+    NotSingleThreaded {
+        /// How many threads `/proc/self/status` counted.
+        threads: u32,
+    },
+    /// `/proc/self/status` could not be read to count threads or check the result.
     #[error("reading /proc/self/status: {0}")]
     ProcStatus(#[source] io::Error),
+    /// A capability set could not be cleared.
     #[error("dropping capabilities ({step}): {source}")]
     Capabilities {
+        /// Which set (`effective`, `bounding`, `ambient`, …).
         step: &'static str,
+        /// What the kernel said.
         #[source]
         source: caps::errors::CapsError,
     },
+    /// A `prctl` (no-new-privs, dumpable) failed.
     #[error("prctl({op}): {source}")]
     Prctl {
+        /// Which one.
         op: &'static str,
+        /// What the kernel said.
         #[source]
         source: nix::Error,
     },
+    /// The Landlock ruleset could not be built or entered.
     #[error("Landlock: {0}")]
     Landlock(#[from] landlock::RulesetError),
+    /// The profile's seccomp filters could not be compiled.
     #[error(transparent)]
     Filter(#[from] FilterError),
+    /// The kernel refused a seccomp filter.
     #[error("installing the seccomp filter: {0}")]
     Seccomp(#[from] seccompiler::Error),
+    /// The handler that reports a refused syscall could not be installed.
     #[error("installing the SIGSYS reporter: {0}")]
     Sigsys(#[source] io::Error),
 }

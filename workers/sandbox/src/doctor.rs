@@ -21,9 +21,11 @@ pub struct KernelReport {
     pub user_namespaces: Result<(), String>,
     /// The container runtime we run in (`docker`, `podman`, `k8s`), if any, and how we know.
     pub container: Option<String>,
+    /// The file or variable that showed the container runtime.
     pub container_evidence: Option<String>,
     /// `uname -r`.
     pub kernel_release: String,
+    /// The machine architecture (`uname -m`).
     pub arch: String,
     /// Effective uid 0: capabilities are really held, so dropping them (and the bounding set)
     /// matters.

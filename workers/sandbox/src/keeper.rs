@@ -54,16 +54,22 @@ pub const MIN_ABI: u32 = 6;
 /// a process stuck in the kernel to die.
 const MAX_SWEEPS: u32 = 10_000;
 
+/// Why a keeper could not be set up for a command.
 #[derive(Debug, thiserror::Error)]
 pub enum KeeperError {
+    /// The kernel's Landlock lacks signal scoping (the ABI it has).
     #[error("Landlock signal scoping needs ABI {MIN_ABI}; this kernel has {0}")]
     OldAbi(u32),
+    /// Landlock is absent or disabled (the errno of the probe).
     #[error("Landlock is unavailable (errno {0})")]
     NoLandlock(i32),
+    /// The scoped ruleset could not be built.
     #[error("creating the scoped Landlock ruleset: {0}")]
     Create(#[from] landlock::RulesetError),
+    /// The kernel returned no ruleset fd.
     #[error("creating the scoped Landlock ruleset: the kernel gave no ruleset")]
     NoRuleset,
+    /// The pipe whose closing kills the command could not be made.
     #[error("making the kill pipe: {0}")]
     Pipe(#[source] io::Error),
 }

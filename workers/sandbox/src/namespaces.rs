@@ -62,6 +62,7 @@ pub struct TierB {
     pub hide: Vec<PathBuf>,
     /// Directories replaced by a private, writable tmpfs of `tmp_size` bytes.
     pub private_tmp: Vec<PathBuf>,
+    /// The size of each private tmpfs, in bytes.
     pub tmp_size: u64,
     /// Entries of `/etc` that stay (everything else under `/etc` disappears).
     pub etc: Vec<String>,
@@ -122,30 +123,43 @@ impl TierB {
     }
 }
 
+/// Why tier B's namespaces could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum NamespaceError {
+    /// Another thread exists, and `unshare(CLONE_NEWUSER)` refuses a multi-threaded caller.
     #[error(
         "tier B needs a single-threaded process (user namespaces refuse a multi-threaded caller)"
     )]
     Threads,
+    /// The kernel refused the new namespaces (user namespaces off or limited).
     #[error("clone(user|mount|pid|net|ipc): {0}")]
     Unshare(#[source] io::Error),
+    /// A uid or gid map could not be written.
     #[error("writing {file}: {source}")]
     IdMap {
+        /// Which file under `/proc/PID` (`uid_map`, `gid_map`, `setgroups`).
         file: String,
+        /// What the kernel said.
         #[source]
         source: io::Error,
     },
+    /// The pipe to the namespace's first process failed.
     #[error("a pipe to the namespace's first process: {0}")]
     Pipe(#[source] io::Error),
+    /// The namespace's first process failed or ended before it was set up (what it said).
     #[error("setting up the namespace: {0}")]
     Setup(String),
+    /// The namespace's first process could not be forked.
     #[error("fork: {0}")]
     Fork(#[source] io::Error),
+    /// A mount of the private filesystem view failed.
     #[error("{what} {path}: {source}")]
     Mount {
+        /// What kind (`bind`, `tmpfs`, `remount`, …).
         what: &'static str,
+        /// Where.
         path: PathBuf,
+        /// What the kernel said.
         #[source]
         source: io::Error,
     },

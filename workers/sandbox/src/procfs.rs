@@ -12,11 +12,17 @@ pub struct ProcStatus {
     pub no_new_privs: bool,
     /// `Seccomp:` 0 (none), 1 (strict) or 2 (filter).
     pub seccomp_mode: u8,
+    /// `CapEff:` the effective capabilities (a bit mask).
     pub cap_eff: u64,
+    /// `CapPrm:` the permitted capabilities.
     pub cap_prm: u64,
+    /// `CapInh:` the inheritable capabilities.
     pub cap_inh: u64,
+    /// `CapAmb:` the ambient capabilities.
     pub cap_amb: u64,
+    /// `CapBnd:` the bounding set.
     pub cap_bnd: u64,
+    /// `Threads:` how many threads the process has.
     pub threads: u32,
     /// `Seccomp_filters:` how many filters are stacked (0 where the kernel does not say).
     pub seccomp_filters: u32,

@@ -50,12 +50,15 @@ pub const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 /// "permission to create a socket … is denied".
 pub const SOCKET_ERRNO: i32 = libc::EACCES;
 
+/// Why a profile's seccomp filters could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum FilterError {
+    /// A syscall name with no number on this architecture.
     #[error(
         "the profile names syscall {0:?}, which this build does not know on this architecture"
     )]
     UnknownSyscall(String),
+    /// seccompiler could not compile the rules.
     #[error("compiling the seccomp filter: {0}")]
     Compile(#[from] seccompiler::BackendError),
 }
@@ -65,12 +68,17 @@ pub enum FilterError {
 pub struct FilterSet {
     /// In installation order.
     pub programs: Vec<BpfProgram>,
+    /// The syscalls refused outright, by name (for attestation).
     pub denied_syscalls: Vec<String>,
+    /// Which socket families and types may be created.
     pub sockets: SocketPolicy,
+    /// Whether `unshare`/`clone` of new namespaces is refused.
     pub namespace_creation_denied: bool,
+    /// Whether the x32 syscall ABI is refused (its numbers would slip past the rules).
     pub x32_denied: bool,
     /// The allow-list the first program enforces, if any.
     pub allow_list: Option<&'static AllowList>,
+    /// Whether the rules for commands (refused ioctls, syscalls answered ENOSYS) are in the set.
     pub command_rules: bool,
 }
 

@@ -27,10 +27,12 @@ pub const PARENT_DIED_EXIT_CODE: i32 = 117;
 pub struct ChildSetup {
     /// (source fd in the parent, target fd number in the child), e.g. `[(sock, 3), (sock2, 4)]`.
     pub fds: Vec<(RawFd, RawFd)>,
+    /// Resource limits set in the child before exec.
     pub rlimits: Rlimits,
     /// pid of the process that spawns (`std::process::id()` at spawn time); if the child's
     /// `getppid()` differs after setting `PDEATHSIG`, the parent already died: `_exit(117)`.
     pub parent_pid: i32,
+    /// Whether the child starts a session of its own (`setsid`), leaving the terminal behind.
     pub new_session: bool,
     /// `cgroup.procs` files (opened for writing by the parent) the child joins first, so that it
     /// and everything it ever starts are counted from its first instruction.
@@ -48,14 +50,18 @@ pub struct CommandConfinement {
     pub grants: Vec<String>,
 }
 
+/// Why a command's confinement could not be compiled.
 #[derive(Debug, thiserror::Error)]
 pub enum CompileError {
+    /// Landlock is absent (the errno of the probe).
     #[error(
         "Landlock is unavailable on this kernel (errno {0}): a command would reach every file"
     )]
     NoLandlock(i32),
+    /// The capability or prctl part failed.
     #[error(transparent)]
     Confine(#[from] crate::confine::ConfineError),
+    /// The seccomp filters could not be compiled.
     #[error(transparent)]
     Filter(#[from] FilterError),
 }
@@ -98,8 +104,11 @@ impl CommandConfinement {
 /// [`crate::keeper`]); `confinement`: confine the command itself.
 #[derive(Debug, Default)]
 pub struct SpawnPlan {
+    /// What the child sets up between fork and exec (fds, limits, parent-death signal).
     pub setup: Option<ChildSetup>,
+    /// A keeper that kills the command's whole tree when asked or when we die.
     pub keeper: Option<KeeperPlan>,
+    /// The command's own confinement, entered just before exec.
     pub confinement: Option<Arc<CommandConfinement>>,
 }
 

@@ -163,7 +163,7 @@ async fn start(tier: &str, ws: &Path, run: &Path) -> (ToolsClient, tokio::proces
         ChildSetup {
             fds: vec![(theirs.as_raw_fd(), transport::SUPERVISOR_FD)],
             rlimits: hanzo_policy::profile::profile_for(Role::Tools, &opts.ctx).rlimits,
-            parent_pid: std::process::id() as i32,
+            parent_pid: i32::try_from(std::process::id()).expect("pid"),
             new_session: true,
             join_cgroups: Vec::new(),
         },

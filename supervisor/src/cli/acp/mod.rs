@@ -22,7 +22,6 @@ use crate::secrets::StartEnv;
 use hanzo_ipc::roles::mcp::{
     EnvValue, McpFilesystem, McpServerConfig, McpServerProfile, McpTransport,
 };
-use hanzo_policy::isolation::IsolationMode;
 use hanzo_store::{NewSession, RunStatus, SessionId};
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
@@ -45,34 +44,12 @@ pub struct Args {
     /// one [default: code].
     #[arg(long)]
     pub agent: Option<String>,
-    /// Model name (default: the agent's, else settings, else the provider's default).
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Whose credential to use: hanzo, anthropic or openai (default: the first found).
-    #[arg(long)]
-    pub provider: Option<String>,
-    /// Endpoint base URL; added to the broker's allow-list (plain http: loopback only).
-    #[arg(long)]
-    pub base_url: Option<String>,
     /// What to do when a call needs approval [default: prompt, which asks the editor through
     /// `session/request_permission`].
     #[arg(long, value_parser = approval_parser())]
     pub approval: Option<ApprovalMode>,
-    /// How much isolation to insist on (settings `sandbox.isolation` when not given).
-    #[arg(long, value_parser = super::isolation_parser())]
-    pub isolation: Option<IsolationMode>,
-    /// Stop a turn after this many model steps.
-    #[arg(long, default_value_t = 50)]
-    pub max_steps: u32,
-    /// The model's context window in tokens; the conversation is compacted above 90 % of it.
-    #[arg(long, default_value_t = 200_000, value_name = "TOKENS")]
-    pub max_context: u64,
-    /// As `run --allow-dangerous-workspace`, for every session's cwd.
-    #[arg(long)]
-    pub allow_dangerous_workspace: bool,
-    /// The org whose store keeps the sessions (default: `HANZO_ORG`, else `local`).
-    #[arg(long)]
-    pub org: Option<String>,
+    #[command(flatten)]
+    pub session: run_cmd::SessionFlags,
     /// Play a cassette instead of calling a provider (each session's worker tree plays it from
     /// its start).
     #[arg(long, value_name = "FILE", conflicts_with = "record")]
@@ -86,32 +63,12 @@ impl Args {
     /// The `run` arguments of a session in `cwd`: the same refusals, the same settings.
     fn run_args(&self, cwd: &Path, agent: Option<String>) -> run_cmd::Args {
         run_cmd::Args {
-            task: Some("(acp)".into()),
-            demo: false,
-            keep: false,
             agent: agent.or_else(|| self.agent.clone()),
-            model: self.model.clone(),
-            provider: self.provider.clone(),
-            base_url: self.base_url.clone(),
-            wire: None,
             approval: self.approval,
-            isolation: self.isolation,
-            network_allow: Vec::new(),
-            max_steps: self.max_steps.max(1),
-            max_tokens: None,
-            timeout: None,
-            max_tool_calls_per_turn: crate::agent::run::DEFAULT_MAX_CALLS_PER_TURN,
-            max_tool_calls: crate::agent::run::DEFAULT_MAX_CALLS,
-            max_record_bytes: crate::agent::record::DEFAULT_RECORD_BYTES,
-            model_timeout: 300,
-            max_context: self.max_context.max(1),
-            max_output: 4096,
             workspace: Some(cwd.to_path_buf()),
-            allow_dangerous_workspace: self.allow_dangerous_workspace,
-            org: self.org.clone(),
             replay: self.replay.clone(),
             record: self.record.clone(),
-            json: false,
+            ..run_cmd::Args::for_session("(acp)", &self.session)
         }
     }
 }
