@@ -30,6 +30,11 @@ pub enum StoreError {
     RunNotFound(RunId),
     #[error("no session with id {0}")]
     SessionNotFound(crate::types::SessionId),
+    #[error("run {run} is not a turn of session {session}")]
+    RunNotInSession {
+        run: RunId,
+        session: crate::types::SessionId,
+    },
     #[error("no step with id {0}")]
     StepNotFound(i64),
     #[error("no tool call with id {0}")]

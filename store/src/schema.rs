@@ -123,6 +123,22 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN session_id INTEGER REFERENCES sessions(id) ON DELETE SET NULL;
     CREATE INDEX runs_session ON runs(session_id);
     ",
+    // 4: a session's conversation compacted on demand (`/compact`): the summary and the last
+    // turn it covers; later turns start from the newest summary. `through_run` is an id, not a
+    // link: run ids only grow, so "the turns after it" stays right if that run is deleted.
+    "
+    CREATE TABLE session_summaries (
+        id             INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id     INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        through_run    INTEGER NOT NULL,
+        summary        TEXT NOT NULL,
+        turns          INTEGER NOT NULL,
+        tokens_before  INTEGER NOT NULL,
+        tokens_after   INTEGER NOT NULL,
+        created_ms     INTEGER NOT NULL
+    );
+    CREATE INDEX session_summaries_session ON session_summaries(session_id, id);
+    ",
 ];
 
 /// The schema version this build writes.
