@@ -42,7 +42,8 @@ pub use sessions::{title_from, TITLE_MAX_CHARS};
 pub use types::{
     Agent, AgentDef, ApprovalMode, CallEnd, CallId, CallStatus, DecidedBy, EventRecord, HookResult,
     NewRun, NewSession, NewSessionSummary, RunId, RunRecord, RunStatus, RunSummary, Session,
-    SessionContext, SessionId, SessionSummary, SessionTurn, StepEnd, StepId, StepRecord, TokenUsage, ToolCall, ToolCallRecord,
+    SessionContext, SessionId, SessionSummary, SessionTurn, StepEnd, StepId, StepRecord,
+    TokenUsage, ToolCall, ToolCallRecord,
 };
 
 use rusqlite::Connection;

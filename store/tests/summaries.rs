@@ -70,7 +70,10 @@ fn the_context_starts_from_the_newest_summary_and_the_turns_after_it() {
     let r2 = turn(&mut store, s, "two", "answer two");
     let ctx = store.session_context(s).expect("context");
     assert_eq!(ctx.summary, None);
-    assert_eq!(ctx.turns.iter().map(|t| t.run).collect::<Vec<_>>(), [r1, r2]);
+    assert_eq!(
+        ctx.turns.iter().map(|t| t.run).collect::<Vec<_>>(),
+        [r1, r2]
+    );
 
     let first = store
         .record_session_summary(&summary(s, r2, "they said one and two"))
@@ -86,7 +89,10 @@ fn the_context_starts_from_the_newest_summary_and_the_turns_after_it() {
     let r3 = turn(&mut store, s, "three", "answer three");
     let r4 = turn(&mut store, s, "four", "answer four");
     let ctx = store.session_context(s).expect("context");
-    assert_eq!(ctx.turns.iter().map(|t| t.run).collect::<Vec<_>>(), [r3, r4]);
+    assert_eq!(
+        ctx.turns.iter().map(|t| t.run).collect::<Vec<_>>(),
+        [r3, r4]
+    );
     assert_eq!(ctx.turns[0].user, "three");
 
     let second = store
@@ -101,7 +107,10 @@ fn the_context_starts_from_the_newest_summary_and_the_turns_after_it() {
     // Every turn and every summary stays on record.
     assert_eq!(store.session_turns(s).expect("turns").len(), 4);
     let all = store.session_summaries(s).expect("summaries");
-    assert_eq!(all.iter().map(|x| x.id).collect::<Vec<_>>(), [first.id, second.id]);
+    assert_eq!(
+        all.iter().map(|x| x.id).collect::<Vec<_>>(),
+        [first.id, second.id]
+    );
     // A summary older than the newest one would make the context go backwards.
     let err = store
         .record_session_summary(&summary(s, r1, "stale"))

@@ -17,9 +17,7 @@
 use super::compact::{message_tokens, summary_ask, SUMMARY_SYSTEM};
 use super::traits::{ApiClient, TurnRequest};
 use hanzo_ipc::roles::model::{ContentBlock, Message, MessageRole, StreamEvent, Usage};
-use hanzo_store::{
-    NewSessionSummary, RunId, RunStatus, SessionContext, SessionId, SessionTurn,
-};
+use hanzo_store::{NewSessionSummary, RunId, RunStatus, SessionContext, SessionId, SessionTurn};
 
 /// What the summary is introduced with, as the first user message of the next turns.
 pub const SUMMARY_NOTE: &str = "[Summary of the earlier conversation]";
@@ -289,7 +287,10 @@ mod tests {
         };
         running.turns[1].status = RunStatus::Running;
         let why = plan_compaction(SessionId(1), &running).expect_err("running");
-        assert!(why.contains("turn 2 of this session is still running"), "{why}");
+        assert!(
+            why.contains("turn 2 of this session is still running"),
+            "{why}"
+        );
     }
 
     /// A model that answers with `reply` (or fails) and keeps the request it was sent.
@@ -336,7 +337,11 @@ mod tests {
         SessionContext {
             summary: Some(stored(1, "an older summary")),
             turns: vec![
-                turn(2, "what is in pages.py?", Some(&"It splits pages. ".repeat(40))),
+                turn(
+                    2,
+                    "what is in pages.py?",
+                    Some(&"It splits pages. ".repeat(40)),
+                ),
                 turn(3, "and the tests?", Some("They pass.")),
             ],
         }
@@ -347,7 +352,10 @@ mod tests {
         let ctx = two_turns();
         let plan = plan_compaction(SessionId(1), &ctx).expect("plan");
         assert_eq!((plan.through_run, plan.turns), (RunId(3), 2));
-        assert_eq!(plan.tokens_before, estimated_tokens(&context_messages(&ctx)));
+        assert_eq!(
+            plan.tokens_before,
+            estimated_tokens(&context_messages(&ctx))
+        );
         let model = Model {
             reply: Ok(vec!["  Pages split; ", "tests pass.\n"]),
             seen: Mutex::new(Vec::new()),
@@ -361,7 +369,11 @@ mod tests {
         assert_eq!(*tools, 0);
         assert_eq!(messages.len(), 1);
         let ask = text_of(&messages[0]);
-        for part in ["an older summary", "[User] what is in pages.py?", "[Assistant] They pass."] {
+        for part in [
+            "an older summary",
+            "[User] what is in pages.py?",
+            "[Assistant] They pass.",
+        ] {
             assert!(ask.contains(part), "{part}: {ask}");
         }
         let row = summary_row(&plan, &text);

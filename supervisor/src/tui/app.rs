@@ -146,13 +146,15 @@ impl App {
             Action::None => Intent::None,
             Action::Submit(text) if self.busy => {
                 self.editor.set_text(&text);
-                self.message = Some(match super::slash::parse(&text) {
-                    Some(super::slash::Slash::Compact) => {
-                        "a turn is running: /compact when it has ended (Ctrl-C cancels it)"
+                self.message = Some(
+                    match super::slash::parse(&text) {
+                        Some(super::slash::Slash::Compact) => {
+                            "a turn is running: /compact when it has ended (Ctrl-C cancels it)"
+                        }
+                        _ => "a turn is running: wait for it, or Ctrl-C cancels it",
                     }
-                    _ => "a turn is running: wait for it, or Ctrl-C cancels it",
-                }
-                .into());
+                    .into(),
+                );
                 Intent::None
             }
             Action::Submit(text) if text.trim().is_empty() => Intent::None,
@@ -771,22 +773,33 @@ mod tests {
         let (screen, at) = cursor_after_draw(&mut app, 40, 12);
         assert_eq!(
             box_rows(&screen),
-            ["x".repeat(38), "x".repeat(38), format!("{}END", "x".repeat(24))]
+            [
+                "x".repeat(38),
+                "x".repeat(38),
+                format!("{}END", "x".repeat(24))
+            ]
         );
         let lines: Vec<&str> = screen.lines().collect();
-        assert!(lines[6].starts_with('┌') && lines[10].starts_with('└'), "{screen}");
+        assert!(
+            lines[6].starts_with('┌') && lines[10].starts_with('└'),
+            "{screen}"
+        );
         assert_eq!(at, Position::new(1 + 27, 9), "after END on the third row");
         for l in &lines {
             assert_eq!(l.chars().count(), 40, "nothing runs sideways: {l:?}");
         }
         // Longer than the box: it stops at its greatest height and shows the cursor's rows.
         let mut long = App::new(40, true, InputMode::Default);
-        long.editor.insert_str(&format!("START{}END", "y".repeat(610)));
+        long.editor
+            .insert_str(&format!("START{}END", "y".repeat(610)));
         let (screen, at) = cursor_after_draw(&mut long, 40, 24);
         let shown = box_rows(&screen);
         assert_eq!(shown.len(), usize::from(INPUT_MAX_HEIGHT - 2), "{screen}");
         assert!(shown.last().is_some_and(|r| r.ends_with("END")), "{screen}");
-        assert!(!screen.contains("START"), "scrolled to the cursor: {screen}");
+        assert!(
+            !screen.contains("START"),
+            "scrolled to the cursor: {screen}"
+        );
         assert_eq!(at.y, 21, "the cursor on the box's last row");
         // Home: the first rows come back into view, the cursor at the very start.
         long.on_key(
@@ -817,27 +830,45 @@ mod tests {
         for _ in 0..3 {
             emacs.on_key(alt('f'), now);
         }
-        assert_eq!(cursor_after_draw(&mut emacs, 20, 12).1, Position::new(1 + 16, 8));
+        assert_eq!(
+            cursor_after_draw(&mut emacs, 20, 12).1,
+            Position::new(1 + 16, 8)
+        );
         emacs.on_key(alt('f'), now);
-        assert_eq!(cursor_after_draw(&mut emacs, 20, 12).1, Position::new(1 + 4, 9));
+        assert_eq!(
+            cursor_after_draw(&mut emacs, 20, 12).1,
+            Position::new(1 + 4, 9)
+        );
         emacs.on_key(ctrl('e'), now);
-        assert_eq!(cursor_after_draw(&mut emacs, 20, 12).1, Position::new(1 + 12, 9));
+        assert_eq!(
+            cursor_after_draw(&mut emacs, 20, 12).1,
+            Position::new(1 + 12, 9)
+        );
 
         let mut vim = App::new(20, true, InputMode::Vim);
         vim.editor.insert_str(text_in);
         vim.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE), now);
         // Normal mode: the cursor on the last character, "n" of "epsilon".
-        assert_eq!(cursor_after_draw(&mut vim, 20, 12).1, Position::new(1 + 11, 9));
+        assert_eq!(
+            cursor_after_draw(&mut vim, 20, 12).1,
+            Position::new(1 + 11, 9)
+        );
         vim.on_key(key('0'), now);
         assert_eq!(cursor_after_draw(&mut vim, 20, 12).1, Position::new(1, 8));
         // f then d: onto the "d" that ends the first row; then l: the start of the second.
         vim.on_key(key('f'), now);
         vim.on_key(key('d'), now);
-        assert_eq!(cursor_after_draw(&mut vim, 20, 12).1, Position::new(1 + 17, 8));
+        assert_eq!(
+            cursor_after_draw(&mut vim, 20, 12).1,
+            Position::new(1 + 17, 8)
+        );
         vim.on_key(key('l'), now);
         assert_eq!(cursor_after_draw(&mut vim, 20, 12).1, Position::new(1, 9));
         vim.on_key(key('$'), now);
-        assert_eq!(cursor_after_draw(&mut vim, 20, 12).1, Position::new(1 + 11, 9));
+        assert_eq!(
+            cursor_after_draw(&mut vim, 20, 12).1,
+            Position::new(1 + 11, 9)
+        );
     }
 
     #[test]
@@ -849,10 +880,16 @@ mod tests {
         let lines: Vec<&str> = screen.lines().collect();
         assert_eq!(lines.len(), 24);
         let h = usize::from(INPUT_MAX_HEIGHT);
-        assert!(lines[23 - h].starts_with('┌') && lines[22].starts_with('└'), "{screen}");
+        assert!(
+            lines[23 - h].starts_with('┌') && lines[22].starts_with('└'),
+            "{screen}"
+        );
         assert!(lines.iter().all(|l| l.chars().count() == 80), "{screen}");
         assert_eq!(at.y, 21, "the cursor on the box's last row");
-        assert!(screen.contains("earlier"), "the transcript keeps its rows: {screen}");
+        assert!(
+            screen.contains("earlier"),
+            "the transcript keeps its rows: {screen}"
+        );
     }
 
     #[test]
