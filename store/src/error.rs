@@ -58,6 +58,14 @@ pub enum StoreError {
     /// No session has this id in this org.
     #[error("no session with id {0}")]
     SessionNotFound(crate::types::SessionId),
+    /// A summary was asked to cover a run that is not one of the session's turns.
+    #[error("run {run} is not a turn of session {session}")]
+    RunNotInSession {
+        /// The run.
+        run: RunId,
+        /// The session.
+        session: crate::types::SessionId,
+    },
     /// No step has this id.
     #[error("no step with id {0}")]
     StepNotFound(i64),

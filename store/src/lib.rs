@@ -15,7 +15,7 @@
 //!
 //! Layout: [`types`] (what is stored), `rows` (rows to types), `schema` (migrations), and the
 //! queries by subject: `agents`, `write` (a run's life), `read` (listing and loading runs),
-//! `sessions` (conversations whose turns are runs).
+//! `sessions` (conversations whose turns are runs), `summaries` (their compactions).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -25,6 +25,7 @@ mod read;
 mod rows;
 mod schema;
 mod sessions;
+mod summaries;
 pub mod types;
 mod write;
 
@@ -34,8 +35,9 @@ pub use schema::SCHEMA_VERSION;
 pub use sessions::{title_from, TITLE_MAX_CHARS};
 pub use types::{
     Agent, AgentDef, ApprovalMode, CallEnd, CallId, CallStatus, DecidedBy, EventRecord, HookResult,
-    NewRun, NewSession, RunId, RunRecord, RunStatus, RunSummary, Session, SessionId, SessionTurn,
-    StepEnd, StepId, StepRecord, TokenUsage, ToolCall, ToolCallRecord,
+    NewRun, NewSession, NewSessionSummary, RunId, RunRecord, RunStatus, RunSummary, Session,
+    SessionContext, SessionId, SessionSummary, SessionTurn, StepEnd, StepId, StepRecord,
+    TokenUsage, ToolCall, ToolCallRecord,
 };
 
 use rusqlite::Connection;

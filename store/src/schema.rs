@@ -123,6 +123,22 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN session_id INTEGER REFERENCES sessions(id) ON DELETE SET NULL;
     CREATE INDEX runs_session ON runs(session_id);
     ",
+    // 4: a session's conversation compacted on demand (`/compact`): the summary and the last
+    // turn it covers; later turns start from the newest summary. `through_run` is an id, not a
+    // link: run ids only grow, so "the turns after it" stays right if that run is deleted.
+    "
+    CREATE TABLE session_summaries (
+        id             INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id     INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        through_run    INTEGER NOT NULL,
+        summary        TEXT NOT NULL,
+        turns          INTEGER NOT NULL,
+        tokens_before  INTEGER NOT NULL,
+        tokens_after   INTEGER NOT NULL,
+        created_ms     INTEGER NOT NULL
+    );
+    CREATE INDEX session_summaries_session ON session_summaries(session_id, id);
+    ",
 ];
 
 /// The schema version this build writes.
@@ -200,7 +216,7 @@ mod tests {
         )
         .expect("rows");
         migrate(&mut conn, Path::new(":memory:")).expect("migrate");
-        assert_eq!(user_version(&conn).expect("version"), 3);
+        assert_eq!(user_version(&conn).expect("version"), SCHEMA_VERSION);
         let (input, session): (String, Option<i64>) = conn
             .query_row("SELECT input, session_id FROM runs WHERE id = 7", [], |r| {
                 Ok((r.get(0)?, r.get(1)?))
@@ -223,6 +239,48 @@ mod tests {
             .query_row("SELECT session_id FROM runs WHERE id = 7", [], |r| r.get(0))
             .expect("run still there");
         assert_eq!(session, None);
+    }
+
+    /// A version-3 file with a session and its turns, migrated: the turns are kept, the session
+    /// has no summary, and a summary row is tied to its session.
+    #[test]
+    fn version_4_adds_session_summaries_to_existing_sessions() {
+        let mut conn = Connection::open_in_memory().expect("open");
+        conn.pragma_update(None, "foreign_keys", "ON").expect("fk");
+        for m in &MIGRATIONS[..3] {
+            conn.execute_batch(m).expect("v1..v3");
+        }
+        conn.pragma_update(None, "user_version", 3)
+            .expect("version");
+        conn.execute_batch(
+            "INSERT INTO sessions (id, agent, workspace, created_ms, updated_ms)
+                 VALUES (1, 'code', '/w', 0, 0);
+             INSERT INTO runs (id, input, model, isolation, status, started_ms, owner_pid,
+                 session_id)
+                 VALUES (5, 'turn', 'm', 'B', 'succeeded', 0, 1, 1);",
+        )
+        .expect("rows");
+        migrate(&mut conn, Path::new(":memory:")).expect("migrate");
+        assert_eq!(user_version(&conn).expect("version"), 4);
+        let none: i64 = conn
+            .query_row("SELECT COUNT(*) FROM session_summaries", [], |r| r.get(0))
+            .expect("table");
+        assert_eq!(none, 0);
+        conn.execute_batch(
+            "INSERT INTO session_summaries (session_id, through_run, summary, turns,
+                 tokens_before, tokens_after, created_ms) VALUES (1, 5, 's', 1, 10, 2, 0);",
+        )
+        .expect("a summary");
+        let bad = conn.execute(
+            "INSERT INTO session_summaries (session_id, through_run, summary, turns,
+                 tokens_before, tokens_after, created_ms) VALUES (9, 5, 's', 1, 10, 2, 0)",
+            [],
+        );
+        assert!(bad.is_err(), "a summary of a missing session accepted");
+        let input: String = conn
+            .query_row("SELECT input FROM runs WHERE id = 5", [], |r| r.get(0))
+            .expect("the turn kept");
+        assert_eq!(input, "turn");
     }
 
     /// A version-1 file with one tool call of each kind, migrated: each gets the right

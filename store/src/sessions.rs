@@ -154,32 +154,42 @@ impl RunStore {
     /// all.
     pub fn session_turns(&self, session: SessionId) -> Result<Vec<SessionTurn>> {
         let tx = self.conn.unchecked_transaction()?;
-        let runs = {
-            let mut stmt = tx.prepare(&format!(
-                "SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ?1 ORDER BY id"
-            ))?;
-            let rows = stmt.query_map([session.0], run_from_row)?;
-            rows.map(|r| r?).collect::<Result<Vec<RunSummary>>>()?
-        };
-        let mut turns = Vec::with_capacity(runs.len());
-        for run in runs {
-            let answer: Option<String> = tx
-                .query_row(
-                    "SELECT text FROM steps WHERE run_id = ?1 ORDER BY idx DESC LIMIT 1",
-                    [run.id.0],
-                    |r| r.get(0),
-                )
-                .optional()?
-                .flatten()
-                .filter(|t: &String| !t.trim().is_empty());
-            turns.push(SessionTurn {
-                run: run.id,
-                status: run.status,
-                user: run.input,
-                answer,
-            });
-        }
+        let turns = turns_after(&tx, session, None)?;
         tx.commit()?;
         Ok(turns)
     }
+}
+
+/// The turns of `session` after the run `after` (all of them when `None`), oldest first.
+pub(crate) fn turns_after(
+    tx: &rusqlite::Transaction<'_>,
+    session: SessionId,
+    after: Option<RunId>,
+) -> Result<Vec<SessionTurn>> {
+    let runs = {
+        let mut stmt = tx.prepare(&format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ?1 AND id > ?2 ORDER BY id"
+        ))?;
+        let rows = stmt.query_map(params![session.0, after.map_or(0, |r| r.0)], run_from_row)?;
+        rows.map(|r| r?).collect::<Result<Vec<RunSummary>>>()?
+    };
+    let mut turns = Vec::with_capacity(runs.len());
+    for run in runs {
+        let answer: Option<String> = tx
+            .query_row(
+                "SELECT text FROM steps WHERE run_id = ?1 ORDER BY idx DESC LIMIT 1",
+                [run.id.0],
+                |r| r.get(0),
+            )
+            .optional()?
+            .flatten()
+            .filter(|t: &String| !t.trim().is_empty());
+        turns.push(SessionTurn {
+            run: run.id,
+            status: run.status,
+            user: run.input,
+            answer,
+        });
+    }
+    Ok(turns)
 }

@@ -98,6 +98,43 @@ pub struct SessionTurn {
     pub answer: Option<String>,
 }
 
+/// What [`crate::RunStore::record_session_summary`] records: a session's conversation up to
+/// and including the turn `through_run`, summarised (`/compact`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSessionSummary {
+    pub session: SessionId,
+    /// The last turn the summary covers; it must be a run of `session`.
+    pub through_run: RunId,
+    /// The model's summary (it goes back to the model as it is).
+    pub summary: String,
+    /// How many turns since the previous summary it covers.
+    pub turns: u32,
+    /// The estimated size of the conversation before and after, in tokens.
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+}
+
+/// A stored session summary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSummary {
+    pub id: i64,
+    pub session: SessionId,
+    pub through_run: RunId,
+    pub summary: String,
+    pub turns: u32,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    pub created_ms: u64,
+}
+
+/// Where a session's next turn starts: its newest summary, if any, and the turns after it,
+/// oldest first ([`crate::RunStore::session_context`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionContext {
+    pub summary: Option<SessionSummary>,
+    pub turns: Vec<SessionTurn>,
+}
+
 /// Where a run is in its life. Everything but `Running` is final.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

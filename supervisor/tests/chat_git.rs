@@ -2,19 +2,12 @@
 //! commit, branch, worktree, stash, push with no `gh` (the URL message), and the error outside
 //! a repository.
 
+#[path = "common/tmux.rs"]
+mod tmux;
+
 use hanzo_dev::tui::git::{Git, GitError};
 use std::path::Path;
-use std::process::Command;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run git");
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use tmux::{git, init_repo};
 
 /// `root/remote.git` (bare) and `root/repo` (one commit on `main`, origin = the bare remote).
 fn repo(root: &Path) -> std::path::PathBuf {
@@ -25,13 +18,7 @@ fn repo(root: &Path) -> std::path::PathBuf {
         root,
         &["init", "-q", "--bare", remote.to_str().expect("utf-8")],
     );
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["config", "user.name", "Test User"]);
-    git(&repo, &["config", "user.email", "test@example.invalid"]);
-    git(&repo, &["config", "commit.gpgsign", "false"]);
-    std::fs::write(repo.join("a.txt"), "one\n").expect("write");
-    git(&repo, &["add", "a.txt"]);
-    git(&repo, &["commit", "-q", "-m", "initial"]);
+    init_repo(&repo);
     git(
         &repo,
         &["remote", "add", "origin", remote.to_str().expect("utf-8")],

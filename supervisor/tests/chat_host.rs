@@ -6,146 +6,18 @@
 #[path = "../../workers/model/tests/fixtures/mod.rs"]
 mod fixtures;
 
+#[path = "common/tmux.rs"]
+mod tmux;
+
 use fixtures::server::{Reply, Server};
 use hanzo_model::script::{anthropic_cassette, anthropic_events, ScriptTurn};
-use hanzo_store::{RunStatus, RunStore};
-use serde_json::json;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use hanzo_store::{RunStatus, SessionId};
+use serde_json::{json, Value};
+use std::path::Path;
+use tmux::Pane;
 
-const EXE: &str = env!("CARGO_BIN_EXE_hanzo-dev");
-/// A guard against hangs, not a speed assertion.
-const HANG_GUARD: Duration = Duration::from_secs(90);
-
-static NEXT: AtomicUsize = AtomicUsize::new(0);
-
-/// A private tmux server (its own socket) running `hanzo-dev chat` in a workspace of its own.
-struct Pane {
-    /// The tmux server's socket name: a new one for each `start`, so a server still exiting
-    /// cannot take the next session with it.
-    socket: std::sync::Mutex<String>,
-    root: tempfile::TempDir,
-}
-
-fn socket_name() -> String {
-    format!(
-        "hanzo-chat-host-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::SeqCst)
-    )
-}
-
-impl Pane {
-    fn new() -> Pane {
-        let root = tempfile::tempdir().expect("tempdir");
-        for d in ["home", "data", "config/hanzo", "ws", "tmp"] {
-            std::fs::create_dir_all(root.path().join(d)).expect("mkdir");
-        }
-        Pane {
-            socket: std::sync::Mutex::new(socket_name()),
-            root,
-        }
-    }
-
-    fn path(&self, p: &str) -> PathBuf {
-        self.root.path().join(p)
-    }
-
-    fn tmux(&self, args: &[&str]) -> Output {
-        let socket = self.socket.lock().expect("socket").clone();
-        Command::new("tmux")
-            .args(["-L", &socket, "-f", "/dev/null"])
-            .args(args)
-            .output()
-            .expect("tmux (scripts/setup.sh installs it)")
-    }
-
-    /// `hanzo-dev chat ARGS` in a fresh 100×30 pane; the pane stays after the program exits,
-    /// its status on the last line.
-    fn start(&self, args: &[&str], extra: &[(&str, &str)]) {
-        let _ = self.tmux(&["kill-server"]);
-        *self.socket.lock().expect("socket") = socket_name();
-        let mut env = vec![
-            format!("PATH={}", std::env::var("PATH").unwrap_or_default()),
-            format!("HOME={}", self.path("home").display()),
-            format!("XDG_DATA_HOME={}", self.path("data").display()),
-            format!("XDG_CONFIG_HOME={}", self.path("config").display()),
-            format!("TMPDIR={}", self.path("tmp").display()),
-            "TERM=xterm-256color".to_string(),
-        ];
-        env.extend(extra.iter().map(|(k, v)| format!("{k}={v}")));
-        let quote = |a: &str| format!("'{}'", a.replace('\'', "'\\''"));
-        let argv: Vec<String> = [EXE, "chat"]
-            .iter()
-            .copied()
-            .chain(args.iter().copied())
-            .map(quote)
-            .collect();
-        let script = format!(
-            "cd {} && env -i {} {}; echo \"[chat exited $?]\"; exec cat",
-            quote(&self.path("ws").display().to_string()),
-            env.iter().map(|e| quote(e)).collect::<Vec<_>>().join(" "),
-            argv.join(" ")
-        );
-        let out = self.tmux(&[
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            "100",
-            "-y",
-            "30",
-            "sh",
-            "-c",
-            &script,
-        ]);
-        assert!(out.status.success(), "tmux new-session: {out:?}");
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "t"];
-        args.extend_from_slice(keys);
-        assert!(self.tmux(&args).status.success(), "send-keys {keys:?}");
-    }
-
-    fn type_line(&self, text: &str) {
-        assert!(self
-            .tmux(&["send-keys", "-t", "t", "-l", text])
-            .status
-            .success());
-        self.keys(&["Enter"]);
-    }
-
-    fn wait_text(&self, text: &str) -> String {
-        let deadline = Instant::now() + HANG_GUARD;
-        loop {
-            let s = String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-t", "t"]).stdout)
-                .into_owned();
-            if s.contains(text) {
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "waited for {text:?}; the screen:\n{s}"
-            );
-            // A terminal we do not control has no event to wait on: look again shortly.
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn store(&self) -> RunStore {
-        RunStore::open(&self.path("data/hanzo"), "local").expect("store")
-    }
-}
-
-impl Drop for Pane {
-    fn drop(&mut self) {
-        let _ = self.tmux(&["kill-server"]);
-    }
-}
+/// The pane size of these tests.
+const SIZE: (u16, u16) = (100, 30);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_recorded_against_a_live_provider_replays_offline() {
@@ -155,7 +27,9 @@ async fn a_chat_recorded_against_a_live_provider_replays_offline() {
     let p = tokio::task::spawn_blocking(move || {
         let p = Pane::new();
         let cassette = p.path("chat.jsonl").display().to_string();
-        p.start(
+        p.start_in(
+            "ws",
+            SIZE,
             &[
                 "--provider",
                 "anthropic",
@@ -174,7 +48,7 @@ async fn a_chat_recorded_against_a_live_provider_replays_offline() {
         let lines = std::fs::read_to_string(&cassette).expect("the cassette was written");
         assert_eq!(lines.lines().count(), 1, "one model exchange: {lines}");
         // Offline, from the recording: the same reply, and nothing sent to the server.
-        p.start(&["--replay", &cassette], &[]);
+        p.start_in("ws", SIZE, &["--replay", &cassette], &[]);
         p.wait_text("/help lists commands");
         p.type_line("say gamma");
         p.wait_text("Recorded reply: gamma.");
@@ -248,7 +122,12 @@ fn a_chat_edit_gets_pyright_diagnostics_back() {
         ]),
     )
     .unwrap();
-    p.start(&["--replay", &cassette.display().to_string()], &[]);
+    p.start_in(
+        "ws",
+        SIZE,
+        &["--replay", &cassette.display().to_string()],
+        &[],
+    );
     p.wait_text("/help lists commands");
     p.type_line("change the call");
     p.wait_text("I broke the types.");
@@ -272,4 +151,198 @@ fn a_chat_edit_gets_pyright_diagnostics_back() {
         out.contains("app.py:3:14 error [reportArgumentType]"),
         "{out}"
     );
+}
+
+/// The text of a message in an Anthropic request body (a string, or its text blocks joined).
+fn message_text(m: &Value) -> String {
+    match &m["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// The messages of the `i`th request the server received, as (role, text).
+fn request_messages(server: &Server, i: usize) -> (Value, Vec<(String, String)>) {
+    let got = server.received();
+    let body: Value = serde_json::from_slice(&got[i].body).expect("a JSON request body");
+    let messages = body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or_default().to_string(),
+                message_text(m),
+            )
+        })
+        .collect();
+    (body, messages)
+}
+
+/// `conversation compacted: N → M tokens` on `screen`: (N, M).
+fn compacted_figures(screen: &str) -> (u64, u64) {
+    let line = screen
+        .lines()
+        .find_map(|l| l.split("conversation compacted: ").nth(1))
+        .expect("the compaction line");
+    let (before, rest) = line.split_once(" → ").expect("N → M");
+    let after = rest.split_whitespace().next().expect("M");
+    (before.trim().parse().expect("N"), after.parse().expect("M"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_summarises_the_session_and_later_turns_and_resume_start_from_it() {
+    let filler = "with enough words to make the turn worth compacting ".repeat(12);
+    let reply = |t: &str| Reply::sse(&anthropic_events(0, &ScriptTurn::text(t)).concat(), 64);
+    let server = Server::start(vec![
+        reply(&format!("Alpha answer, {filler}")),
+        reply(&format!("Beta answer, {filler}")),
+        // The first /compact: the provider refuses the request.
+        Reply::json(
+            400,
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"no summary today"}}"#,
+        ),
+        // The second: the summary, with an escape sequence the screen must not obey.
+        reply("SUMMARY-XYZ: the user said one \u{1b}]2;pwned-summary\u{7} and two."),
+        reply("Gamma answer."),
+        // After `--resume`.
+        reply("Delta answer."),
+    ])
+    .await;
+    let base = server.base.clone();
+    let (p, screen_figures) = tokio::task::spawn_blocking(move || {
+        let p = Pane::new();
+        let live = [
+            "--provider",
+            "anthropic",
+            "--base-url",
+            base.as_str(),
+            "--approval",
+            "deny",
+        ];
+        let key = [("ANTHROPIC_API_KEY", "sk-ant-test-key-for-the-fake-server")];
+        p.start_in("ws", SIZE, &live, &key);
+        p.wait_text("/help lists commands");
+        p.type_line("/compact");
+        p.wait_text("nothing to compact: 0 turns since the session began");
+        p.type_line("hello one");
+        p.wait_text("Alpha answer");
+        p.type_line("hello two");
+        p.wait_text("Beta answer");
+        // A failed summary: said so, and nothing stored.
+        p.type_line("/compact");
+        p.wait_text("compaction failed:");
+        let store = p.store();
+        assert!(store
+            .session_summaries(SessionId(1))
+            .expect("summaries")
+            .is_empty());
+        assert_eq!(
+            store
+                .session_context(SessionId(1))
+                .expect("ctx")
+                .turns
+                .len(),
+            2,
+            "the session is as it was"
+        );
+        drop(store);
+        p.type_line("/compact");
+        let s = p.wait_text("conversation compacted: ");
+        let figures = compacted_figures(&s);
+        let s = p.wait_text("SUMMARY-XYZ");
+        assert!(s.contains("␛]2;pwned-summary␇"), "shown inert: {s}");
+        assert!(!p.title().contains("pwned"), "the title was set");
+        p.type_line("hello three");
+        p.wait_text("Gamma answer.");
+        p.keys(&["C-d"]);
+        p.wait_text("[chat exited 0]");
+        // Resumed: the turns are shown with the compaction between them, and the next turn
+        // starts from the summary too.
+        p.start_in("ws", SIZE, &[&["--resume"], &live[..]].concat(), &key);
+        // (The "resumed session" line itself has scrolled out of a 30-row pane by now.)
+        let s = p.wait_text("conversation compacted here");
+        assert!(
+            s.contains("› hello three") && s.contains("SUMMARY-XYZ"),
+            "{s}"
+        );
+        p.type_line("hello four");
+        p.wait_text("Delta answer.");
+        p.keys(&["C-d"]);
+        p.wait_text("[chat exited 0]");
+        (p, figures)
+    })
+    .await
+    .expect("the chat sessions");
+    assert_eq!(server.received().len(), 6);
+
+    // The summary request: the summarise prompt, no tools, the two turns in it.
+    let (body, ask) = request_messages(&server, 3);
+    assert!(
+        body["system"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("You compress conversation history"),
+        "{body}"
+    );
+    assert!(
+        body.get("tools")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty),
+        "{body}"
+    );
+    assert_eq!(ask.len(), 1);
+    for part in ["hello one", "Alpha answer", "hello two", "Beta answer"] {
+        assert!(ask[0].1.contains(part), "{part}: {}", ask[0].1);
+    }
+
+    // The third turn: the summary first, then the new message; none of the old turns.
+    let (_, third) = request_messages(&server, 4);
+    let roles: Vec<&str> = third.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(roles, ["user", "assistant", "user"], "{third:?}");
+    assert!(
+        third[0]
+            .1
+            .starts_with("[Summary of the earlier conversation]\nSUMMARY-XYZ: the user said one"),
+        "{third:?}"
+    );
+    assert_eq!(third[2].1, "hello three");
+    for (_, text) in &third {
+        for old in ["hello one", "Alpha answer", "hello two", "Beta answer"] {
+            assert!(
+                !text.contains(old),
+                "an old turn went to the model: {third:?}"
+            );
+        }
+    }
+
+    // The resumed turn: the summary, the turn after it, then the new message.
+    let (_, fourth) = request_messages(&server, 5);
+    let texts: Vec<&str> = fourth.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(texts.len(), 5, "{fourth:?}");
+    assert!(texts[0].contains("SUMMARY-XYZ"), "{fourth:?}");
+    assert_eq!(&texts[2..], ["hello three", "Gamma answer.", "hello four"]);
+    assert!(
+        !texts.iter().any(|t| t.contains("Alpha answer")),
+        "{fourth:?}"
+    );
+
+    // The record: one summary through the second turn, with the figures the screen showed;
+    // every turn kept.
+    let store = p.store();
+    let runs = store.list_session_runs(SessionId(1)).expect("runs");
+    assert_eq!(runs.len(), 4);
+    assert!(runs.iter().all(|r| r.status == RunStatus::Succeeded));
+    let summaries = store.session_summaries(SessionId(1)).expect("summaries");
+    assert_eq!(summaries.len(), 1);
+    let s = &summaries[0];
+    assert_eq!((s.through_run, s.turns), (runs[1].id, 2));
+    assert_eq!((s.tokens_before, s.tokens_after), screen_figures);
+    assert!(s.tokens_after < s.tokens_before, "{s:?}");
+    assert!(s.summary.starts_with("SUMMARY-XYZ"), "{s:?}");
 }

@@ -5,188 +5,20 @@
 //! the store afterwards. Every wait polls the screen against a deadline; nothing asserts on
 //! time.
 
-use hanzo_model::script::{anthropic_cassette, ScriptTurn};
-use hanzo_store::{RunStatus, RunStore, SessionId};
+#[path = "common/tmux.rs"]
+mod tmux;
+
+use hanzo_model::script::ScriptTurn;
+use hanzo_store::{RunStatus, SessionId};
 use serde_json::json;
 use std::path::PathBuf;
-use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-const EXE: &str = env!("CARGO_BIN_EXE_hanzo-dev");
-/// A guard against hangs, not a speed assertion.
-const HANG_GUARD: Duration = Duration::from_secs(90);
-
-static NEXT: AtomicUsize = AtomicUsize::new(0);
-
-/// A private tmux server (its own socket) with one session running `hanzo-dev chat`.
-struct Pane {
-    socket: String,
-    root: tempfile::TempDir,
-}
-
-fn tmux_ok() -> bool {
-    Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-impl Pane {
-    fn new() -> Pane {
-        assert!(tmux_ok(), "tmux is missing: scripts/setup.sh installs it");
-        let root = tempfile::tempdir().expect("tempdir");
-        for d in ["home", "data", "config/hanzo", "ws", "tmp"] {
-            std::fs::create_dir_all(root.path().join(d)).expect("mkdir");
-        }
-        let socket = format!(
-            "hanzo-chat-test-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::SeqCst)
-        );
-        Pane { socket, root }
-    }
-
-    fn path(&self, p: &str) -> PathBuf {
-        self.root.path().join(p)
-    }
-
-    fn cassette(&self, name: &str, turns: &[ScriptTurn]) -> String {
-        let p = self.path(name);
-        std::fs::write(&p, anthropic_cassette(turns)).expect("cassette");
-        p.display().to_string()
-    }
-
-    fn tmux(&self, args: &[&str]) -> Output {
-        Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .arg("-f")
-            .arg("/dev/null")
-            .args(args)
-            .output()
-            .expect("run tmux")
-    }
-
-    /// Start `hanzo-dev chat ARGS` in a fresh 80×24 pane, with `extra` in its environment. The
-    /// pane keeps showing the screen after the program exits (`cat` holds it open), with the
-    /// exit status on the last line.
-    fn start(&self, args: &[&str], extra: &[(&str, &str)]) {
-        self.start_in("ws", (80, 24), args, extra);
-    }
-
-    /// [`Pane::start`] in the directory `cwd` (under the root), in a pane of `size` columns
-    /// and rows. `PATH` is the test's unless `extra` sets it.
-    fn start_in(&self, cwd: &str, size: (u16, u16), args: &[&str], extra: &[(&str, &str)]) {
-        let path = extra.iter().find(|(k, _)| *k == "PATH").map_or_else(
-            || std::env::var("PATH").unwrap_or_default(),
-            |(_, v)| v.to_string(),
-        );
-        let mut env = vec![
-            format!("PATH={path}"),
-            format!("HOME={}", self.path("home").display()),
-            format!("XDG_DATA_HOME={}", self.path("data").display()),
-            format!("XDG_CONFIG_HOME={}", self.path("config").display()),
-            format!("TMPDIR={}", self.path("tmp").display()),
-            "TERM=xterm-256color".to_string(),
-        ];
-        env.extend(
-            extra
-                .iter()
-                .filter(|(k, _)| *k != "PATH")
-                .map(|(k, v)| format!("{k}={v}")),
-        );
-        let quoted: Vec<String> = std::iter::once(EXE.to_string())
-            .chain(std::iter::once("chat".to_string()))
-            .chain(args.iter().map(|a| a.to_string()))
-            .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
-            .collect();
-        let script = format!(
-            "cd '{}' && env -i {} {}; echo \"[chat exited $?]\"; exec cat",
-            self.path(cwd).display(),
-            env.iter()
-                .map(|e| format!("'{e}'"))
-                .collect::<Vec<_>>()
-                .join(" "),
-            quoted.join(" ")
-        );
-        let (w, h) = (size.0.to_string(), size.1.to_string());
-        let out = self.tmux(&[
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            &w,
-            "-y",
-            &h,
-            "sh",
-            "-c",
-            &script,
-        ]);
-        assert!(out.status.success(), "tmux new-session: {out:?}");
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "t"];
-        args.extend_from_slice(keys);
-        let out = self.tmux(&args);
-        assert!(out.status.success(), "send-keys {keys:?}: {out:?}");
-    }
-
-    /// Type text literally (no key names).
-    fn type_text(&self, text: &str) {
-        let out = self.tmux(&["send-keys", "-t", "t", "-l", text]);
-        assert!(out.status.success(), "send-keys -l: {out:?}");
-    }
-
-    fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned()
-    }
-
-    /// The screen with its attributes as escape sequences (`capture-pane -e`).
-    fn screen_styled(&self) -> String {
-        String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-e", "-t", "t"]).stdout)
-            .into_owned()
-    }
-
-    /// Poll the screen until `pred` holds; fail with the last screen after the hang guard.
-    fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + HANG_GUARD;
-        loop {
-            let s = self.screen();
-            if pred(&s) {
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "waited for {what}; the screen:\n{s}"
-            );
-            // Polling a terminal we do not control: there is no event to wait on, so look
-            // again shortly. Only the hang guard above bounds the wait.
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn wait_text(&self, text: &str) -> String {
-        self.wait_for(text, |s| s.contains(text))
-    }
-
-    fn store(&self) -> RunStore {
-        RunStore::open(&self.path("data/hanzo"), "local").expect("store")
-    }
-}
-
-impl Drop for Pane {
-    fn drop(&mut self) {
-        // Our own tmux server, on our own socket: ending it ends the chat if still running.
-        let _ = self.tmux(&["kill-server"]);
-    }
-}
+use tmux::{git, init_repo, input_line_of, input_rows_of, Pane, EXE, HANG_GUARD};
 
 #[test]
 fn two_turns_in_one_session_then_resumed() {
-    let mut p = Pane::new();
+    let p = Pane::new();
     let cas = p.cassette(
         "two.jsonl",
         &[
@@ -227,8 +59,6 @@ fn two_turns_in_one_session_then_resumed() {
     drop(store);
     // Resumed: the earlier turns are on screen and the next run joins the same session.
     // A fresh tmux server on a socket of its own (the old one may still be exiting).
-    p.tmux(&["kill-server"]);
-    p.socket.push_str("-again");
     let cas3 = p.cassette("three.jsonl", &[ScriptTurn::text("Third answer.")]);
     p.start(&["--resume", "--replay", &cas3], &[]);
     let s = p.wait_text("resumed session 1: 2 earlier turns");
@@ -443,8 +273,7 @@ fn escape_sequences_from_the_model_and_a_command_never_reach_the_terminal() {
     // …so the screen was not cleared (the user's line is still there)…
     assert!(s.contains("› show me"), "{s}");
     // …and the terminal never obeyed an OSC title.
-    let title = p.tmux(&["display-message", "-p", "-t", "t", "#{pane_title}"]);
-    let title = String::from_utf8_lossy(&title.stdout);
+    let title = p.title();
     assert!(!title.contains("pwned"), "the pane title was set: {title}");
     // The tool's own "red" is not red: colours on its line come from the UI only.
     let styled = p.screen_styled();
@@ -519,73 +348,7 @@ fn slash_commands_complete_on_tab_and_git_ones_say_when_there_is_no_repository()
     );
 }
 
-// ---- helpers for the slash-command, input-mode and demo tests below
-
-impl Pane {
-    /// End this tmux server and use a fresh socket for the next `start` (the old server may
-    /// still be exiting).
-    fn next_server(&mut self, tag: &str) {
-        self.tmux(&["kill-server"]);
-        self.socket.push('-');
-        self.socket.push_str(tag);
-    }
-
-    fn wait_input(&self, want: &str) -> String {
-        let s = self.wait_for(&format!("the input box to hold {want:?}"), |s| {
-            input_line_of(s) == want
-        });
-        input_line_of(&s)
-    }
-
-    fn write(&self, rel: &str, contents: &str) {
-        let p = self.path(rel);
-        if let Some(dir) = p.parent() {
-            std::fs::create_dir_all(dir).expect("mkdir");
-        }
-        std::fs::write(p, contents).expect("write");
-    }
-}
-
-/// The input box's first text line: what follows `│` on the row under the box's top border
-/// (the box is the one whose top border is the last `┌` on the screen).
-fn input_line_of(screen: &str) -> String {
-    let lines: Vec<&str> = screen.lines().collect();
-    let Some(top) = lines.iter().rposition(|l| l.starts_with('┌')) else {
-        return String::new();
-    };
-    lines
-        .get(top + 1)
-        .and_then(|l| l.strip_prefix('│'))
-        .map(|l| l.trim_end().trim_end_matches('│').trim_end().to_string())
-        .unwrap_or_default()
-}
-
-fn git(dir: &std::path::Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run git");
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// `dir` as a repository on `main` with one commit of `a.txt` ("one").
-fn init_repo(dir: &std::path::Path) {
-    git(dir, &["init", "-q", "-b", "main"]);
-    git(dir, &["config", "user.name", "Test User"]);
-    git(dir, &["config", "user.email", "test@example.invalid"]);
-    git(dir, &["config", "commit.gpgsign", "false"]);
-    std::fs::write(dir.join("a.txt"), "one\n").expect("write");
-    git(dir, &["add", "a.txt"]);
-    git(dir, &["commit", "-q", "-m", "initial"]);
-}
-
-/// The pane's title as tmux keeps it: an OSC 2 that reached the terminal would set it.
-fn pane_title(p: &Pane) -> String {
-    let out = p.tmux(&["display-message", "-p", "-t", "t", "#{pane_title}"]);
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+// ---- helpers for the slash-command tests below
 
 /// The test's PATH without any directory that holds a `gh`, so `/commit-push-pr` takes its
 /// "gh is not installed" branch wherever the test runs.
@@ -656,7 +419,7 @@ fn emacs_keys_edit_the_box_and_recall_history() {
 
 #[test]
 fn history_is_kept_per_workspace_across_sessions() {
-    let mut p = Pane::new();
+    let p = Pane::new();
     std::fs::create_dir_all(p.path("other")).expect("mkdir");
     let cas = p.cassette("h1.jsonl", &[ScriptTurn::text("Noted.")]);
     p.start(&["--replay", &cas], &[]);
@@ -681,7 +444,6 @@ fn history_is_kept_per_workspace_across_sessions() {
         "the session wrote into the workspace"
     );
     // A second session in the same workspace: Up recalls the line.
-    p.next_server("second");
     let cas2 = p.cassette("h2.jsonl", &[ScriptTurn::text("unused")]);
     p.start(&["--replay", &cas2], &[]);
     p.wait_text("/help lists commands");
@@ -690,7 +452,6 @@ fn history_is_kept_per_workspace_across_sessions() {
     p.keys(&["C-c", "C-d"]);
     p.wait_text("[chat exited 0]");
     // Another workspace has its own (empty) history.
-    p.next_server("third");
     p.start_in("other", (80, 24), &["--replay", &cas2], &[]);
     p.wait_text("/help lists commands");
     p.keys(&["Up"]);
@@ -712,10 +473,18 @@ fn chat_demo_runs_the_recorded_task_offline_and_stores_the_session() {
     p.start(&["--demo"], &[]);
     let s = p.wait_text("Press Enter to send the demo's task.");
     assert!(s.contains("the model is a RECORDING"), "{s}");
-    // The task is one long line: the box scrolls it sideways to keep the cursor at its end.
-    p.wait_for("the demo's task in the box", |s| {
-        input_line_of(s).ends_with("and check that all the tests pass.")
+    // The task is one long line: it wraps in the box, whole, with nothing cut or scrolled.
+    let s = p.wait_for("the demo's task in the box", |s| {
+        input_rows_of(s)
+            .concat()
+            .ends_with("and check that all the tests pass.")
     });
+    let rows = input_rows_of(&s);
+    assert!(rows.len() > 1, "wrapped: {rows:?}");
+    assert!(
+        rows.concat().starts_with(&input_line_of(&s)) && rows[0].chars().count() > 60,
+        "{rows:?}"
+    );
     p.keys(&["Enter"]);
     let s = p.wait_text("All 7 tests pass now.");
     assert!(s.contains("python3 -m unittest -v"), "{s}");
@@ -895,6 +664,8 @@ fn agent_model_and_utility_slash_commands_do_what_they_say() {
     for c in ["/compact", "/commit-push-pr", "/worktree", "/permissions"] {
         assert!(s.contains(c), "/help lists {c}: {s}");
     }
+    p.type_line("/compact");
+    p.wait_text("nothing to compact: 0 turns since the session began; /compact needs at least 2");
     p.type_text("/solve");
     p.keys(&["Enter"]);
     p.wait_text("agent: solve (from the next turn)");
@@ -921,9 +692,6 @@ fn agent_model_and_utility_slash_commands_do_what_they_say() {
                 .is_some_and(|l| l.starts_with(&format!("{agent} · tier")))
         });
     }
-    p.type_text("/compact");
-    p.keys(&["Enter"]);
-    p.wait_text("compacted automatically above 90 %");
     p.type_text("/permissions");
     p.keys(&["Enter"]);
     let s = p.wait_text("[user] bash(git status) → allow");
@@ -1078,7 +846,7 @@ fn commit_takes_the_models_message_sanitised_and_commits_it() {
     p.keys(&["Enter"]);
     p.wait_text("feat: count ]2;pwned-commitpages right");
     p.wait_for("the commit's line", |s| s.contains("· [main "));
-    assert!(!pane_title(&p).contains("pwned"), "the title was set");
+    assert!(!p.title().contains("pwned"), "the title was set");
     let subject = git(&p.path("ws"), &["log", "-1", "--format=%s"]);
     assert_eq!(subject.trim(), "feat: count ]2;pwned-commitpages right");
     assert!(git(&p.path("ws"), &["status", "--porcelain"])
@@ -1122,7 +890,7 @@ fn commit_push_pr_pushes_to_a_bare_remote_and_shows_a_hostile_url_inert() {
         s.contains("remote␛]2;pwned-url␇.git (branch feat-push)"),
         "the URL, inert: {s}"
     );
-    assert!(!pane_title(&p).contains("pwned"), "the title was set");
+    assert!(!p.title().contains("pwned"), "the title was set");
     assert_eq!(
         git(&remote, &["log", "-1", "--format=%s", "feat-push"]).trim(),
         "feat: add b"
@@ -1181,5 +949,72 @@ fn branch_and_worktree_names_never_become_options_or_leave_the_parent() {
         entries,
         ["config", "data", "home", "tmp", "ws", "ws-side-one"],
         "nothing else was created beside the workspace"
+    );
+}
+
+#[test]
+fn a_long_input_line_wraps_in_the_box_with_the_cursor_on_its_row() {
+    let p = Pane::new();
+    let cas = p.cassette("wrapin.jsonl", &[ScriptTurn::text("Got the long line.")]);
+    p.start(&["--replay", &cas], &[("HANZO_INPUT_MODE", "vim")]);
+    p.wait_text("-- INSERT --");
+    // 200 characters in an 80-column pane: 78 inside the box, so three rows.
+    let long: String = (0..40).map(|i| format!("w{i:03} ")).collect();
+    assert_eq!(long.len(), 200);
+    p.type_text(&long);
+    let s = p.wait_for("the line wrapped in three rows", |s| {
+        input_rows_of(s).concat() == long.trim_end()
+    });
+    let rows = input_rows_of(&s);
+    assert_eq!(rows.len(), 3, "{s}");
+    assert_eq!(rows[0], long[..78]);
+    assert_eq!(rows[1], long[78..156]);
+    for line in s.lines() {
+        assert!(line.chars().count() <= 80, "wider than 80: {line:?}");
+    }
+    // The box grew to five rows above the status line; the cursor after the last character.
+    let lines: Vec<&str> = s.lines().collect();
+    assert_eq!(lines.len(), 24);
+    assert!(
+        lines[18].starts_with('┌') && lines[22].starts_with('└'),
+        "{s}"
+    );
+    let want = (1 + u16::try_from(200 - 156).expect("small"), 21);
+    let deadline = Instant::now() + HANG_GUARD;
+    while p.cursor() != want {
+        assert!(
+            Instant::now() < deadline,
+            "cursor at {:?}, not {want:?}",
+            p.cursor()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Normal mode, 0: the cursor goes to the first row's start; $ back to the last row.
+    p.keys(&["Escape"]);
+    p.wait_text("-- NORMAL --");
+    p.type_text("0");
+    let deadline = Instant::now() + HANG_GUARD;
+    while p.cursor() != (1, 19) {
+        assert!(Instant::now() < deadline, "cursor at {:?}", p.cursor());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    p.type_text("$");
+    let deadline = Instant::now() + HANG_GUARD;
+    // On the last character (the space after "w039" is the last one).
+    while p.cursor() != (1 + 43, 21) {
+        assert!(Instant::now() < deadline, "cursor at {:?}", p.cursor());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    p.type_line(":w");
+    p.wait_text("Got the long line.");
+    p.keys(&["Escape"]);
+    p.wait_text("-- NORMAL --");
+    p.type_line(":q");
+    p.wait_text("[chat exited 0]");
+    let runs = p.store().list_runs(1).expect("runs");
+    assert_eq!(
+        runs[0].input.trim_end(),
+        long.trim_end(),
+        "the whole line was sent"
     );
 }

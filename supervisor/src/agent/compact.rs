@@ -10,6 +10,19 @@ use hanzo_ipc::roles::model::{ContentBlock, Message, MessageRole, StreamEvent};
 use hanzo_store::AgentDef;
 use serde_json::json;
 
+/// The system prompt of a summary request (here, and `/compact` in `agent::session`).
+pub(crate) const SUMMARY_SYSTEM: &str =
+    "You compress conversation history. Reply with the summary only.";
+
+/// The one user message of a summary request: what to keep, then `transcript`.
+pub(crate) fn summary_ask(transcript: &str) -> String {
+    format!(
+        "Summarize this earlier part of an agent's session for the agent itself, keeping \
+         decisions, file paths, commands run and their results, and open questions. Be \
+         brief.\n\n{transcript}"
+    )
+}
+
 impl<A, T, P> AgentLoop<'_, A, T, P>
 where
     A: ApiClient,
@@ -49,13 +62,9 @@ where
             .join("\n\n");
         let summary = {
             let mut text = String::new();
-            let ask = vec![Message::user_text(format!(
-                "Summarize this earlier part of an agent's session for the agent itself, keeping \
-                 decisions, file paths, commands run and their results, and open questions. Be \
-                 brief.\n\n{transcript}"
-            ))];
+            let ask = vec![Message::user_text(summary_ask(&transcript))];
             let request = TurnRequest {
-                system: "You compress conversation history. Reply with the summary only.",
+                system: SUMMARY_SYSTEM,
                 messages: &ask,
                 tools: &[],
             };

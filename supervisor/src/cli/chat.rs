@@ -13,6 +13,7 @@ use super::host::{prepare, Host, Prepared, Ready};
 use super::run::{self as run_cmd, DemoDir};
 use crate::agent::approval::{approval_parser, ApprovalMode};
 use crate::agent::run::RunReport;
+use crate::agent::session;
 use crate::secrets::StartEnv;
 use crate::tui::app::{App, Intent};
 use crate::tui::bridge::{ChatEvents, ChatPrompter, UiMsg};
@@ -339,11 +340,20 @@ fn show_history(app: &mut App, prep: &Prepared, session: SessionId) -> anyhow::R
         "resumed session {session}: {} earlier turns",
         turns.len()
     ));
+    let summary = prep.store.session_context(session)?.summary;
     for t in turns {
         app.transcript.push_user(&t.user);
         match &t.answer {
             Some(a) => app.transcript.push_reply(a),
             None => app.transcript.notice(&format!("(turn {})", t.status)),
+        }
+        if let Some(s) = summary.as_ref().filter(|s| s.through_run == t.run) {
+            app.transcript.notice(&format!(
+                "conversation compacted here: {} → {} tokens; the next turn starts from this \
+                 summary",
+                s.tokens_before, s.tokens_after
+            ));
+            app.transcript.push_reply(&s.summary);
         }
     }
     Ok(())
@@ -392,6 +402,10 @@ async fn submit(
                     Some("Enter commits with this message; edit it first if you like".into());
             }
             Ok(())
+        }
+        Some(Slash::Compact) => {
+            app.transcript.push_user(text);
+            compact(app, term, turns, host, talk, input, ui_rx).await
         }
         Some(Slash::Mcp) => {
             app.transcript.push_user(text);
@@ -488,6 +502,97 @@ async fn turn(
     }
 }
 
+/// `/compact`: the model summarises the session so far (no tools), and the summary is stored
+/// for the next turns to start from. Refused with fewer than two turns since the last one;
+/// Ctrl-C abandons it. Nothing is stored unless the summary is, so a failure loses nothing.
+#[allow(clippy::too_many_arguments)]
+async fn compact(
+    app: &mut App,
+    term: &mut Term,
+    turns: &Turns<'_>,
+    host: &mut Host,
+    talk: &mut Talk,
+    input: &mut mpsc::UnboundedReceiver<Event>,
+    ui_rx: &mut mpsc::UnboundedReceiver<UiMsg>,
+) -> anyhow::Result<()> {
+    let ctx = host.prep.store.session_context(talk.session)?;
+    let plan = match session::plan_compaction(talk.session, &ctx) {
+        Ok(p) => p,
+        Err(why) => {
+            app.transcript.error(&why);
+            return Ok(());
+        }
+    };
+    app.transcript.notice(&format!(
+        "compacting {} turns ({} tokens)… Ctrl-C abandons it",
+        plan.turns, plan.tokens_before
+    ));
+    app.busy = true;
+    let api = host.model_api(turns.ready, turns.args, &talk.model, turns.sink);
+    let outcome = {
+        let fut = session::summarise(&api, &plan);
+        tokio::pin!(fut);
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        loop {
+            term.draw(|f| app.draw(f))?;
+            tokio::select! {
+                r = &mut fut => break Some(r),
+                Some(msg) = ui_rx.recv() => app.apply(msg),
+                ev = input.recv() => match ev {
+                    Some(Event::Key(k)) => match app.on_key(k, Instant::now()) {
+                        Intent::CancelTurn => break None,
+                        Intent::Quit => {
+                            talk.quit = true;
+                            break None;
+                        }
+                        Intent::Submit(_) | Intent::None => {}
+                    },
+                    Some(Event::Paste(s)) => app.editor.insert_str(&s),
+                    Some(_) => {}
+                    None => break None,
+                },
+                _ = tick.tick() => { app.tick(Instant::now()); }
+            }
+        }
+    };
+    let recorded = api.take_recorded();
+    drop(api);
+    app.busy = false;
+    host.keep_recorded(recorded)?;
+    let (summary, usage) = match outcome {
+        Some(Ok(done)) => done,
+        Some(Err(why)) => {
+            app.transcript.error(&format!(
+                "compaction failed: {why}. The session is as it was."
+            ));
+            return Ok(());
+        }
+        None => {
+            app.transcript
+                .notice("compaction abandoned: the session is as it was");
+            return Ok(());
+        }
+    };
+    app.status.tokens_in += usage.input_tokens;
+    app.status.tokens_out += usage.output_tokens;
+    let row = session::summary_row(&plan, &summary);
+    match host.prep.store.record_session_summary(&row) {
+        Ok(stored) => {
+            app.status.context_used = stored.tokens_after;
+            app.transcript.notice(&format!(
+                "conversation compacted: {} → {} tokens ({} turns; the next turn starts from \
+                 this summary)",
+                stored.tokens_before, stored.tokens_after, stored.turns
+            ));
+            app.transcript.push_reply(&summary);
+        }
+        Err(e) => app.transcript.error(&format!(
+            "the summary could not be stored ({e}); the session is as it was"
+        )),
+    }
+    Ok(())
+}
+
 fn busy_key(app: &mut App, k: KeyEvent, talk: &mut Talk, cancel: &watch::Sender<bool>) {
     match app.on_key(k, Instant::now()) {
         Intent::CancelTurn => {
@@ -564,12 +669,7 @@ fn slash_command(
             ));
         }
         Slash::Permissions => app.transcript.notice(&permissions_text(prep)),
-        Slash::Mcp | Slash::Commit(None) => {}
-        Slash::Compact => app.transcript.notice(&format!(
-            "the conversation is compacted automatically above 90 % of the context window \
-             ({} tokens; --max-context sets it), keeping the last 3 turns verbatim",
-            turns.args.max_context
-        )),
+        Slash::Mcp | Slash::Commit(None) | Slash::Compact => {}
         Slash::Branch(name) => shown(git().and_then(|g| g.branch(&name)), app),
         Slash::Commit(Some(msg)) => shown(git().and_then(|g| g.commit(&msg)), app),
         Slash::Diff => match git().and_then(|g| g.diff()) {

@@ -4,7 +4,8 @@
 //! servers and language servers ([`Host::ready`]), and of one turn of a session ([`Host::turn`]).
 //!
 //! `run` drives one [`AgentLoop`] itself (its egress keeper races the loop); `chat` and `acp`
-//! call [`Host::turn`] per message, so both get the same LSP diagnostics and `--record` as `run`.
+//! call [`Host::turn`] per message (and the next turn starts from the session's newest `/compact`
+//! summary), so both get the same LSP diagnostics and `--record` as `run`.
 
 use super::exit::{self, failed, usage};
 use super::provider::{self, parse_provider};
@@ -14,7 +15,7 @@ use crate::agent::defs;
 use crate::agent::events::EventSink;
 use crate::agent::lsp::LspLink;
 use crate::agent::run::{AgentLoop, Continuation, Limits, LoopConfig, RunReport, RunSpec};
-use crate::agent::session::prior_messages;
+use crate::agent::session::context_messages;
 use crate::agent::traits::PermissionPrompter;
 use crate::agent::workers::{McpTools, WorkerApi, WorkerTools};
 use crate::secrets::StartEnv;
@@ -380,7 +381,7 @@ impl Host {
         let Host {
             prep, sup, record, ..
         } = self;
-        let prior = prior_messages(&prep.store.session_turns(session)?);
+        let prior = context_messages(&prep.store.session_context(session)?);
         let mut spec = run_spec(prep, ready, task);
         spec.model = model.to_string();
         let mut api = worker_api(sup, prep, ready, args, sink);
@@ -407,6 +408,29 @@ impl Host {
             write_cassette(path, lines, &prep.workspace)?;
         }
         report
+    }
+
+    /// The model worker for one request outside a turn (`chat`'s `/compact`), as `model`;
+    /// pass what it recorded to [`Host::keep_recorded`] afterwards.
+    pub(super) fn model_api<'a>(
+        &'a self,
+        ready: &Ready,
+        args: &Args,
+        model: &str,
+        sink: &'a dyn EventSink,
+    ) -> WorkerApi<'a> {
+        let mut api = worker_api(&self.sup, &self.prep, ready, args, sink);
+        api.model_name = model.to_string();
+        api
+    }
+
+    /// With `--record`, add `lines` (exchanges made outside a turn) to the cassette, in order.
+    pub(super) fn keep_recorded(&mut self, lines: Vec<String>) -> anyhow::Result<()> {
+        if let Some((path, all)) = &mut self.record {
+            all.extend(lines);
+            write_cassette(path, all, &self.prep.workspace)?;
+        }
+        Ok(())
     }
 }
 

@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 
 /// A second Ctrl-C within this long exits.
 pub const DOUBLE_CTRL_C: Duration = Duration::from_secs(1);
+/// The input box's greatest height (borders included); past it, its rows scroll.
+pub const INPUT_MAX_HEIGHT: u16 = 10;
 /// Lines of a tool's input shown in the permission prompt before the rest is counted.
 pub const PROMPT_INPUT_LINES: usize = 12;
 
@@ -144,7 +146,15 @@ impl App {
             Action::None => Intent::None,
             Action::Submit(text) if self.busy => {
                 self.editor.set_text(&text);
-                self.message = Some("a turn is running: wait for it, or Ctrl-C cancels it".into());
+                self.message = Some(
+                    match super::slash::parse(&text) {
+                        Some(super::slash::Slash::Compact) => {
+                            "a turn is running: /compact when it has ended (Ctrl-C cancels it)"
+                        }
+                        _ => "a turn is running: wait for it, or Ctrl-C cancels it",
+                    }
+                    .into(),
+                );
                 Intent::None
             }
             Action::Submit(text) if text.trim().is_empty() => Intent::None,
@@ -236,17 +246,21 @@ impl App {
     /// Draw everything into `f`.
     pub fn draw(&mut self, f: &mut Frame<'_>) {
         let area = f.area();
-        let input_lines = self.editor.lines();
-        let input_h = u16::try_from(input_lines.len())
+        let input = wrap_input(
+            &self.editor.lines(),
+            self.editor.cursor(),
+            usize::from(area.width.saturating_sub(2)).max(1),
+        );
+        let input_h = u16::try_from(input.rows.len())
             .unwrap_or(u16::MAX)
             .saturating_add(2)
-            .clamp(3, 10);
+            .clamp(3, INPUT_MAX_HEIGHT);
         let rows = usize::from((area.height / 2).saturating_sub(2)).max(4);
         let prompt = self.prompt_lines(area.width.saturating_sub(2), rows);
         let prompt_h = prompt
             .as_ref()
             .map_or(0, |l| u16::try_from(l.len() + 2).unwrap_or(u16::MAX));
-        let [top, mid, input, status] = Layout::vertical([
+        let [top, mid, input_area, status] = Layout::vertical([
             Constraint::Min(1),
             Constraint::Length(prompt_h),
             Constraint::Length(input_h),
@@ -265,33 +279,31 @@ impl App {
             let block = Block::default().borders(Borders::ALL).title(" permission ");
             f.render_widget(Paragraph::new(p).block(block), mid);
         }
-        self.draw_input(f, input, &input_lines);
+        self.draw_input(f, input_area, &input);
         f.render_widget(Paragraph::new(self.status_line(status.width)), status);
     }
 
-    fn draw_input(&self, f: &mut Frame<'_>, area: ratatui::layout::Rect, lines: &[String]) {
+    fn draw_input(&self, f: &mut Frame<'_>, area: ratatui::layout::Rect, input: &WrappedInput) {
         let title = format!(
             " {}{} ",
             self.editor.mode_indicator(),
             if self.busy { " · running" } else { "" }
         );
         let block = Block::default().borders(Borders::ALL).title(title);
+        // The rows that fit, scrolled so that the cursor's row is the last one shown.
         let inner_h = usize::from(area.height.saturating_sub(2)).max(1);
-        let (row, _) = self.editor.cursor();
+        let (row, col) = input.cursor;
         let first = row.saturating_sub(inner_h - 1);
-        // A line longer than the box scrolls sideways so the cursor stays in view.
-        let inner_w = usize::from(area.width.saturating_sub(2)).max(1);
-        let col = self.editor.cursor_display_col();
-        let offset = (col + 1).saturating_sub(inner_w);
-        let shown: Vec<Line<'static>> = lines
+        let shown: Vec<Line<'static>> = input
+            .rows
             .iter()
             .skip(first)
             .take(inner_h)
-            .map(|l| Line::from(skip_cells(&sanitize_line_for_terminal(l), offset)))
+            .map(|r| Line::from(r.clone()))
             .collect();
         f.render_widget(Paragraph::new(shown).block(block), area);
         if !self.prompting() {
-            let x = area.x + 1 + u16::try_from(col - offset).unwrap_or(0);
+            let x = area.x + 1 + u16::try_from(col).unwrap_or(0);
             let y = area.y + 1 + u16::try_from(row - first).unwrap_or(0);
             f.set_cursor_position(Position::new(x.min(area.right().saturating_sub(2)), y));
         }
@@ -404,19 +416,60 @@ fn short_count(n: u64) -> String {
     }
 }
 
-/// `text` without its first `cells` display cells.
-fn skip_cells(text: &str, cells: usize) -> String {
+/// The input box's text as screen rows of at most `width` cells, and where its cursor is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrappedInput {
+    /// Terminal-safe rows: each logical line, broken wherever the next character would not
+    /// fit (a wide character never straddles two rows).
+    pub rows: Vec<String>,
+    /// The cursor's (row, cell column) in `rows`.
+    pub cursor: (usize, usize),
+}
+
+/// Wrap `lines` (the editor's, at least one) at `width` cells; `cursor` is the editor's
+/// (line, character column). A character the terminal must not see (a tab, a bidi control)
+/// takes the width of its visible escape. A cursor at the end of a full row goes to the start
+/// of the next one, as a terminal puts it.
+pub fn wrap_input(lines: &[String], cursor: (usize, usize), width: usize) -> WrappedInput {
     use unicode_width::UnicodeWidthChar as _;
-    let mut used = 0;
-    let mut out = String::new();
-    for c in text.chars() {
-        if used >= cells {
-            out.push(c);
-        } else {
-            used += c.width().unwrap_or(0);
+    let width = width.max(1);
+    let mut rows = Vec::new();
+    let mut at = (0, 0);
+    for (li, line) in lines.iter().enumerate() {
+        let mut row = String::new();
+        let mut used = 0;
+        let mut glyph = String::new();
+        let chars: Vec<char> = line.chars().collect();
+        for (ci, c) in chars.iter().enumerate() {
+            glyph.clear();
+            if hanzo_md_render::is_unsafe_for_terminal(*c) {
+                glyph.push_str(&sanitize_line_for_terminal(&c.to_string()));
+            } else {
+                glyph.push(*c);
+            }
+            for (gi, g) in glyph.chars().enumerate() {
+                let w = g.width().unwrap_or(0);
+                if used + w > width && used > 0 {
+                    rows.push(std::mem::take(&mut row));
+                    used = 0;
+                }
+                if gi == 0 && (li, ci) == cursor {
+                    at = (rows.len(), used);
+                }
+                row.push(g);
+                used += w;
+            }
         }
+        if li == cursor.0 && cursor.1 >= chars.len() {
+            if used >= width {
+                rows.push(std::mem::take(&mut row));
+                used = 0;
+            }
+            at = (rows.len(), used);
+        }
+        rows.push(row);
     }
-    out
+    WrappedInput { rows, cursor: at }
 }
 
 /// The input as the prompt shows it: the command for `bash`, the path or pattern for the file
@@ -652,12 +705,223 @@ mod tests {
         assert!(screen.contains("│ l5"), "{screen}");
     }
 
+    fn rows(lines: &[&str], cursor: (usize, usize), width: usize) -> WrappedInput {
+        let lines: Vec<String> = lines.iter().map(|l| (*l).to_string()).collect();
+        wrap_input(&lines, cursor, width)
+    }
+
     #[test]
-    fn a_long_input_line_scrolls_so_the_cursor_stays_visible() {
+    fn wrapping_breaks_lines_at_the_width_and_places_the_cursor() {
+        let w = rows(&[&"a".repeat(25)], (0, 25), 10);
+        assert_eq!(w.rows, ["a".repeat(10), "a".repeat(10), "a".repeat(5)]);
+        assert_eq!(w.cursor, (2, 5));
+        assert_eq!(rows(&[&"a".repeat(25)], (0, 10), 10).cursor, (1, 0));
+        assert_eq!(rows(&[&"a".repeat(25)], (0, 9), 10).cursor, (0, 9));
+        // A full row with the cursor after it: the cursor starts the next row, as a terminal's.
+        let full = rows(&["0123456789"], (0, 10), 10);
+        assert_eq!(full.rows, ["0123456789", ""]);
+        assert_eq!(full.cursor, (1, 0));
+        assert_eq!(rows(&["0123456789"], (0, 9), 10).rows, ["0123456789"]);
+        // Later lines count the rows of the earlier ones.
+        let multi = rows(&["first", "xxxxxxxxxxxx"], (1, 7), 5);
+        assert_eq!(multi.rows, ["first", "xxxxx", "xxxxx", "xx"]);
+        assert_eq!(multi.cursor, (2, 2));
+        assert_eq!(rows(&["", ""], (1, 0), 5).cursor, (1, 0));
+        // A wide character never straddles two rows; its width is two cells.
+        let wide = rows(&["ab你好c"], (0, 3), 3);
+        assert_eq!(wide.rows, ["ab", "你", "好c"]);
+        assert_eq!(wide.cursor, (2, 0));
+        assert_eq!(rows(&["ab你好c"], (0, 4), 3).cursor, (2, 2));
+        // A tab and a bidi override take their visible escapes' cells, never raw.
+        let esc = rows(&["a\tb\u{202e}c"], (0, 4), 40);
+        assert_eq!(esc.rows, ["a␉b<U+202E>c"]);
+        assert_eq!(esc.cursor, (0, 11));
+    }
+
+    fn cursor_after_draw(app: &mut App, w: u16, h: u16) -> (String, Position) {
+        let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+        t.draw(|f| app.draw(f)).expect("draw");
+        let at = t.get_cursor_position().expect("cursor");
+        (text(t.backend().buffer()), at)
+    }
+
+    /// The rows of the input box on `screen` (between its borders), trimmed.
+    fn box_rows(screen: &str) -> Vec<String> {
+        let lines: Vec<&str> = screen.lines().collect();
+        let top = lines
+            .iter()
+            .rposition(|l| l.starts_with('┌'))
+            .expect("the box's top border");
+        lines[top + 1..]
+            .iter()
+            .take_while(|l| !l.starts_with('└'))
+            .map(|l| {
+                l.trim_start_matches('│')
+                    .trim_end()
+                    .trim_end_matches('│')
+                    .trim_end()
+                    .to_string()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_long_input_line_wraps_in_the_box_which_grows_then_scrolls() {
         let mut app = App::new(40, true, InputMode::Default);
+        // 103 characters in 38 columns: three rows, the box five high with its borders.
         app.editor.insert_str(&format!("{}END", "x".repeat(100)));
-        let screen = text(&draw(&mut app, 40, 12));
-        assert!(screen.contains("xxxEND"), "{screen}");
+        let (screen, at) = cursor_after_draw(&mut app, 40, 12);
+        assert_eq!(
+            box_rows(&screen),
+            [
+                "x".repeat(38),
+                "x".repeat(38),
+                format!("{}END", "x".repeat(24))
+            ]
+        );
+        let lines: Vec<&str> = screen.lines().collect();
+        assert!(
+            lines[6].starts_with('┌') && lines[10].starts_with('└'),
+            "{screen}"
+        );
+        assert_eq!(at, Position::new(1 + 27, 9), "after END on the third row");
+        for l in &lines {
+            assert_eq!(l.chars().count(), 40, "nothing runs sideways: {l:?}");
+        }
+        // Longer than the box: it stops at its greatest height and shows the cursor's rows.
+        let mut long = App::new(40, true, InputMode::Default);
+        long.editor
+            .insert_str(&format!("START{}END", "y".repeat(610)));
+        let (screen, at) = cursor_after_draw(&mut long, 40, 24);
+        let shown = box_rows(&screen);
+        assert_eq!(shown.len(), usize::from(INPUT_MAX_HEIGHT - 2), "{screen}");
+        assert!(shown.last().is_some_and(|r| r.ends_with("END")), "{screen}");
+        assert!(
+            !screen.contains("START"),
+            "scrolled to the cursor: {screen}"
+        );
+        assert_eq!(at.y, 21, "the cursor on the box's last row");
+        // Home: the first rows come back into view, the cursor at the very start.
+        long.on_key(
+            KeyEvent::new(KeyCode::Home, KeyModifiers::NONE),
+            Instant::now(),
+        );
+        let (screen, at) = cursor_after_draw(&mut long, 40, 24);
+        assert!(box_rows(&screen)[0].starts_with("STARTy"), "{screen}");
+        assert!(!screen.contains("END"), "{screen}");
+        assert_eq!(at, Position::new(1, 14));
+    }
+
+    #[test]
+    fn the_cursor_follows_wrapped_rows_in_emacs_and_vim_modes() {
+        let ctrl = |c| KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL);
+        let alt = |c| KeyEvent::new(KeyCode::Char(c), KeyModifiers::ALT);
+        let now = Instant::now();
+        // 20 columns: 18 inside the box. "alpha beta gamma delta epsilon" wraps after 18.
+        let text_in = "alpha beta gamma delta epsilon";
+        let mut emacs = App::new(20, true, InputMode::Emacs);
+        emacs.editor.insert_str(text_in);
+        let (screen, at) = cursor_after_draw(&mut emacs, 20, 12);
+        assert_eq!(box_rows(&screen), ["alpha beta gamma d", "elta epsilon"]);
+        assert_eq!((at.x, at.y), (1 + 12, 9));
+        emacs.on_key(ctrl('a'), now);
+        assert_eq!(cursor_after_draw(&mut emacs, 20, 12).1, Position::new(1, 8));
+        // M-f three times: after "gamma", on the first row; once more: after "delta".
+        for _ in 0..3 {
+            emacs.on_key(alt('f'), now);
+        }
+        assert_eq!(
+            cursor_after_draw(&mut emacs, 20, 12).1,
+            Position::new(1 + 16, 8)
+        );
+        emacs.on_key(alt('f'), now);
+        assert_eq!(
+            cursor_after_draw(&mut emacs, 20, 12).1,
+            Position::new(1 + 4, 9)
+        );
+        emacs.on_key(ctrl('e'), now);
+        assert_eq!(
+            cursor_after_draw(&mut emacs, 20, 12).1,
+            Position::new(1 + 12, 9)
+        );
+
+        let mut vim = App::new(20, true, InputMode::Vim);
+        vim.editor.insert_str(text_in);
+        vim.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE), now);
+        // Normal mode: the cursor on the last character, "n" of "epsilon".
+        assert_eq!(
+            cursor_after_draw(&mut vim, 20, 12).1,
+            Position::new(1 + 11, 9)
+        );
+        vim.on_key(key('0'), now);
+        assert_eq!(cursor_after_draw(&mut vim, 20, 12).1, Position::new(1, 8));
+        // f then d: onto the "d" that ends the first row; then l: the start of the second.
+        vim.on_key(key('f'), now);
+        vim.on_key(key('d'), now);
+        assert_eq!(
+            cursor_after_draw(&mut vim, 20, 12).1,
+            Position::new(1 + 17, 8)
+        );
+        vim.on_key(key('l'), now);
+        assert_eq!(cursor_after_draw(&mut vim, 20, 12).1, Position::new(1, 9));
+        vim.on_key(key('$'), now);
+        assert_eq!(
+            cursor_after_draw(&mut vim, 20, 12).1,
+            Position::new(1 + 11, 9)
+        );
+    }
+
+    #[test]
+    fn at_80x24_a_long_input_keeps_the_layout() {
+        let mut app = App::new(80, true, InputMode::Default);
+        app.transcript.notice("earlier");
+        app.editor.insert_str(&"word ".repeat(400));
+        let (screen, at) = cursor_after_draw(&mut app, 80, 24);
+        let lines: Vec<&str> = screen.lines().collect();
+        assert_eq!(lines.len(), 24);
+        let h = usize::from(INPUT_MAX_HEIGHT);
+        assert!(
+            lines[23 - h].starts_with('┌') && lines[22].starts_with('└'),
+            "{screen}"
+        );
+        assert!(lines.iter().all(|l| l.chars().count() == 80), "{screen}");
+        assert_eq!(at.y, 21, "the cursor on the box's last row");
+        assert!(
+            screen.contains("earlier"),
+            "the transcript keeps its rows: {screen}"
+        );
+    }
+
+    #[test]
+    fn compact_while_a_turn_runs_is_refused_and_kept_in_the_box() {
+        let mut app = App::new(80, true, InputMode::Default);
+        app.busy = true;
+        app.editor.insert_str("/compact");
+        let got = app.on_key(
+            KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE),
+            Instant::now(),
+        );
+        assert_eq!(got, Intent::None);
+        assert_eq!(app.editor.text(), "/compact");
+        assert_eq!(
+            app.message.as_deref(),
+            Some("a turn is running: /compact when it has ended (Ctrl-C cancels it)")
+        );
+    }
+
+    #[test]
+    fn a_hostile_summary_is_shown_inert() {
+        let mut app = App::new(80, true, InputMode::Default);
+        app.transcript
+            .push_reply("summary \u{1b}]2;pwned\u{7} and \u{1b}[2J done");
+        let buf = draw(&mut app, 80, 24);
+        for cell in buf.content() {
+            for c in cell.symbol().chars() {
+                let code = u32::from(c);
+                assert!(code >= 0x20 && code != 0x7f, "a raw control {code:#x}");
+            }
+        }
+        assert!(text(&buf).contains("␛]2;pwned␇"), "{}", text(&buf));
     }
 
     #[test]

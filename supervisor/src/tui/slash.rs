@@ -26,7 +26,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "the permission rules in effect, with their tiers",
     ),
     ("/mcp", "the configured MCP servers and their tools"),
-    ("/compact", "how the conversation is compacted"),
+    (
+        "/compact",
+        "summarise the conversation so far; the next turns start from the summary",
+    ),
     ("/branch", "/branch NAME: create and switch to a git branch"),
     (
         "/commit",
