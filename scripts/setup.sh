@@ -100,3 +100,12 @@ for req in test-deps/*/requirements.txt; do
         echo "$want" >"$dir/.installed-py"
     fi
 done
+
+# --- bridge18: headless Chromium for the WebSocket bridge's browser tests (tests/bridge.rs) ---
+# Debian's `chromium` package (bookworm and its security updates: the distribution pins the
+# version); installed only when no chromium binary is there.
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing chromium"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium) \
+        || echo "setup: could not install chromium (continuing; tests/bridge.rs will fail naming it)"
+fi

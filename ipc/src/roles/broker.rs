@@ -49,6 +49,12 @@ pub enum Request {
     /// Replies [`Response::TracesExported`]; `Refused` for an endpoint that is not `http(s)://`,
     /// `Internal` when the collector cannot be reached or answers with an error.
     ExportTraces(TraceExport),
+    /// Fetch the JSON Web Key Set of a JWT issuer the user configured (`serve`/`bridge`
+    /// `--jwt-issuer`, `--jwks-url`): OpenID discovery (`/.well-known/openid-configuration` →
+    /// `jwks_uri`) unless `jwks_uri` is given. `https://` only (or `http://` to a loopback
+    /// address), no redirects, a size cap and a timeout. Replies [`Response::Jwks`]; `Refused`
+    /// for a URL or document that breaks those rules, `Internal` when the issuer cannot be reached.
+    FetchJwks(JwksFetch),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,6 +81,8 @@ pub enum Response {
     TracesExported {
         status: u16,
     },
+    /// The key set of a [`Request::FetchJwks`]: public keys only, as the issuer published them.
+    Jwks(JwksDocument),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -167,6 +175,28 @@ pub struct TraceExport {
     /// How long the broker waits for the collector.
     pub timeout_ms: u64,
 }
+
+/// Where a JWT issuer's keys are (trusted configuration: the `serve`/`bridge` flags).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JwksFetch {
+    /// The `iss` the tokens carry; discovery must name the same issuer.
+    pub issuer: String,
+    /// The key set's URL; `None`: found by OpenID discovery from `issuer`.
+    pub jwks_uri: Option<String>,
+    /// How long the broker waits for each document.
+    pub timeout_ms: u64,
+}
+
+/// A fetched key set: where it came from and its JSON text (checked to be an object with a
+/// `keys` array, at most [`MAX_JWKS_BYTES`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JwksDocument {
+    pub jwks_uri: String,
+    pub json: String,
+}
+
+/// The largest discovery document or key set the broker reads.
+pub const MAX_JWKS_BYTES: usize = 64 * 1024;
 
 /// The record of one connection attempt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

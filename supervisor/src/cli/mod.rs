@@ -4,6 +4,7 @@ pub mod acp;
 pub mod agents;
 pub mod ask;
 pub mod auth;
+pub mod bridge;
 pub mod chat;
 pub mod completions;
 pub mod config;
@@ -112,6 +113,9 @@ pub enum Command {
     /// The Agent Client Protocol over stdio, for editors (Zed, JetBrains IDEs, Neovim): each
     /// session a store session in its cwd, on the same workers, policy and sandbox as `run`.
     Acp(acp::Args),
+    /// The agents API as JSON-RPC over a WebSocket for browser pages (the DevBridge): Origin
+    /// allow-list, JWT (or `serve` token) in the subprotocol, run events streamed back.
+    Bridge(bridge::Args),
 }
 
 /// `hanzo-dev --version`: the version, the commit and date it was built from, the target, and
@@ -210,6 +214,7 @@ pub fn run(cli: Cli, env: StartEnv) -> anyhow::Result<i32> {
         Command::Lsp(args) => runtime()?.block_on(lsp::run(&args, env)),
         Command::Serve(args) => serve::run(&args, env),
         Command::Acp(args) => runtime()?.block_on(acp::run(&args, env)),
+        Command::Bridge(args) => bridge::run(&args, env),
     }
 }
 

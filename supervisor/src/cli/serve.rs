@@ -4,6 +4,8 @@
 use super::exit::usage;
 use crate::agent::approval::{approval_parser, ApprovalMode};
 use crate::secrets::StartEnv;
+use crate::serve::jwks::{BrokerKeys, KeySource};
+use crate::serve::jwt::JwtConfig;
 use crate::serve::listen::{ListenAddr, Listener};
 use crate::serve::tokens::TokenStore;
 use crate::serve::{runs, State, DEFAULT_MAX_BODY};
@@ -20,6 +22,13 @@ pub struct Args {
     /// [default: unix:$XDG_RUNTIME_DIR/hanzo-dev/api.sock].
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// What `serve` and `bridge` share: where runs work, how far they may go, and who may ask.
+#[derive(Debug, clap::Args)]
+pub struct ServerArgs {
     /// The workspace every run works in (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
@@ -30,16 +39,26 @@ pub struct Args {
     /// Every run plays this cassette instead of calling a provider (offline, tests).
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
-    /// Also accept JWTs (RS256, ES256) signed by a key of this JWKS file; their `owner` claim is
-    /// the org. Needs --jwt-issuer and --jwt-audience.
-    #[arg(long, value_name = "FILE", requires_all = ["jwt_issuer", "jwt_audience"])]
-    pub jwks: Option<PathBuf>,
-    /// The `iss` a JWT must carry.
-    #[arg(long, value_name = "ISS", requires = "jwks")]
+    /// Accept JWTs (RS256, ES256) whose `iss` is ISS; their `owner` claim is the org. The keys
+    /// come from --jwks FILE, from --jwks-url, or else from the issuer's OpenID discovery
+    /// document (both fetched through the broker). Needs --jwt-audience.
+    #[arg(long, value_name = "ISS", requires = "jwt_audience")]
     pub jwt_issuer: Option<String>,
     /// The `aud` a JWT must carry (or list).
-    #[arg(long, value_name = "AUD", requires = "jwks")]
+    #[arg(long, value_name = "AUD", requires = "jwt_issuer")]
     pub jwt_audience: Option<String>,
+    /// Verify JWTs against the keys of this JWKS file (read for each token).
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "jwt_issuer",
+        conflicts_with = "jwks_url"
+    )]
+    pub jwks: Option<PathBuf>,
+    /// Verify JWTs against the key set at this URL (https, or http to a loopback address),
+    /// fetched through the broker, cached, and refetched on an unknown `kid`.
+    #[arg(long, value_name = "URL", requires = "jwt_issuer")]
+    pub jwks_url: Option<String>,
     /// The largest request body accepted, in bytes (413 beyond).
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY)]
     pub max_body: usize,
@@ -119,19 +138,83 @@ fn token(cmd: &TokenCommand, env: &StartEnv) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-async fn serve(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
-    let data_dir = super::store::data_dir(&env)?;
-    let (addr, default_path) = match &args.listen {
+/// Where to listen (`--listen`, else the default socket) and whether that is the default path.
+pub fn listen_addr(listen: Option<&str>, env: &StartEnv) -> anyhow::Result<(ListenAddr, bool)> {
+    Ok(match listen {
         Some(l) => (
             ListenAddr::parse(l).map_err(|e| usage(e.to_string()))?,
             false,
         ),
         None => (
-            ListenAddr::default_unix(env_var(&env, "XDG_RUNTIME_DIR"))
+            ListenAddr::default_unix(env_var(env, "XDG_RUNTIME_DIR"))
                 .map_err(|e| usage(e.to_string()))?,
             true,
         ),
+    })
+}
+
+/// A broker started for a server's JWT keys; kept for as long as the server runs.
+pub struct KeyBroker {
+    sup: crate::tree::Supervisor,
+    _run_dir: crate::startup::RunDir,
+}
+
+impl KeyBroker {
+    pub async fn shutdown(self) {
+        self.sup.shutdown().await;
+    }
+}
+
+/// The JWT configuration the flags ask for; when the keys come from a URL (or discovery), the
+/// broker that fetches them is started here and returned with it.
+pub async fn jwt_config(
+    args: &ServerArgs,
+    env: &StartEnv,
+) -> anyhow::Result<(Option<JwtConfig>, Option<KeyBroker>)> {
+    let (Some(iss), Some(aud)) = (&args.jwt_issuer, &args.jwt_audience) else {
+        return Ok((None, None));
     };
+    if let Some(p) = &args.jwks {
+        let keys = KeySource::File(
+            p.canonicalize()
+                .map_err(|e| usage(format!("--jwks {}: {e}", p.display())))?,
+        );
+        let cfg = JwtConfig {
+            keys,
+            issuer: iss.clone(),
+            audience: aud.clone(),
+        };
+        return Ok((Some(cfg), None));
+    }
+    let (sup, run_dir) = super::login::broker_only(env).await?;
+    let keys = match BrokerKeys::start(sup.broker.clone(), iss.clone(), args.jwks_url.clone()).await
+    {
+        Ok(k) => k,
+        Err(e) => {
+            sup.shutdown().await;
+            return Err(usage(format!(
+                "{e}\n(the keys must be at an https:// URL, or http:// to a loopback address, \
+                 answered without a redirect)"
+            )));
+        }
+    };
+    let cfg = JwtConfig {
+        keys: KeySource::Broker(keys),
+        issuer: iss.clone(),
+        audience: aud.clone(),
+    };
+    Ok((
+        Some(cfg),
+        Some(KeyBroker {
+            sup,
+            _run_dir: run_dir,
+        }),
+    ))
+}
+
+/// The state every handler shares, from the shared flags.
+pub fn state(args: &ServerArgs, env: &StartEnv, jwt: Option<JwtConfig>) -> anyhow::Result<State> {
+    let data_dir = super::store::data_dir(env)?;
     let workspace = match &args.workspace {
         Some(w) => w.clone(),
         None => std::env::current_dir().context("cannot determine the current directory")?,
@@ -148,25 +231,12 @@ async fn serve(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     };
     if args.approval == ApprovalMode::Prompt {
         return Err(usage(
-            "serve --approval prompt: nobody is at a terminal to answer; use deny, allow-listed \
-             or allow",
+            "--approval prompt: nobody is at a terminal to answer; use deny, allow-listed or allow",
         ));
     }
-    let listener = Listener::bind(&addr, default_path)
-        .await
-        .map_err(|e| usage(e.to_string()))?;
-    let state = Arc::new(State {
+    Ok(State {
         tokens: TokenStore::in_data_dir(&data_dir),
-        jwt: match (&args.jwks, &args.jwt_issuer, &args.jwt_audience) {
-            (Some(p), Some(iss), Some(aud)) => Some(crate::serve::jwt::JwtConfig {
-                jwks_path: p
-                    .canonicalize()
-                    .map_err(|e| usage(format!("--jwks {}: {e}", p.display())))?,
-                issuer: iss.clone(),
-                audience: aud.clone(),
-            }),
-            _ => None,
-        },
+        jwt,
         data_dir,
         secrets: env.secret_values(),
         approval: args.approval,
@@ -178,8 +248,22 @@ async fn serve(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
             env: env.vars.clone(),
         },
         registry: runs::Registry::default(),
-    });
+    })
+}
+
+async fn serve(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
+    let (addr, default_path) = listen_addr(args.listen.as_deref(), &env)?;
+    // Checked before the listener is bound and the broker started.
+    let base = state(&args.server, &env, None)?;
+    let (jwt, key_broker) = jwt_config(&args.server, &env).await?;
+    let state = Arc::new(State { jwt, ..base });
+    let listener = Listener::bind(&addr, default_path)
+        .await
+        .map_err(|e| usage(e.to_string()))?;
     eprintln!("hanzo-dev serve: listening on {}", listener.describe());
     crate::serve::serve(listener, state).await?;
+    if let Some(b) = key_broker {
+        b.shutdown().await;
+    }
     Ok(0)
 }

@@ -42,7 +42,12 @@ pub struct Follow {
 /// The response: headers now, rows as they come.
 pub fn response(f: Follow) -> Response<Body> {
     let (tx, rx) = tokio::sync::mpsc::channel(64);
-    tokio::spawn(pump(f, tx));
+    tokio::spawn(pump(
+        f,
+        tx,
+        frame,
+        Some(Bytes::from_static(b": keep-alive\n\n")),
+    ));
     let mut r = Response::new(ChannelBody(rx).boxed());
     *r.status_mut() = StatusCode::OK;
     let h = r.headers_mut();
@@ -80,7 +85,17 @@ fn read_batch(
     Ok((rows, !driving && status != RunStatus::Running))
 }
 
-async fn pump(f: Follow, tx: tokio::sync::mpsc::Sender<Bytes>) {
+/// Send `frame` of each of the run's rows after `f.after` into `tx`, then of each new one as it
+/// is recorded, until the run is over (or `tx` is closed); `keepalive` (if any) after about
+/// 15 s without a row. The SSE stream and the WebSocket bridge's subscriptions share it.
+pub async fn pump<F>(
+    f: Follow,
+    tx: tokio::sync::mpsc::Sender<Bytes>,
+    frame: F,
+    keepalive: Option<Bytes>,
+) where
+    F: Fn(&EventRecord) -> Bytes,
+{
     let mut after = f.after;
     let mut watch = f.registry.watch(&f.org, f.run);
     let mut idle = 0u32;
@@ -132,12 +147,10 @@ async fn pump(f: Follow, tx: tokio::sync::mpsc::Sender<Bytes>) {
         }
         if idle >= KEEPALIVE_POLLS {
             idle = 0;
-            if tx
-                .send(Bytes::from_static(b": keep-alive\n\n"))
-                .await
-                .is_err()
-            {
-                return;
+            if let Some(k) = &keepalive {
+                if tx.send(k.clone()).await.is_err() {
+                    return;
+                }
             }
         }
         wait_for_more(&mut watch, &f).await;

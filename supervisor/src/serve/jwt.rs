@@ -1,5 +1,6 @@
 //! JWT principals for the agents API: a compact JWS signed RS256 or ES256, verified against the
-//! keys of a JWKS file (`serve --jwks FILE`), with the issuer and audience the server was given.
+//! keys of a JWKS ([`super::jwks::KeySource`]: a file, or the issuer's key set fetched through
+//! the broker), with the issuer and audience the server was given.
 //! The `owner` claim is the org. Everything else is refused: `alg: none`, HMAC algorithms (a
 //! public key used as an HMAC secret is the classic confusion), a `kid` not in the set, a key
 //! whose type does not match the algorithm, a bad signature, an expired or not-yet-valid token
@@ -12,15 +13,17 @@ use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
+use super::jwks::KeySource;
+
 /// Clock skew allowed on `exp` and `nbf`.
 pub const LEEWAY_SECS: u64 = 60;
 /// The longest token looked at.
 const MAX_TOKEN_LEN: usize = 16 * 1024;
 
 /// What a JWT must satisfy.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct JwtConfig {
-    pub jwks_path: PathBuf,
+    pub keys: KeySource,
     pub issuer: String,
     pub audience: String,
 }
@@ -59,7 +62,7 @@ struct Header {
 }
 
 #[derive(Debug, Deserialize)]
-struct Jwk {
+pub struct Jwk {
     kty: String,
     kid: Option<String>,
     crv: Option<String>,
@@ -69,9 +72,17 @@ struct Jwk {
     e: Option<String>,
 }
 
+/// A JSON Web Key Set (the fields used; private-key members, if an issuer ever published
+/// them, are not read).
 #[derive(Debug, Deserialize)]
-struct Jwks {
-    keys: Vec<Jwk>,
+pub struct Jwks {
+    pub keys: Vec<Jwk>,
+}
+
+impl Jwks {
+    pub fn has_kid(&self, kid: &str) -> bool {
+        self.keys.iter().any(|k| k.kid.as_deref() == Some(kid))
+    }
 }
 
 fn b64(s: &str) -> Result<Vec<u8>, JwtError> {
@@ -80,7 +91,7 @@ fn b64(s: &str) -> Result<Vec<u8>, JwtError> {
         .map_err(|_| JwtError::Malformed)
 }
 
-fn load_jwks(path: &Path) -> Result<Jwks, JwtError> {
+pub fn load_jwks(path: &Path) -> Result<Jwks, JwtError> {
     let text =
         std::fs::read_to_string(path).map_err(|e| JwtError::Jwks(path.into(), e.to_string()))?;
     serde_json::from_str(&text).map_err(|e| JwtError::Jwks(path.into(), e.to_string()))
@@ -126,7 +137,7 @@ fn verify_signature(alg: &str, key: &Jwk, signed: &[u8], sig: &[u8]) -> Result<(
     }
 }
 
-fn check_claims(cfg: &JwtConfig, claims: &Value, now: u64) -> Result<String, JwtError> {
+fn check_claims(cfg: &Expect<'_>, claims: &Value, now: u64) -> Result<String, JwtError> {
     let exp = claims
         .get("exp")
         .and_then(Value::as_u64)
@@ -139,14 +150,12 @@ fn check_claims(cfg: &JwtConfig, claims: &Value, now: u64) -> Result<String, Jwt
             return Err(JwtError::NotYetValid);
         }
     }
-    if claims.get("iss").and_then(Value::as_str) != Some(cfg.issuer.as_str()) {
+    if claims.get("iss").and_then(Value::as_str) != Some(cfg.issuer) {
         return Err(JwtError::Issuer);
     }
     let aud_ok = match claims.get("aud") {
-        Some(Value::String(a)) => *a == cfg.audience,
-        Some(Value::Array(all)) => all
-            .iter()
-            .any(|a| a.as_str() == Some(cfg.audience.as_str())),
+        Some(Value::String(a)) => a == cfg.audience,
+        Some(Value::Array(all)) => all.iter().any(|a| a.as_str() == Some(cfg.audience)),
         _ => false,
     };
     if !aud_ok {
@@ -160,8 +169,15 @@ fn check_claims(cfg: &JwtConfig, claims: &Value, now: u64) -> Result<String, Jwt
     Ok(owner.to_string())
 }
 
-/// The principal a JWT stands for, at time `now` (seconds since the epoch).
-pub fn verify(cfg: &JwtConfig, token: &str, now: u64) -> Result<Principal, JwtError> {
+/// The issuer and audience a token must name.
+pub struct Expect<'a> {
+    pub issuer: &'a str,
+    pub audience: &'a str,
+}
+
+/// The header of a token, checked: its algorithm is RS256 or ES256. Returns its `kid` (empty
+/// when it has none, which no key matches).
+fn header_of(token: &str) -> Result<(Header, [&str; 3]), JwtError> {
     if token.len() > MAX_TOKEN_LEN {
         return Err(JwtError::Malformed);
     }
@@ -175,8 +191,31 @@ pub fn verify(cfg: &JwtConfig, token: &str, now: u64) -> Result<Principal, JwtEr
     if header.alg != "RS256" && header.alg != "ES256" {
         return Err(JwtError::Algorithm(header.alg));
     }
+    Ok((header, [h, p, s]))
+}
+
+/// The principal a JWT stands for, at time `now` (seconds since the epoch). The token's header
+/// is checked before any key is looked up (an `alg: none` token causes no JWKS fetch).
+pub async fn verify(cfg: &JwtConfig, token: &str, now: u64) -> Result<Principal, JwtError> {
+    let (header, _) = header_of(token)?;
     let kid = header.kid.unwrap_or_default();
-    let jwks = load_jwks(&cfg.jwks_path)?;
+    let jwks = cfg.keys.keys_for(&kid).await?;
+    let expect = Expect {
+        issuer: &cfg.issuer,
+        audience: &cfg.audience,
+    };
+    verify_with(&jwks, &expect, token, now)
+}
+
+/// [`verify`] against a key set at hand.
+pub fn verify_with(
+    jwks: &Jwks,
+    cfg: &Expect<'_>,
+    token: &str,
+    now: u64,
+) -> Result<Principal, JwtError> {
+    let (header, [h, p, s]) = header_of(token)?;
+    let kid = header.kid.unwrap_or_default();
     let key = jwks
         .keys
         .iter()
@@ -193,9 +232,14 @@ pub fn verify(cfg: &JwtConfig, token: &str, now: u64) -> Result<Principal, JwtEr
         .chars()
         .take(64)
         .collect::<String>();
+    let expires = claims
+        .get("exp")
+        .and_then(Value::as_u64)
+        .map(|e| e.saturating_add(LEEWAY_SECS));
     Ok(Principal {
         org,
         token_id: format!("jwt:{kid}:{sub}"),
+        expires,
     })
 }
 
@@ -284,12 +328,19 @@ mod tests {
             .expect("rsa key")
     }
 
-    fn cfg(k: &Keys) -> JwtConfig {
-        JwtConfig {
-            jwks_path: k.dir.path().join("jwks.json"),
-            issuer: "https://id.example".into(),
-            audience: "hanzo-dev".into(),
-        }
+    struct Cfg(PathBuf);
+
+    fn cfg(k: &Keys) -> Cfg {
+        Cfg(k.dir.path().join("jwks.json"))
+    }
+
+    /// The file is read for each token, as `KeySource::File` does.
+    fn verify(c: &Cfg, token: &str, now: u64) -> Result<Principal, JwtError> {
+        let expect = Expect {
+            issuer: "https://id.example",
+            audience: "hanzo-dev",
+        };
+        verify_with(&load_jwks(&c.0)?, &expect, token, now)
     }
 
     fn claims() -> Value {

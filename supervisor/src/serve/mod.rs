@@ -3,7 +3,10 @@
 //!
 //! - [`listen`]: where it listens, and creating the socket without trusting its path.
 //! - [`tokens`]: bearer tokens, stored hashed; a token is one org.
-//! - [`jwt`]: JWT principals (RS256/ES256 against a JWKS file); the `owner` claim is the org.
+//! - [`jwt`]: JWT principals (RS256/ES256); the `owner` claim is the org.
+//! - [`jwks`]: their keys: a JWKS file, or the issuer's key set fetched through the broker.
+//! - [`bridge`], [`ws`]: `hanzo-dev bridge`, the same routes as JSON-RPC over a WebSocket for
+//!   browsers (Origin allow-list, JWT in the subprotocol or query), RFC 6455 framing.
 //! - [`routes`]: the routes; every one but `/v1/openapi.json` needs a principal, and only the
 //!   principal's org store is ever opened.
 //! - [`runs`]: a run is a `hanzo-dev run --json` child (the same machinery as the CLI's); its
@@ -15,13 +18,16 @@
 //! valid token gets 401 before the route's data is looked at, and a run id of another org is
 //! simply absent from this org's file (404).
 
+pub mod bridge;
 pub mod events;
 pub mod http;
+pub mod jwks;
 pub mod jwt;
 pub mod listen;
 pub mod routes;
 pub mod runs;
 pub mod tokens;
+pub mod ws;
 
 use crate::term::sanitize_line_for_terminal;
 use hanzo_store::{ApprovalMode, RunStore, SecretValues};
@@ -94,26 +100,49 @@ fn percent_lossy(path: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-async fn answer(
-    state: Arc<State>,
+/// What answers one request (the agents API's routes, or the bridge's upgrade).
+pub trait Answer: Clone + Send + Sync + 'static {
+    fn answer(
+        &self,
+        req: ::http::Request<hyper::body::Incoming>,
+    ) -> impl std::future::Future<Output = ::http::Response<http::Body>> + Send;
+}
+
+/// The agents API's routes.
+#[derive(Clone)]
+struct Routes(Arc<State>);
+
+impl Answer for Routes {
+    async fn answer(
+        &self,
+        req: ::http::Request<hyper::body::Incoming>,
+    ) -> ::http::Response<http::Body> {
+        routes::handle(self.0.clone(), req).await
+    }
+}
+
+async fn answer<A: Answer>(
+    handler: A,
     req: ::http::Request<hyper::body::Incoming>,
 ) -> Result<::http::Response<http::Body>, std::convert::Infallible> {
     let method = req.method().clone();
+    // The path only: a query (the bridge's `access_token`) never reaches the log.
     let path = req.uri().path().to_string();
-    let resp = routes::handle(state, req).await;
+    let resp = handler.answer(req).await;
     eprintln!("{}", log_line(&method, &path, resp.status().as_u16()));
     Ok(resp)
 }
 
-fn serve_connection<S>(state: Arc<State>, stream: S)
+fn serve_connection<A: Answer, S>(handler: A, stream: S)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     tokio::spawn(async move {
-        let service = hyper::service::service_fn(move |req| answer(state.clone(), req));
+        let service = hyper::service::service_fn(move |req| answer(handler.clone(), req));
         let conn = hyper::server::conn::http1::Builder::new()
             .max_buf_size(64 * 1024)
-            .serve_connection(TokioIo::new(stream), service);
+            .serve_connection(TokioIo::new(stream), service)
+            .with_upgrades();
         let _ = conn.await;
     });
 }
@@ -121,6 +150,15 @@ where
 /// Accept connections until SIGINT or SIGTERM; then ask the active runs to stop and wait for
 /// them (each records itself as cancelled).
 pub async fn serve(listener: Listener, state: Arc<State>) -> std::io::Result<()> {
+    serve_with(listener, state.clone(), Routes(state)).await
+}
+
+/// [`serve`] with another handler (the bridge's) on the same accept loop and shutdown.
+pub async fn serve_with<A: Answer>(
+    listener: Listener,
+    state: Arc<State>,
+    handler: A,
+) -> std::io::Result<()> {
     let me = nix::unistd::geteuid().as_raw();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {
@@ -128,8 +166,8 @@ pub async fn serve(listener: Listener, state: Arc<State>) -> std::io::Result<()>
             _ = tokio::signal::ctrl_c() => break,
             _ = term.recv() => break,
             accepted = accept(&listener, me) => match accepted {
-                Ok(Some(Conn::Unix(s))) => serve_connection(state.clone(), s),
-                Ok(Some(Conn::Tcp(s))) => serve_connection(state.clone(), s),
+                Ok(Some(Conn::Unix(s))) => serve_connection(handler.clone(), s),
+                Ok(Some(Conn::Tcp(s))) => serve_connection(handler.clone(), s),
                 Ok(None) => {}
                 Err(e) => eprintln!("accept: {e}"),
             },

@@ -94,7 +94,7 @@ fn method_not_allowed() -> ApiError {
 }
 
 /// The principal of a request: its bearer token, verified against the token file.
-fn authenticate<B>(state: &State, req: &Request<B>) -> Result<Principal, ApiError> {
+async fn authenticate<B>(state: &State, req: &Request<B>) -> Result<Principal, ApiError> {
     let header = req
         .headers()
         .get(http::header::AUTHORIZATION)
@@ -104,6 +104,12 @@ fn authenticate<B>(state: &State, req: &Request<B>) -> Result<Principal, ApiErro
         .strip_prefix("Bearer ")
         .map(str::trim)
         .ok_or_else(ApiError::unauthorized)?;
+    authenticate_bearer(state, token).await
+}
+
+/// The principal a bearer value stands for: a JWT (when the server verifies JWTs) or one of
+/// our own tokens. Shared by the HTTP routes and the WebSocket bridge.
+pub async fn authenticate_bearer(state: &State, token: &str) -> Result<Principal, ApiError> {
     if super::jwt::looks_like_jwt(token) {
         let Some(cfg) = &state.jwt else {
             return Err(ApiError::unauthorized());
@@ -112,7 +118,7 @@ fn authenticate<B>(state: &State, req: &Request<B>) -> Result<Principal, ApiErro
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
-        return super::jwt::verify(cfg, token, now).map_err(|e| {
+        return super::jwt::verify(cfg, token, now).await.map_err(|e| {
             eprintln!("auth: a JWT was refused: {e}");
             ApiError::unauthorized()
         });
@@ -152,7 +158,23 @@ where
         };
     }
     // Authentication comes before anything about the route's data (even whether it exists).
-    let who = authenticate(state, &req)?;
+    let who = authenticate(state, &req).await?;
+    dispatch_as(state, &who, route, req).await
+}
+
+/// Answer `req` (already routed to `route`) for the principal `who`: the HTTP routes after
+/// authentication, and the WebSocket bridge's JSON-RPC calls.
+pub async fn dispatch_as<B>(
+    state: &Arc<State>,
+    who: &Principal,
+    route: Route,
+    req: Request<B>,
+) -> Result<Response<Body>, ApiError>
+where
+    B: http_body::Body<Data = bytes::Bytes>,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    let who = who.clone();
     let method = req.method().clone();
     let (parts, body) = req.into_parts();
     let read = |cap| read_body(&parts.headers, body, cap);
@@ -504,14 +526,7 @@ async fn follow_run(
             })?,
     };
     // 404 before any header of a stream goes out: the run must be in this org's file.
-    let st = state.clone();
-    let org = who.org.clone();
-    tokio::task::spawn_blocking(move || -> Result<(), ApiError> {
-        st.open_store(&org)?.get_run(id).map_err(store_error)?;
-        Ok(())
-    })
-    .await
-    .map_err(|_| ApiError::internal())??;
+    check_run(state, who, id).await?;
     Ok(events::response(Follow {
         data_dir: state.data_dir.clone(),
         org: who.org.clone(),
@@ -519,6 +534,18 @@ async fn follow_run(
         after,
         registry: state.registry.clone(),
     }))
+}
+
+/// `Ok` when run `id` is in the principal's org file, else 404 `run_not_found`.
+pub async fn check_run(state: &Arc<State>, who: &Principal, id: RunId) -> Result<(), ApiError> {
+    let st = state.clone();
+    let org = who.org.clone();
+    tokio::task::spawn_blocking(move || -> Result<(), ApiError> {
+        st.open_store(&org)?.get_run(id).map_err(store_error)?;
+        Ok(())
+    })
+    .await
+    .map_err(|_| ApiError::internal())?
 }
 
 #[cfg(test)]

@@ -66,6 +66,9 @@ pub struct Principal {
     pub org: String,
     /// The token's id, for the log.
     pub token_id: String,
+    /// When (seconds since the epoch) the principal stops being valid: a JWT's `exp` plus the
+    /// leeway; `None` for our own tokens. A bridge connection is closed then.
+    pub expires: Option<u64>,
 }
 
 /// The token file of a data directory.
@@ -199,6 +202,7 @@ impl TokenStore {
             .map(|t| Principal {
                 org: t.org.clone(),
                 token_id: t.id.clone(),
+                expires: None,
             }))
     }
 }

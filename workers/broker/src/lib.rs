@@ -19,6 +19,7 @@ pub mod allow;
 pub mod credentials;
 pub mod egress;
 pub mod fetch;
+pub mod jwks;
 pub mod mcp_http;
 pub mod oauth;
 pub mod pkce;

@@ -69,9 +69,13 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
             }
         }
         let traces = trace_sender(&ctx.events);
+        let jwks = crate::jwks::jwks_client()
+            .map_err(|e| eprintln!("hanzo-dev broker worker: {e}"))
+            .ok();
         BrokerHandler {
             broker,
             traces,
+            jwks,
             egress: EgressSlot {
                 control: Mutex::new(egress_control),
                 run: Mutex::new(None),
@@ -151,6 +155,8 @@ struct BrokerHandler {
     broker: Option<Arc<Broker>>,
     /// The OTLP/HTTP sender (`None`: it could not be built; exports are refused).
     traces: Option<crate::traces::TraceSender>,
+    /// The client for JWT key sets (`None`: it could not be built; fetches are refused).
+    jwks: Option<reqwest::Client>,
     egress: EgressSlot,
 }
 
@@ -226,6 +232,18 @@ impl Handler<BrokerProtocol, OwnedWriteHalf> for BrokerHandler {
                     Ok(status) => Ok(Response::TracesExported { status }),
                     Err(e @ crate::traces::ExportError::BadEndpoint(_))
                     | Err(e @ crate::traces::ExportError::BadContentType(_)) => {
+                        Err(RemoteError::new(RemoteErrorKind::Refused, e.to_string()))
+                    }
+                    Err(e) => Err(RemoteError::new(RemoteErrorKind::Internal, e.to_string())),
+                }
+            }
+            Request::FetchJwks(req) => {
+                let client = self.jwks.as_ref().ok_or_else(|| {
+                    RemoteError::new(RemoteErrorKind::Internal, "the broker has no JWKS client")
+                })?;
+                match crate::jwks::fetch(client, &req).await {
+                    Ok(doc) => Ok(Response::Jwks(doc)),
+                    Err(e) if e.is_refusal() => {
                         Err(RemoteError::new(RemoteErrorKind::Refused, e.to_string()))
                     }
                     Err(e) => Err(RemoteError::new(RemoteErrorKind::Internal, e.to_string())),
