@@ -21,6 +21,10 @@ pub const DIRECT_FD: i32 = 4;
 /// worker each hold one end of when a run allows network for commands. Not 5: the broker's end of
 /// the mcp worker's channel is 5 ([`crate::roles::mcphttp::BROKER_MCP_FD`]).
 pub const EGRESS_FD: i32 = 6;
+/// The broker's fd number of its end of the **mcp worker's** egress control socket (the mcp
+/// worker's own end is [`EGRESS_FD`]): a second channel with its own allow-list, given when a
+/// run's MCP stdio servers ask for network.
+pub const MCP_EGRESS_FD: i32 = 7;
 
 /// Everything that can end a channel.
 #[derive(Debug, Error)]

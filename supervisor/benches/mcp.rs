@@ -153,6 +153,7 @@ impl Setup {
                         filesystem: McpFilesystem::WorkspaceRo,
                         extra_read: Vec::new(),
                         network: false,
+                        egress_address: None,
                     },
                 },
                 initialize_timeout_ms: 30_000,

@@ -49,6 +49,10 @@ fn record_text(r: &EgressRecord) -> String {
         "{} B up, {} B down, {} ms",
         r.bytes_up, r.bytes_down, r.duration_ms
     );
+    let target = match &r.server {
+        Some(server) => format!("{target} for MCP server {server}"),
+        None => target,
+    };
     match &r.outcome {
         EgressOutcome::Allowed { rule, address, end } => format!(
             "allowed {} {target} by rule {rule} to {address} ({}), {counts}",
@@ -103,6 +107,9 @@ pub struct EgressEvent {
     pub bytes_up: u64,
     pub bytes_down: u64,
     pub duration_ms: u64,
+    /// The MCP stdio server the connection was made for (`None`: a command's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     /// The record in one line, as `hanzo-dev sandbox` prints it.
     pub summary: String,
 }
@@ -134,6 +141,7 @@ impl EgressEvent {
             bytes_up: r.bytes_up,
             bytes_down: r.bytes_down,
             duration_ms: r.duration_ms,
+            server: r.server.as_deref().map(clean),
             summary: clean(&record_line(r)),
         };
         match &r.outcome {
@@ -174,11 +182,17 @@ pub enum ConfigureError {
     NoForwarder(u32),
     #[error("the broker refused the egress configuration: {0}")]
     Broker(String),
+    #[error("the mcp worker is not running")]
+    NoMcpWorker,
+    #[error(
+        "the egress forwarder was not found in the mcp worker's namespace (mcp worker pid {0})"
+    )]
+    NoMcpForwarder(u32),
 }
 
-/// The forwarder's pid as the supervisor sees it: the tools worker `tools_pid` waits outside its
-/// namespaces for their pid 1, whose first child (pid [`hanzo_tools::egress_forward::NS_PID`]
-/// inside) is the forwarder.
+/// The forwarder's pid as the supervisor sees it: the tools (or mcp) worker `tools_pid` waits
+/// outside its namespaces for their pid 1, whose first child (pid
+/// [`hanzo_tools::egress_forward::NS_PID`] inside) is the forwarder.
 pub fn forwarder_pid(tools_pid: u32) -> Option<u32> {
     let pid1 = hanzo_sandbox::procfs::child_with_ns_pid(tools_pid, 1)?;
     hanzo_sandbox::procfs::child_with_ns_pid(pid1, hanzo_tools::egress_forward::NS_PID)
@@ -209,6 +223,44 @@ pub async fn configure_run(
     match sup
         .broker
         .call(hanzo_ipc::roles::broker::Request::ConfigureEgress(settings))
+        .await
+    {
+        Ok(hanzo_ipc::roles::broker::Response::EgressConfigured) => Ok(forwarder),
+        Ok(other) => Err(ConfigureError::Broker(format!(
+            "unexpected reply {other:?}"
+        ))),
+        Err(e) => Err(ConfigureError::Broker(e.to_string())),
+    }
+}
+
+/// Tell the running broker to serve the mcp worker's egress channel for its forwarder, one
+/// source per stdio server given network (its proxy address and list). Returns the forwarder's
+/// pid. `mcp` and `broker` are the tree's handles (owned: the keeper task holds clones).
+pub async fn configure_mcp(
+    mcp: &crate::worker::WorkerHandle<hanzo_ipc::roles::mcp::McpProtocol>,
+    broker: &crate::worker::WorkerHandle<hanzo_ipc::roles::broker::BrokerProtocol>,
+    sources: &[hanzo_ipc::roles::broker::EgressSource],
+) -> Result<u32, ConfigureError> {
+    let worker = mcp.info().ok_or(ConfigureError::NoMcpWorker)?;
+    let deadline = std::time::Instant::now() + FORWARDER_PATIENCE;
+    let forwarder = loop {
+        if let Some(pid) = forwarder_pid(worker.pid) {
+            break pid;
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(ConfigureError::NoMcpForwarder(worker.pid));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let settings = EgressSettings {
+        forwarder_pid: forwarder,
+        sources: sources.to_vec(),
+        ..EgressSettings::default()
+    };
+    match broker
+        .call(hanzo_ipc::roles::broker::Request::ConfigureMcpEgress(
+            settings,
+        ))
         .await
     {
         Ok(hanzo_ipc::roles::broker::Response::EgressConfigured) => Ok(forwarder),
@@ -537,6 +589,7 @@ mod tests {
             bytes_up: 0,
             bytes_down: 0,
             duration_ms: 0,
+            server: Some("srv\u{1b}[31m".into()),
         };
         let line = record_line(&r);
         assert!(!line.chars().any(|c| c.is_control()), "{line:?}");
@@ -557,6 +610,7 @@ mod tests {
             bytes_up: 10,
             bytes_down: 20,
             duration_ms: 3,
+            server: None,
         };
         assert_eq!(
             record_line(&r),
@@ -572,6 +626,12 @@ mod tests {
         assert_eq!(
             record_line(&r),
             "denied http_connect [::1]:443: not_listed: not on the list, 10 B up, 20 B down, 3 ms"
+        );
+        r.server = Some("fetcher".into());
+        assert!(
+            record_line(&r).starts_with("denied http_connect [::1]:443 for MCP server fetcher:"),
+            "{}",
+            record_line(&r)
         );
     }
 }

@@ -7,6 +7,7 @@
 //! it sets is refused here, since the broker would otherwise be asked to reach it). Server names
 //! follow the `mcp__<server>__<tool>` contract (`hanzo_mcp::validate_server_name`).
 
+use hanzo_ipc::roles::broker::EgressSource;
 use hanzo_ipc::roles::mcp::{
     EnvValue, McpConfig, McpFilesystem, McpServerConfig, McpServerProfile, McpTransport,
 };
@@ -30,6 +31,89 @@ pub struct McpPlan {
     pub config: McpConfig,
     /// `(name, transport, state, reason)` of each configured server that is not started.
     pub not_started: Vec<(String, String, String, String)>,
+    /// The `network_allow` of each stdio server that sets one, as written (see
+    /// [`assign_egress`]).
+    pub network: Vec<(String, Vec<String>)>,
+}
+
+/// The first proxy address handed to a server (`127.0.0.1` is the namespace's own loopback,
+/// which the servers' `NO_PROXY` keeps direct).
+const FIRST_PROXY_OCTET: u8 = 2;
+
+/// Give each stdio server of `plan` that asks for network its share of the mcp worker's egress
+/// channel: its entries that `allowed` (the run's effective `sandbox.network_allow`) covers —
+/// so a workspace file, which cannot widen `allowed`, cannot grant a server a host — and its own
+/// proxy address (`127.0.0.2`, `.3`, … in configuration order). A server none of whose entries
+/// is allowed keeps no address and fails to start with the reason. Returns the sources for
+/// `ConfigureMcpEgress` and a warning per dropped entry.
+pub fn assign_egress(
+    plan: &mut McpPlan,
+    allowed: &hanzo_policy::network::AllowList,
+) -> (Vec<EgressSource>, Vec<String>) {
+    let mut sources = Vec::new();
+    let mut warnings = Vec::new();
+    let mut next = FIRST_PROXY_OCTET;
+    for server in &mut plan.config.servers {
+        let McpTransport::Stdio { profile, .. } = &mut server.transport else {
+            continue;
+        };
+        if !profile.network {
+            continue;
+        }
+        profile.egress_address = None;
+        let asked = plan
+            .network
+            .iter()
+            .find(|(n, _)| *n == server.name)
+            .map(|(_, l)| l.as_slice())
+            .unwrap_or_default();
+        let (list, errors) = hanzo_policy::network::AllowList::parse_lenient(asked);
+        for e in errors {
+            warnings.push(format!(
+                "MCP server {:?}: {e}; the entry is ignored",
+                server.name
+            ));
+        }
+        let mut kept = hanzo_policy::network::AllowList::none();
+        for rule in list.rules() {
+            if allowed.covers(rule) {
+                kept.push(rule.clone());
+            } else {
+                warnings.push(format!(
+                    "MCP server {:?}: network entry {:?} is ignored: the run's \
+                     sandbox.network_allow does not allow it (a server gets only hosts the user \
+                     settings or --network-allow allow)",
+                    server.name,
+                    rule.to_string()
+                ));
+            }
+        }
+        if kept.is_empty() || next == u8::MAX {
+            continue;
+        }
+        let address = format!("127.0.0.{next}");
+        next += 1;
+        profile.egress_address = Some(address.clone());
+        sources.push(EgressSource {
+            name: server.name.clone(),
+            address,
+            allow: kept.entries(),
+        });
+    }
+    (sources, warnings)
+}
+
+/// Whether `loaded`'s servers would get network in a run that allows `allowed` (the broker and
+/// the mcp worker then need the mcp egress control socket).
+pub fn wants_egress(
+    loaded: &hanzo_policy::settings::LoadedSettings,
+    workspace: &Path,
+    allowed: &hanzo_policy::network::AllowList,
+) -> bool {
+    match plan_for(loaded, workspace) {
+        Ok(mut plan) => !assign_egress(&mut plan, allowed).0.is_empty(),
+        Err(_) => false,
+    }
 }
 
 /// Why the servers cannot be configured at all.
@@ -91,6 +175,7 @@ pub fn mcp_plan_with(
 ) -> Result<McpPlan, McpSettingsError> {
     let mut servers = Vec::new();
     let mut not_started: Vec<(String, String, String, String)> = Vec::new();
+    let mut network = Vec::new();
     for name in gated {
         if !config.mcp_servers.contains_key(name) && !not_started.iter().any(|r| &r.0 == name) {
             not_started.push((
@@ -153,7 +238,8 @@ pub fn mcp_plan_with(
                 profile: McpServerProfile {
                     filesystem: McpFilesystem::WorkspaceRo,
                     extra_read: Vec::new(),
-                    network: false,
+                    network: !s.network_allow.is_empty(),
+                    egress_address: None,
                 },
             },
             (None, Some(url)) => McpTransport::Http {
@@ -174,6 +260,9 @@ pub fn mcp_plan_with(
                 continue;
             }
         };
+        if matches!(transport, McpTransport::Stdio { .. }) && !s.network_allow.is_empty() {
+            network.push((name.clone(), s.network_allow.clone()));
+        }
         servers.push(McpServerConfig {
             name: name.clone(),
             transport,
@@ -190,6 +279,7 @@ pub fn mcp_plan_with(
             max_message_bytes: MAX_MESSAGE_BYTES,
         },
         not_started,
+        network,
     })
 }
 
@@ -313,6 +403,26 @@ pub async fn start_for_run_with(
     if plan.config.servers.is_empty() {
         return None;
     }
+    let (sources, warnings) = assign_egress(&mut plan, &loaded.merged.config.sandbox.allow_list());
+    for w in warnings {
+        eprintln!("warning: {}", crate::term::sanitize_line_for_terminal(&w));
+    }
+    if !sources.is_empty() {
+        if let Err(e) = crate::egress::configure_mcp(&sup.mcp, &sup.broker, &sources).await {
+            // Fail closed: the servers that asked for network are not started, with the reason.
+            eprintln!(
+                "warning: network for MCP servers could not be set up ({}); the servers that \
+                 ask for it are not started",
+                crate::term::sanitize_line_for_terminal(&e.to_string())
+            );
+            for s in &mut plan.config.servers {
+                if let McpTransport::Stdio { profile, .. } = &mut s.transport {
+                    profile.egress_address = None;
+                }
+            }
+        }
+    }
+    let keeper_config = plan.config.clone();
     if has_remote(&plan.config) {
         if let Err(e) = allow_remotes(sup, &plan.config, McpLogin::Never).await {
             eprintln!(
@@ -324,8 +434,16 @@ pub async fn start_for_run_with(
     let limit = run_call_limit(&plan.config);
     let within = configure_limit(&plan.config);
     let request = hanzo_ipc::roles::mcp::Request::Configure(plan.config);
+    let generation = sup.mcp.info().map(|i| i.generation).unwrap_or(0);
     match sup.mcp.call_within(request, within).await {
         Ok(hanzo_ipc::roles::mcp::Response::Servers(statuses)) => {
+            tokio::spawn(keep_configured(
+                sup.mcp.clone(),
+                sup.broker.clone(),
+                keeper_config,
+                sources,
+                generation,
+            ));
             let mut ready = false;
             for s in statuses {
                 match s.state {
@@ -347,6 +465,37 @@ pub async fn start_for_run_with(
         Err(e) => {
             eprintln!("warning: the MCP servers could not be configured: {e}");
             None
+        }
+    }
+}
+
+/// Configure every later mcp worker process (a crash restarts it, and a new process knows no
+/// server) as the first was: its egress channel (a new forwarder's pid) when servers have
+/// network, then the servers. Ends when the mcp role fails or the tree stops.
+async fn keep_configured(
+    mcp: crate::worker::WorkerHandle<hanzo_ipc::roles::mcp::McpProtocol>,
+    broker: crate::worker::WorkerHandle<hanzo_ipc::roles::broker::BrokerProtocol>,
+    mut config: McpConfig,
+    sources: Vec<EgressSource>,
+    mut generation: u64,
+) {
+    while let Some(info) = mcp.next_ready(generation).await {
+        generation = info.generation;
+        if !sources.is_empty() {
+            if let Err(e) = crate::egress::configure_mcp(&mcp, &broker, &sources).await {
+                tracing::error!("MCP egress not reconfigured after a restart: {e}");
+                for s in &mut config.servers {
+                    if let McpTransport::Stdio { profile, .. } = &mut s.transport {
+                        profile.egress_address = None;
+                    }
+                }
+            }
+        }
+        let within = configure_limit(&config);
+        let request = hanzo_ipc::roles::mcp::Request::Configure(config.clone());
+        match mcp.call_within(request, within).await {
+            Ok(_) => tracing::info!(generation, "mcp worker reconfigured after a restart"),
+            Err(e) => tracing::error!("mcp worker not reconfigured after a restart: {e}"),
         }
     }
 }

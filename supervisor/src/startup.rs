@@ -155,6 +155,7 @@ pub fn supervisor_config(
         isolation: Default::default(),
         roles: None,
         egress_records: None,
+        mcp_egress: false,
     };
     Ok((cfg, RunDir(run_dir)))
 }

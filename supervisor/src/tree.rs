@@ -50,6 +50,11 @@ pub struct SupervisorConfig {
     /// A run that allows network for commands: the broker and the tools worker get an egress
     /// control socket (fd 5), and the broker's egress records go here. `None`: no egress.
     pub egress_records: Option<crate::start::EgressRecords>,
+    /// A run whose MCP stdio servers get network: the broker (fd
+    /// [`MCP_EGRESS_FD`](hanzo_ipc::transport::MCP_EGRESS_FD)) and the mcp worker (fd
+    /// [`EGRESS_FD`](hanzo_ipc::transport::EGRESS_FD)) get a second egress control socket.
+    /// Needs `egress_records` for the records.
+    pub mcp_egress: bool,
 }
 
 impl SupervisorConfig {
@@ -68,6 +73,8 @@ struct TreeParts {
     mcp_broker: Arc<DirectPair>,
     /// The egress control socket between the broker and the tools worker, when the run has one.
     tools_broker: Option<Arc<DirectPair>>,
+    /// The egress control socket between the broker and the mcp worker, when servers get network.
+    mcp_egress: Option<Arc<DirectPair>>,
     stop: watch::Sender<bool>,
 }
 
@@ -103,8 +110,8 @@ fn spec(cfg: &SupervisorConfig, parts: &TreeParts, role: Role) -> WorkerSpec {
 /// [`EGRESS_FD`](hanzo_ipc::transport::EGRESS_FD) in both.)
 fn direct_channels(role: Role, parts: &TreeParts) -> Vec<(Arc<DirectPair>, Side, i32)> {
     use hanzo_ipc::roles::mcphttp::BROKER_MCP_FD;
-    use hanzo_ipc::transport::DIRECT_FD;
-    match role {
+    use hanzo_ipc::transport::{DIRECT_FD, EGRESS_FD, MCP_EGRESS_FD};
+    let mut channels = match role {
         Role::Broker => vec![
             (parts.model_broker.clone(), Side::A, DIRECT_FD),
             (parts.mcp_broker.clone(), Side::A, BROKER_MCP_FD),
@@ -112,7 +119,15 @@ fn direct_channels(role: Role, parts: &TreeParts) -> Vec<(Arc<DirectPair>, Side,
         Role::Model => vec![(parts.model_broker.clone(), Side::B, DIRECT_FD)],
         Role::Mcp => vec![(parts.mcp_broker.clone(), Side::B, DIRECT_FD)],
         _ => Vec::new(),
+    };
+    if let Some(pair) = &parts.mcp_egress {
+        match role {
+            Role::Broker => channels.push((pair.clone(), Side::A, MCP_EGRESS_FD)),
+            Role::Mcp => channels.push((pair.clone(), Side::B, EGRESS_FD)),
+            _ => {}
+        }
     }
+    channels
 }
 
 /// Start `role`'s supervising task (or, when the configuration leaves the role out, publish why
@@ -164,6 +179,8 @@ macro_rules! define_supervisor {
                     tools_broker: cfg
                         .egress_records
                         .is_some()
+                        .then(|| Arc::new(DirectPair::egress_control())),
+                    mcp_egress: (cfg.mcp_egress && cfg.egress_records.is_some())
                         .then(|| Arc::new(DirectPair::egress_control())),
                     stop: watch::channel(false).0,
                 };

@@ -115,6 +115,7 @@ impl Bench {
                     filesystem: fs,
                     extra_read: Vec::new(),
                     network: false,
+                    egress_address: None,
                 },
             },
             initialize_timeout_ms: 30_000,
@@ -144,6 +145,7 @@ impl Bench {
                 filesystem: McpFilesystem::WorkspaceRo,
                 extra_read: Vec::new(),
                 network: false,
+                egress_address: None,
             },
         };
         cfg

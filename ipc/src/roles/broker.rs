@@ -55,6 +55,11 @@ pub enum Request {
     /// address), no redirects, a size cap and a timeout. Replies [`Response::Jwks`]; `Refused`
     /// for a URL or document that breaks those rules, `Internal` when the issuer cannot be reached.
     FetchJwks(JwksFetch),
+    /// [`Request::ConfigureEgress`] for the mcp worker's control socket (fd
+    /// [`crate::transport::MCP_EGRESS_FD`]): its forwarder's pid, and one
+    /// [`EgressSource`] per stdio server given network (its proxy address and its own list).
+    /// A later one replaces the earlier (the mcp worker restarted with a new socket).
+    ConfigureMcpEgress(EgressSettings),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,6 +152,22 @@ pub struct EgressSettings {
     pub request_timeout_ms: u64,
     /// A tunnel with no byte in either direction for this long is closed.
     pub idle_timeout_ms: u64,
+    /// Empty: every connection is judged by `allow`. Otherwise (the mcp worker's channel) a
+    /// connection is judged by the list of the source whose address it was made to (the
+    /// forwarder listens on every loopback address of the namespace; each stdio server is
+    /// pointed at its own), and one made to no source's address is refused.
+    pub sources: Vec<EgressSource>,
+}
+
+/// One MCP stdio server's share of the mcp worker's egress channel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressSource {
+    /// The server's name (`mcp_servers.NAME`), carried into each record.
+    pub name: String,
+    /// The loopback address (`127.0.0.N`) its proxy variables point at.
+    pub address: String,
+    /// Its allow-list: the entry's `network_allow` within what the user's settings allow.
+    pub allow: Vec<String>,
 }
 
 impl Default for EgressSettings {
@@ -158,6 +179,7 @@ impl Default for EgressSettings {
             connect_timeout_ms: 10_000,
             request_timeout_ms: 10_000,
             idle_timeout_ms: 300_000,
+            sources: Vec::new(),
         }
     }
 }
@@ -215,6 +237,9 @@ pub struct EgressRecord {
     pub bytes_down: u64,
     /// From the connection's arrival at the broker to its end.
     pub duration_ms: u64,
+    /// The MCP stdio server the connection was made for (by the proxy address it was made
+    /// to); `None` for a command's.
+    pub server: Option<String>,
 }
 
 /// How the client spoke to the proxy.

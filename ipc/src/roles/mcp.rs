@@ -116,8 +116,12 @@ pub enum EnvValue {
 pub struct McpServerProfile {
     pub filesystem: McpFilesystem,
     pub extra_read: Vec<String>,
-    /// `false` until the egress allow-list exists: no network at all.
+    /// Whether the entry asks for network (`network_allow` set): the server then gets the
+    /// egress proxy at `egress_address`, or fails to start with the reason.
     pub network: bool,
+    /// The proxy address (`127.0.0.N`) the supervisor gave this server on the mcp worker's
+    /// egress channel; `None` when the run has no egress for it.
+    pub egress_address: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -226,6 +230,7 @@ mod tests {
                         filesystem: McpFilesystem::WorkspaceRo,
                         extra_read: vec![],
                         network: false,
+                        egress_address: None,
                     },
                 },
                 initialize_timeout_ms: 30_000,

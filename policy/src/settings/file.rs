@@ -86,6 +86,10 @@ pub struct McpServerEntry {
     /// How long the server may take from start to its answer to `initialize`, in milliseconds
     /// (1 ms to 10 minutes; default 30 000).
     pub startup_timeout_ms: Option<u64>,
+    /// Hosts this stdio server may reach through the broker's egress proxy (`host`, `*.host`,
+    /// `host:port`, as `sandbox.network_allow`), and only those the run's `sandbox.network_allow`
+    /// also allows (a workspace file cannot grant a server network). Unset or empty: no network.
+    pub network_allow: Option<Vec<String>>,
 }
 
 /// The longest `mcp_servers.*.timeout_ms`: one hour.
@@ -357,6 +361,7 @@ pub(crate) const MCP_KEYS: &[&str] = &[
     "disabled",
     "timeout_ms",
     "startup_timeout_ms",
+    "network_allow",
 ];
 pub(crate) const HOOK_KEYS: &[&str] = &["event", "command", "tool_pattern", "timeout_ms"];
 pub(crate) const SANDBOX_KEYS: &[&str] = &[

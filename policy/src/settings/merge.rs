@@ -118,6 +118,8 @@ pub struct McpServer {
     pub timeout_ms: Option<u64>,
     /// `startup_timeout_ms`: the limit up to `initialize`'s answer, when set.
     pub startup_timeout_ms: Option<u64>,
+    /// `network_allow` as written (the caller intersects it with the run's allow-list).
+    pub network_allow: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,6 +237,9 @@ impl Config {
                     if let Some(v) = v {
                         server[key] = json!(v);
                     }
+                }
+                if !s.network_allow.is_empty() {
+                    server["network_allow"] = json!(s.network_allow);
                 }
                 (name.clone(), server)
             })
@@ -721,6 +726,7 @@ impl Merger {
                     disabled,
                     timeout_ms: e.timeout_ms,
                     startup_timeout_ms: e.startup_timeout_ms,
+                    network_allow: e.network_allow.unwrap_or_default(),
                 },
             );
         }
@@ -786,6 +792,10 @@ fn merge_server_fields(acc: &mut McpServerEntry, entry: McpServerEntry) -> Vec<&
     if entry.startup_timeout_ms.is_some() {
         acc.startup_timeout_ms = entry.startup_timeout_ms;
         set.push("startup_timeout_ms");
+    }
+    if entry.network_allow.is_some() {
+        acc.network_allow = entry.network_allow;
+        set.push("network_allow");
     }
     set
 }

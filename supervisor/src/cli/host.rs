@@ -246,6 +246,13 @@ impl Host {
         } else {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
             cfg.egress_records = Some(tx);
+            // The MCP stdio servers that get network share the same path: a control socket of
+            // their own between the broker and the mcp worker.
+            cfg.mcp_egress = crate::mcp::wants_egress(
+                &prep.loaded,
+                &prep.workspace,
+                &prep.loaded.merged.config.sandbox.allow_list(),
+            );
             let mut store = super::store::open(args.org.as_deref(), env)
                 .map_err(|e| usage(format!("{e:#}")))?;
             store.set_secret_values(prep.secrets.clone());

@@ -229,6 +229,7 @@ mod tests {
                                 filesystem: hanzo_ipc::roles::mcp::McpFilesystem::WorkspaceRo,
                                 extra_read: vec![],
                                 network: false,
+                                egress_address: None,
                             },
                         },
                     ),
@@ -243,6 +244,7 @@ mod tests {
                 "skipped".into(),
                 "its `url` comes from this workspace's settings, which are not trusted".into(),
             )],
+            network: Vec::new(),
         }
     }
 

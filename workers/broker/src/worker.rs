@@ -3,7 +3,9 @@
 //! mcp worker's channel ([`BROKER_MCP_FD`], 5) the exchanges with remote MCP servers, and the
 //! egress control socket ([`transport::EGRESS_FD`], 6, only in a run that allows network for
 //! commands) the connections of the tools worker's commands, served once the supervisor sends
-//! `ConfigureEgress` (with the forwarder's pid, which only it can find).
+//! `ConfigureEgress` (with the forwarder's pid, which only it can find); the mcp worker's egress
+//! control socket ([`transport::MCP_EGRESS_FD`], 7, only when a run's MCP stdio servers ask for
+//! network) likewise, once `ConfigureMcpEgress` names its forwarder and each server's list.
 
 use crate::credentials::CredentialStore;
 use crate::egress::EgressRun;
@@ -33,6 +35,10 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
     let mcp_direct = hanzo_sandbox::confine::adopt_inherited_fd(BROKER_MCP_FD).ok();
     // Adopted before confinement, like the channels: present only when the run allows network.
     let egress_control = hanzo_sandbox::confine::adopt_inherited_fd(transport::EGRESS_FD).ok();
+    // The mcp worker's egress control socket: present only when a run's MCP servers ask for
+    // network.
+    let mcp_egress_control =
+        hanzo_sandbox::confine::adopt_inherited_fd(transport::MCP_EGRESS_FD).ok();
     hanzo_worker::run_with::<BrokerProtocol, _, _>(opts, |ctx: WorkerContext<BrokerProtocol>| {
         // Loaded after confinement: the credential directory is the only path it can reach.
         let creds = CredentialStore::load(
@@ -77,8 +83,8 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
             traces,
             jwks,
             egress: EgressSlot {
-                control: Mutex::new(egress_control),
-                run: Mutex::new(None),
+                tools: EgressChannel::new(egress_control),
+                mcp: EgressChannel::new(mcp_egress_control),
                 events: ctx.events.clone(),
             },
         }
@@ -88,41 +94,62 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
 /// How long `EgressQuiesce` waits for open connections to end.
 const QUIESCE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// The egress proxy's control socket until it is configured, then the proxy serving it.
+/// The egress proxy's control sockets (the tools worker's and the mcp worker's, each with its
+/// own allow-list) until each is configured, then the proxy serving it.
 struct EgressSlot {
-    control: Mutex<Option<OwnedFd>>,
-    run: Mutex<Option<Arc<EgressRun>>>,
+    tools: EgressChannel,
+    mcp: EgressChannel,
     events: EventSink<BrokerProtocol, OwnedWriteHalf>,
 }
 
+struct EgressChannel {
+    control: Mutex<Option<OwnedFd>>,
+    run: Mutex<Option<Arc<EgressRun>>>,
+}
+
+impl EgressChannel {
+    fn new(control: Option<OwnedFd>) -> EgressChannel {
+        EgressChannel {
+            control: Mutex::new(control),
+            run: Mutex::new(None),
+        }
+    }
+}
+
 impl EgressSlot {
-    fn configure(&self, settings: &EgressSettings) -> Result<Response, RemoteError> {
+    fn configure(&self, mcp: bool, settings: &EgressSettings) -> Result<Response, RemoteError> {
         let refused = |m: String| RemoteError::new(RemoteErrorKind::Refused, m);
-        let control = lock(&self.control).take().ok_or_else(|| {
-            refused(
-                "the broker holds no egress control socket (it was started without one, or \
-                 it is served already)"
-                    .to_string(),
-            )
+        let (channel, whose) = if mcp {
+            (&self.mcp, "the mcp worker's")
+        } else {
+            (&self.tools, "the tools worker's")
+        };
+        let control = lock(&channel.control).take().ok_or_else(|| {
+            refused(format!(
+                "the broker holds no egress control socket for {whose} servers (it was started \
+                 without one, or it is served already)"
+            ))
         })?;
         let run = crate::egress::spawn_for_run(settings, control, self.events.clone())
             .map_err(|e| refused(format!("egress settings: {e}")))?;
-        *lock(&self.run) = Some(Arc::new(run));
+        *lock(&channel.run) = Some(Arc::new(run));
         Ok(Response::EgressConfigured)
     }
 
     async fn quiesce(&self) -> Response {
-        let run = lock(&self.run).clone();
-        let quiet = match run {
-            Some(run) => run.quiesce(QUIESCE_PATIENCE).await,
-            None => crate::egress::Quiet {
-                records: 0,
-                open: 0,
-            },
-        };
+        let mut records = 0;
+        let mut open = 0;
+        for channel in [&self.tools, &self.mcp] {
+            let run = lock(&channel.run).clone();
+            if let Some(run) = run {
+                let quiet = run.quiesce(QUIESCE_PATIENCE).await;
+                records += quiet.records;
+                open += quiet.open;
+            }
+        }
         Response::EgressQuiet {
-            records: quiet.records,
-            open: u32::try_from(quiet.open).unwrap_or(u32::MAX),
+            records,
+            open: u32::try_from(open).unwrap_or(u32::MAX),
         }
     }
 }
@@ -219,7 +246,8 @@ impl Handler<BrokerProtocol, OwnedWriteHalf> for BrokerHandler {
             }
             Request::DescribeCredentials => Ok(Response::Credentials(self.broker()?.report())),
             Request::AuthStatus => Ok(Response::AuthStatus(self.broker()?.status())),
-            Request::ConfigureEgress(settings) => self.egress.configure(&settings),
+            Request::ConfigureEgress(settings) => self.egress.configure(false, &settings),
+            Request::ConfigureMcpEgress(settings) => self.egress.configure(true, &settings),
             Request::EgressQuiesce => Ok(self.egress.quiesce().await),
             Request::ExportTraces(export) => {
                 let sender = self.traces.as_ref().ok_or_else(|| {

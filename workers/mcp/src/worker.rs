@@ -87,6 +87,11 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
         IsolationMode::Strict => true,
         IsolationMode::Auto => hanzo_sandbox::doctor::probe_kernel().tier_b().is_ok(),
     };
+    // The egress control socket (fd 6): given only when a run's stdio servers ask for network.
+    // Pid 1 hands it to the forwarder it forks first; no other process here keeps a copy.
+    let mut egress_control =
+        hanzo_sandbox::confine::adopt_inherited_fd(hanzo_ipc::transport::EGRESS_FD).ok();
+    let mut egress_port: Option<Result<u16, String>> = None;
     let mut tier = Tier::A;
     if want_b {
         // Only the run directory (the servers' own `HOME`/`TMPDIR`) stays writable; the
@@ -100,8 +105,28 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
             hanzo_tools::limits::Limits::default().tmp_size,
         );
         let ctx = opts.ctx.clone();
-        match namespaces::enter_with(&cfg, |_| launcher.fork(Role::Mcp, &ctx, Tier::B)) {
+        let control = &mut egress_control;
+        let port = &mut egress_port;
+        let entered = namespaces::enter_with(&cfg, |lo_up| {
+            // The forwarder first, so that it is pid 2 (`egress_forward::NS_PID`), where the
+            // supervisor looks for it. It listens on every loopback address: each server given
+            // network is pointed at its own `127.0.0.N`.
+            if let Some(control) = control.take() {
+                *port = Some(if lo_up {
+                    hanzo_tools::egress_forward::start_on(
+                        hanzo_tools::egress_forward::ALL_LOOPBACK,
+                        control,
+                    )
+                    .map_err(|e| e.to_string())
+                } else {
+                    Err("the namespace's lo did not come up".to_string())
+                });
+            }
+            launcher.fork(Role::Mcp, &ctx, Tier::B)
+        });
+        match entered {
             Ok(Side::Parent(parent)) => {
+                drop(egress_control.take());
                 std::mem::forget(launcher);
                 return parent.wait(WaitAs {
                     confine: true,
@@ -115,7 +140,16 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
             Err(e) => return fail(&format!("cannot enter tier B: {e}")),
         }
     }
+    // A forwarder that could not start leaves the servers that ask for network failing with
+    // the reason; the others run.
+    let egress = match egress_port {
+        None => Egress::None,
+        Some(Ok(port)) => Egress::Port(port),
+        Some(Err(e)) => Egress::Broken(e),
+    };
     if tier == Tier::A {
+        // No namespace to put a forwarder in: no egress for servers.
+        drop(egress_control.take());
         if let Some(why) = tier_a_refused() {
             return fail(&why);
         }
@@ -139,7 +173,19 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
             Some(ctx.events),
         )
         .with_broker(Arc::new(BrokerLink::new(ctx.direct)))
+        .with_egress(tier, egress)
     })
+}
+
+/// What network the worker can give the stdio servers that ask for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Egress {
+    /// No egress control socket: the run gives servers no network.
+    None,
+    /// The forwarder listens on this port on every loopback address of tier B's namespace.
+    Port(u16),
+    /// The forwarder could not start (why).
+    Broken(String),
 }
 
 /// Serves the mcp channel.
@@ -154,6 +200,9 @@ struct Inner {
     events: Option<EventSink<McpProtocol, OwnedWriteHalf>>,
     /// How remote servers are reached (the broker); `None`: they are refused.
     broker: Option<Arc<BrokerLink>>,
+    /// The worker's tier and its egress forwarder, for servers that ask for network.
+    tier: Tier,
+    egress: Egress,
     state: Mutex<State>,
     /// Serialises `Configure`s.
     configuring: tokio::sync::Mutex<()>,
@@ -190,6 +239,8 @@ impl McpHandler {
                 run_dir,
                 events,
                 broker: None,
+                tier: Tier::A,
+                egress: Egress::None,
                 state: Mutex::new(State::default()),
                 configuring: tokio::sync::Mutex::new(()),
             }),
@@ -200,6 +251,16 @@ impl McpHandler {
     pub fn with_broker(mut self, broker: Arc<BrokerLink>) -> McpHandler {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
             inner.broker = Some(broker);
+        }
+        self
+    }
+
+    /// Give network to the servers that ask for it through `egress`, in `tier`. Must be called
+    /// before the handler is shared.
+    pub fn with_egress(mut self, tier: Tier, egress: Egress) -> McpHandler {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.tier = tier;
+            inner.egress = egress;
         }
         self
     }
@@ -529,7 +590,7 @@ impl Inner {
                 profile,
             } => {
                 let runner = self.runner.clone()?;
-                let profile = command_profile(profile)?;
+                let (profile, proxy_env) = server_profile(profile, self.tier, &self.egress)?;
                 let mut server_env = Vec::new();
                 for (k, v) in env {
                     match v {
@@ -544,6 +605,9 @@ impl Inner {
                         }
                     }
                 }
+                // The proxy variables replace any the entry set: its network is the proxy's.
+                server_env.retain(|(k, _)| !proxy_env.iter().any(|(p, _)| p == k));
+                server_env.extend(proxy_env);
                 let home = self.run_dir.clone().unwrap_or_else(std::env::temp_dir);
                 for (k, v) in [
                     ("PATH", DEFAULT_SERVER_PATH.to_string()),
@@ -698,15 +762,68 @@ fn status_of(
     }
 }
 
-/// The command profile of a stdio server's entry.
-pub fn command_profile(p: &McpServerProfile) -> Result<CommandProfile, String> {
-    if p.network {
+/// The command profile of a stdio server's entry, and the proxy environment it gets when it asks
+/// for network (the worker is in `tier`, with `egress`).
+pub fn server_profile(
+    p: &McpServerProfile,
+    tier: Tier,
+    egress: &Egress,
+) -> Result<(CommandProfile, Vec<(String, String)>), String> {
+    let mut profile = command_profile(p)?;
+    if !p.network {
+        return Ok((profile, Vec::new()));
+    }
+    if tier == Tier::A {
         return Err(
-            "its profile asks for network access, which MCP stdio servers do not get \
-                    until the egress allow-list is wired; set its network to none"
+            "its profile asks for network (network_allow), which MCP servers get only through \
+             the broker's egress proxy in sandbox tier B, and the mcp worker runs in tier A \
+             here; it is not started (run where user namespaces work, or remove its \
+             network_allow)"
                 .to_string(),
         );
     }
+    let port = match egress {
+        Egress::Port(port) => *port,
+        Egress::Broken(why) => {
+            return Err(format!(
+                "its profile asks for network, but the mcp worker's egress forwarder did not \
+                 start ({why})"
+            ))
+        }
+        Egress::None => {
+            return Err(
+                "its profile asks for network, and none is given to it here: MCP servers get \
+                 network in a run, for those of their network_allow entries that the run's \
+                 sandbox.network_allow also allows"
+                    .to_string(),
+            )
+        }
+    };
+    let ip = match p
+        .egress_address
+        .as_deref()
+        .map(str::parse::<std::net::Ipv4Addr>)
+    {
+        Some(Ok(ip)) if ip.is_loopback() && ip != std::net::Ipv4Addr::LOCALHOST => ip,
+        Some(_) => {
+            return Err(
+                "its proxy address is not a loopback address other than 127.0.0.1".to_string(),
+            )
+        }
+        None => {
+            return Err(
+                "its profile asks for network, and none of its network_allow entries is \
+                 allowed by this run's sandbox.network_allow; it is not started"
+                    .to_string(),
+            )
+        }
+    };
+    profile.network = NetAccess::Egress;
+    Ok((profile, hanzo_tools::egress_forward::proxy_env_at(ip, port)))
+}
+
+/// The command profile of a stdio server's entry, without its network (see [`server_profile`]).
+pub fn command_profile(p: &McpServerProfile) -> Result<CommandProfile, String> {
     Ok(CommandProfile {
         fs: match p.filesystem {
             McpFilesystem::None => FsScope::None,
@@ -850,18 +967,42 @@ mod tests {
             filesystem,
             extra_read: Vec::new(),
             network,
+            egress_address: network.then(|| "127.0.0.2".to_string()),
         };
-        for (p, says) in [
+        let net = profile(McpFilesystem::None, true);
+        let mut unlisted = net.clone();
+        unlisted.egress_address = None;
+        let mut host_lo = net.clone();
+        host_lo.egress_address = Some("127.0.0.1".into());
+        for (p, tier, egress, says) in [
             (
                 profile(McpFilesystem::WorkspaceRw, false),
+                Tier::B,
+                Egress::None,
                 "workspace-ro or none",
             ),
+            (net.clone(), Tier::A, Egress::Port(1), "tier A"),
             (
-                profile(McpFilesystem::None, true),
-                "set its network to none",
+                net.clone(),
+                Tier::B,
+                Egress::None,
+                "none is given to it here",
             ),
+            (
+                net.clone(),
+                Tier::B,
+                Egress::Broken("no lo".into()),
+                "did not start (no lo)",
+            ),
+            (
+                unlisted,
+                Tier::B,
+                Egress::Port(1),
+                "none of its network_allow",
+            ),
+            (host_lo, Tier::B, Egress::Port(1), "other than 127.0.0.1"),
         ] {
-            let why = command_profile(&p).unwrap_err();
+            let why = server_profile(&p, tier, &egress).unwrap_err();
             assert!(why.contains(says), "{why}");
             // Written as one sentence: no line-continuation gap left in it.
             assert!(!why.contains("  ") && !why.contains('\n'), "{why:?}");
@@ -869,5 +1010,20 @@ mod tests {
         let ok = command_profile(&profile(McpFilesystem::WorkspaceRo, false)).unwrap();
         assert_eq!(ok.fs, FsScope::WorkspaceRo);
         assert_eq!(ok.network, NetAccess::None);
+        // Given network: the egress profile, and the proxy variables at its own address.
+        let (p, env) = server_profile(&net, Tier::B, &Egress::Port(4321)).unwrap();
+        assert_eq!(p.network, NetAccess::Egress);
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("HTTPS_PROXY"), Some("http://127.0.0.2:4321"));
+        assert_eq!(get("all_proxy"), Some("socks5h://127.0.0.2:4321"));
+        // Without network asked for: no variables, whatever the worker could give.
+        let (p, env) = server_profile(
+            &profile(McpFilesystem::None, false),
+            Tier::B,
+            &Egress::Port(1),
+        )
+        .unwrap();
+        assert_eq!(p.network, NetAccess::None);
+        assert!(env.is_empty());
     }
 }

@@ -9,6 +9,11 @@
 //! on the name the client asked for, resolves it, refuses private addresses, connects, and relays
 //! (`hanzo_broker::egress`). Commands are pointed at it by [`proxy_env`].
 //!
+//! The mcp worker runs the same forwarder in its own tier-B namespace for the MCP stdio servers
+//! given network ([`start_on`] with [`ALL_LOOPBACK`]): there each server is pointed at its own
+//! loopback address (`127.0.0.N`, [`proxy_env_at`]), and the broker, which sees the address each
+//! accepted socket was made to, judges the connection by that server's allow-list.
+//!
 //! The forwarder needs no file, creates no socket (the listener is made for it, [`bind`]) and
 //! holds nothing but its two descriptors, so it can run under the strictest confinement:
 //! `accept4`, `sendmsg` and `close` are all it calls in its loop.
@@ -66,8 +71,17 @@ pub const NS_PID: u32 = 2;
 /// file, no `socket(2)`) and runs [`serve`]. Returns the port; pid 1's copies of both descriptors
 /// are closed when this returns, so nothing else in the namespace holds the control socket.
 pub fn start(control: OwnedFd) -> Result<u16, StartError> {
+    start_on(PROXY_IP, control)
+}
+
+/// Every address of the namespace (`0.0.0.0`): with nothing but `lo` there, every loopback
+/// address `127.0.0.N`. The mcp worker's forwarder listens so.
+pub const ALL_LOOPBACK: Ipv4Addr = Ipv4Addr::UNSPECIFIED;
+
+/// [`start`], listening on `ip` (in tier B's namespace).
+pub fn start_on(ip: Ipv4Addr, control: OwnedFd) -> Result<u16, StartError> {
     use std::os::fd::AsRawFd;
-    let listener = bind(0).map_err(StartError::Bind)?;
+    let listener = bind_on(ip, 0).map_err(StartError::Bind)?;
     let port = listener.local_addr().map_err(StartError::Bind)?.port();
     let keep = [listener.as_raw_fd(), control.as_raw_fd()];
     fdpass::fork_helper_keeping(&keep, true, move || {
@@ -95,7 +109,12 @@ pub fn start(control: OwnedFd) -> Result<u16, StartError> {
 /// (`port` 0 picks a free one; [`TcpListener::local_addr`] tells which). Call it inside tier B,
 /// with `lo` up.
 pub fn bind(port: u16) -> io::Result<TcpListener> {
-    TcpListener::bind(SocketAddr::from((PROXY_IP, port)))
+    bind_on(PROXY_IP, port)
+}
+
+/// [`bind`] on `ip`.
+pub fn bind_on(ip: Ipv4Addr, port: u16) -> io::Result<TcpListener> {
+    TcpListener::bind(SocketAddr::from((ip, port)))
 }
 
 /// The environment that points a command's HTTP clients at the forwarder on `port`: both cases
@@ -104,8 +123,13 @@ pub fn bind(port: u16) -> io::Result<TcpListener> {
 /// send the name, never resolve it) and `NO_PROXY` (the namespace's own loopback stays direct).
 /// pip, npm, cargo, git over https, curl and Python's urllib all read these.
 pub fn proxy_env(port: u16) -> Vec<(String, String)> {
-    let http = format!("http://{PROXY_IP}:{port}");
-    let socks = format!("socks5h://{PROXY_IP}:{port}");
+    proxy_env_at(PROXY_IP, port)
+}
+
+/// [`proxy_env`] for a forwarder reached at `ip` (an MCP server's own `127.0.0.N`).
+pub fn proxy_env_at(ip: Ipv4Addr, port: u16) -> Vec<(String, String)> {
+    let http = format!("http://{ip}:{port}");
+    let socks = format!("socks5h://{ip}:{port}");
     let mut env = Vec::new();
     for (name, value) in [
         ("HTTP_PROXY", &http),

@@ -720,6 +720,7 @@ fn mcp_servers(list: &Value, env: &StartEnv) -> Result<Vec<McpServerConfig>, Ref
                     filesystem: McpFilesystem::WorkspaceRo,
                     extra_read: Vec::new(),
                     network: false,
+                    egress_address: None,
                 },
             },
             initialize_timeout_ms: crate::mcp::INITIALIZE_TIMEOUT_MS,

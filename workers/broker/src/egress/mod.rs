@@ -20,6 +20,12 @@
 //! 5. send one [`EgressRecord`] when the attempt ends: host, port, the rule or the reason, bytes
 //!    up and down, duration.
 //!
+//! The mcp worker's channel has one [`Source`] per MCP stdio server given network: its forwarder
+//! listens on every loopback address of its namespace, each server is pointed at its own
+//! `127.0.0.N`, and a connection is judged by the list of the source whose address it was made to
+//! (read from the accepted socket itself, which the client cannot rewrite), and recorded with the
+//! server's name. A connection made to no source's address is refused.
+//!
 //! Connections are capped per channel (one channel per run): beyond the cap a connection is
 //! answered with a refusal, beyond twice the cap it is closed unread; both are recorded.
 
@@ -66,6 +72,8 @@ const MAX_DRAIN: usize = 256 * 1024;
 #[derive(Debug, Clone)]
 pub struct EgressConfig {
     pub allow: AllowList,
+    /// Per-address lists (the mcp worker's channel); empty: `allow` for every connection.
+    pub sources: Vec<Source>,
     /// The only sender accepted on the control socket (its pid as the broker sees it).
     pub forwarder_pid: u32,
     pub max_tunnels: usize,
@@ -75,12 +83,49 @@ pub struct EgressConfig {
     pub relay: RelayMode,
 }
 
+/// One MCP server's share of a channel: connections made to `address` are its.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub name: String,
+    pub address: IpAddr,
+    pub allow: AllowList,
+}
+
+/// Why the sources of a configuration were refused.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error(transparent)]
+    Entry(#[from] EntryError),
+    #[error("egress source {name:?}: {address:?} is not a loopback address other than 127.0.0.1")]
+    Address { name: String, address: String },
+}
+
 impl EgressConfig {
     /// From the supervisor's settings; an entry that does not parse refuses the whole
     /// configuration (the supervisor sends entries that already parsed).
-    pub fn from_settings(s: &EgressSettings) -> Result<EgressConfig, EntryError> {
+    pub fn from_settings(s: &EgressSettings) -> Result<EgressConfig, SourceError> {
+        let mut sources = Vec::new();
+        for src in &s.sources {
+            let address = match src.address.parse::<IpAddr>() {
+                Ok(IpAddr::V4(v4)) if v4.is_loopback() && v4 != std::net::Ipv4Addr::LOCALHOST => {
+                    IpAddr::V4(v4)
+                }
+                _ => {
+                    return Err(SourceError::Address {
+                        name: src.name.clone(),
+                        address: src.address.clone(),
+                    })
+                }
+            };
+            sources.push(Source {
+                name: src.name.clone(),
+                address,
+                allow: AllowList::parse(&src.allow)?,
+            });
+        }
         Ok(EgressConfig {
             allow: AllowList::parse(&s.allow)?,
+            sources,
             forwarder_pid: s.forwarder_pid,
             max_tunnels: usize::try_from(s.max_tunnels).unwrap_or(usize::MAX),
             connect_timeout: Duration::from_millis(s.connect_timeout_ms),
@@ -100,7 +145,7 @@ pub fn spawn_for_run<W>(
     settings: &EgressSettings,
     control: OwnedFd,
     events: EventSink<BrokerProtocol, W>,
-) -> Result<EgressRun, EntryError>
+) -> Result<EgressRun, SourceError>
 where
     W: AsyncWrite + Unpin + Send + 'static,
 {
@@ -113,7 +158,7 @@ pub fn spawn_with_resolver<W>(
     control: OwnedFd,
     resolver: Arc<dyn Resolve>,
     events: EventSink<BrokerProtocol, W>,
-) -> Result<EgressRun, EntryError>
+) -> Result<EgressRun, SourceError>
 where
     W: AsyncWrite + Unpin + Send + 'static,
 {
@@ -287,6 +332,7 @@ impl Egress {
 
     async fn send_record(&self, id: u64, started: Instant, h: Handled) {
         self.send(EgressRecord {
+            server: None,
             id,
             protocol: h.protocol,
             host: printable(&h.host),
@@ -311,8 +357,11 @@ impl Egress {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let traffic = Traffic::new();
         let _ = client.set_nodelay(true);
-        let h = self.handle(&mut client, permitted, &traffic).await;
+        let source = self.source_of(&client);
+        let server = source.as_ref().ok().and_then(|s| s.map(|s| s.name.clone()));
+        let h = self.handle(&mut client, permitted, &traffic, source).await;
         self.send(EgressRecord {
+            server,
             id,
             protocol: h.protocol,
             host: printable(&h.host),
@@ -332,7 +381,36 @@ impl Egress {
         }
     }
 
-    async fn handle(&self, client: &mut TcpStream, permitted: bool, traffic: &Traffic) -> Handled {
+    /// The source a connection belongs to, by the address it was made to: `Ok(None)` on a
+    /// channel without sources (every connection is judged by the channel's list).
+    fn source_of(&self, client: &TcpStream) -> Result<Option<&Source>, String> {
+        if self.config.sources.is_empty() {
+            return Ok(None);
+        }
+        let local = client
+            .local_addr()
+            .map_err(|e| format!("the connection's own address is unknown ({e}); closed"))?;
+        let ip = local.ip().to_canonical();
+        self.config
+            .sources
+            .iter()
+            .find(|s| s.address == ip)
+            .map(Some)
+            .ok_or_else(|| {
+                format!(
+                    "the connection was made to {ip}, which is no MCP server's proxy address \
+                     (each server given network has its own; see its HTTPS_PROXY)"
+                )
+            })
+    }
+
+    async fn handle(
+        &self,
+        client: &mut TcpStream,
+        permitted: bool,
+        traffic: &Traffic,
+        source: Result<Option<&Source>, String>,
+    ) -> Handled {
         let mut h = Handled {
             protocol: EgressProtocol::Unknown,
             host: String::new(),
@@ -380,6 +458,13 @@ impl Egress {
         h.host = req.host.clone();
         h.port = req.port;
         let target = format!("{}:{}", req.host, req.port);
+        let allow = match &source {
+            Ok(s) => s.map_or(&cfg.allow, |s| &s.allow),
+            Err(detail) => {
+                answer(client, h.protocol, EgressDenial::NotListed, detail, None).await;
+                return h.deny(EgressDenial::NotListed, None, detail.clone());
+            }
+        };
 
         if !permitted {
             let detail = format!(
@@ -390,7 +475,7 @@ impl Egress {
             return h.deny(EgressDenial::TunnelCap, None, detail);
         }
 
-        let rule = match decide(&cfg.allow, &req.host, req.port) {
+        let rule = match decide(allow, &req.host, req.port) {
             Decision::Allowed { rule } => rule,
             Decision::Denied { reason } => {
                 let kind = match &reason {
@@ -400,7 +485,13 @@ impl Egress {
                 };
                 let mut detail = reason.to_string();
                 if kind == EgressDenial::NotListed {
-                    detail.push_str(" (sandbox.network_allow)");
+                    match source {
+                        Ok(Some(s)) => detail.push_str(&format!(
+                            " (mcp_servers.{}.network_allow, within sandbox.network_allow)",
+                            s.name
+                        )),
+                        _ => detail.push_str(" (sandbox.network_allow)"),
+                    }
                 }
                 answer(client, h.protocol, kind, &detail, None).await;
                 return h.deny(kind, None, detail);
@@ -443,7 +534,7 @@ impl Egress {
             if admitted.contains(&ip) || refused.iter().any(|(r, _)| *r == ip) {
                 continue;
             }
-            match admit_address(&cfg.allow, ip, req.port) {
+            match admit_address(allow, ip, req.port) {
                 Ok(_) => admitted.push(ip),
                 Err(why) => refused.push((ip, why)),
             }
