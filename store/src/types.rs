@@ -102,6 +102,7 @@ pub struct SessionTurn {
 /// and including the turn `through_run`, summarised (`/compact`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewSessionSummary {
+    /// The session summarised.
     pub session: SessionId,
     /// The last turn the summary covers; it must be a run of `session`.
     pub through_run: RunId,
@@ -109,21 +110,30 @@ pub struct NewSessionSummary {
     pub summary: String,
     /// How many turns since the previous summary it covers.
     pub turns: u32,
-    /// The estimated size of the conversation before and after, in tokens.
+    /// The estimated size of the conversation before, in tokens.
     pub tokens_before: u64,
+    /// The estimated size after (the summary and what follows it), in tokens.
     pub tokens_after: u64,
 }
 
 /// A stored session summary.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionSummary {
+    /// Its row id.
     pub id: i64,
+    /// The session summarised.
     pub session: SessionId,
+    /// The last turn it covers.
     pub through_run: RunId,
+    /// The model's summary.
     pub summary: String,
+    /// How many turns since the previous summary it covers.
     pub turns: u32,
+    /// The estimated size of the conversation before, in tokens.
     pub tokens_before: u64,
+    /// The estimated size after, in tokens.
     pub tokens_after: u64,
+    /// When it was recorded (ms since the epoch).
     pub created_ms: u64,
 }
 
@@ -131,7 +141,9 @@ pub struct SessionSummary {
 /// oldest first ([`crate::RunStore::session_context`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionContext {
+    /// The newest summary.
     pub summary: Option<SessionSummary>,
+    /// The turns after it (all of them without a summary).
     pub turns: Vec<SessionTurn>,
 }
 
