@@ -456,8 +456,15 @@ fn open(addr: &str, path: &str, headers: &[(&str, &str)]) -> (Handshake, Option<
             Some(Ws { s }),
         );
     }
-    let mut body = String::new();
-    let _ = s.read_to_string(&mut body);
+    // The refusal keeps the connection alive (no `Connection: close`): read its body by length.
+    let len: usize = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let mut raw = vec![0u8; len];
+    s.read_exact(&mut raw).expect("body");
+    let body = String::from_utf8_lossy(&raw).into_owned();
     (
         Handshake {
             status,
@@ -469,6 +476,8 @@ fn open(addr: &str, path: &str, headers: &[(&str, &str)]) -> (Handshake, Option<
 }
 
 impl Ws {
+    // The match arms bound each length to its field's width.
+    #[allow(clippy::cast_possible_truncation)]
     fn send_frame(&mut self, first: u8, payload: &[u8]) {
         let mask = [0x5a, 0x17, 0xc3, 0x08];
         let mut out = vec![first];

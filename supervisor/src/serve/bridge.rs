@@ -109,7 +109,7 @@ fn header_has_token(h: &HeaderMap, name: header::HeaderName, token: &str) -> boo
 /// The bearer value of a handshake: a `bearer.` subprotocol entry (then [`SUBPROTOCOL`] must be
 /// offered too, so there is one the server can select), `Authorization: Bearer`, or the
 /// `access_token` query parameter. `Err` for a subprotocol entry without [`SUBPROTOCOL`].
-fn bearer_of<B>(req: &Request<B>) -> Result<Option<String>, Response<Body>> {
+fn bearer_of<B>(req: &Request<B>) -> Result<Option<String>, Box<Response<Body>>> {
     let offered: Vec<String> = req
         .headers()
         .get_all(header::SEC_WEBSOCKET_PROTOCOL)
@@ -123,11 +123,11 @@ fn bearer_of<B>(req: &Request<B>) -> Result<Option<String>, Response<Body>> {
         .find_map(|p| p.strip_prefix(BEARER_PROTOCOL_PREFIX))
     {
         if !offered.iter().any(|p| p == SUBPROTOCOL) {
-            return Err(refuse(
+            return Err(Box::new(refuse(
                 StatusCode::BAD_REQUEST,
                 "invalid_request",
                 "offer the subprotocol hanzo-dev.v1 beside the bearer.<token> entry",
-            ));
+            )));
         }
         return Ok(Some(t.to_string()));
     }
@@ -262,7 +262,7 @@ impl Bridge {
         let token = match bearer_of(&req) {
             Ok(Some(t)) => t,
             Ok(None) => return ApiError::unauthorized().into_response(),
-            Err(r) => return r,
+            Err(r) => return *r,
         };
         let who = match routes::authenticate_bearer(&self.state, &token).await {
             Ok(p) => p,

@@ -219,13 +219,14 @@ pub fn valid_close_code(code: u16) -> bool {
 pub fn encode(opcode: u8, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload.len() + 10);
     out.push(0x80 | opcode);
-    match payload.len() {
-        n if n < 126 => out.push(n as u8),
-        n if n <= usize::from(u16::MAX) => {
+    let n = payload.len();
+    match (u8::try_from(n), u16::try_from(n)) {
+        (Ok(small), _) if small < 126 => out.push(small),
+        (_, Ok(mid)) => {
             out.push(126);
-            out.extend_from_slice(&(n as u16).to_be_bytes());
+            out.extend_from_slice(&mid.to_be_bytes());
         }
-        n => {
+        _ => {
             out.push(127);
             out.extend_from_slice(&(n as u64).to_be_bytes());
         }
@@ -253,6 +254,8 @@ pub fn encode_close(code: u16, reason: &str) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    // The match arms bound each length to its field's width.
+    #[allow(clippy::cast_possible_truncation)]
     fn masked(first: u8, payload: &[u8], mask: [u8; 4]) -> Vec<u8> {
         let mut out = vec![first];
         match payload.len() {
