@@ -464,8 +464,15 @@ pub fn prepare_servers(
                 entries.entry(spec.name.clone()).or_default().command =
                     Some(r.program.display().to_string());
             }
-            Err(e) => {
+            // Not installed for the chosen version (rustup's proxies exist for components
+            // never installed): like a missing server, reported when a file of its language is
+            // used, not at every start. A refused name is a warning now.
+            Err(e @ hanzo_lsp::shims::ShimError::Refused { .. }) => {
                 warn(&spec.name, &e.to_string());
+                unresolved.push(spec.name.clone());
+            }
+            Err(e) => {
+                tracing::info!(server = %spec.name, "language server not started: {e}");
                 unresolved.push(spec.name.clone());
             }
         }
