@@ -72,6 +72,7 @@ fn proxy(ports: &[u16], relay: RelayMode) -> u16 {
     allow.extend(ports.iter().map(|p| format!("bench.test:{p}")));
     let cfg = EgressConfig {
         allow: AllowList::parse(&allow).expect("entries"),
+        sources: Vec::new(),
         forwarder_pid: std::process::id(),
         max_tunnels: 256,
         connect_timeout: Duration::from_secs(5),

@@ -51,6 +51,7 @@ struct Proxy {
 fn config(allow: &[String]) -> EgressConfig {
     EgressConfig {
         allow: AllowList::parse(allow).expect("test entries parse"),
+        sources: Vec::new(),
         forwarder_pid: std::process::id(),
         max_tunnels: 256,
         connect_timeout: Duration::from_secs(5),

@@ -237,6 +237,7 @@ fn broker_child(args: &[OsString]) -> i32 {
     }
     let cfg = EgressConfig {
         allow: AllowList::parse(&spec.allow).expect("entries"),
+        sources: Vec::new(),
         forwarder_pid: spec.forwarder_pid,
         max_tunnels: 256,
         connect_timeout: Duration::from_secs(5),
