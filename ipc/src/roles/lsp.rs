@@ -51,6 +51,13 @@ pub enum Request {
     Configure {
         servers_json: String,
     },
+    /// A tool wrote, created or deleted these paths: each is synced as by `FileChanged`, then
+    /// their fresh diagnostics are answered as by `Diagnostics` (`Response::Diagnostics`, one
+    /// result per path, in order) — the agent loop's sync after an edit in one exchange, so the
+    /// server gets the change and the diagnostics request together.
+    ChangedDiagnostics {
+        paths: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,8 +2,9 @@
 //! diagnostics enrichment of file-tool results.
 //!
 //! After `write_file`, `edit_file` or `apply_patch` succeed in the tools worker, the lsp worker is
-//! told which workspace files changed (it reads them itself: it has the workspace read-only and
-//! sends `didChange`), then asked for their fresh diagnostics; errors and warnings are appended to
+//! told which workspace files changed and asked for their fresh diagnostics in one request
+//! (`ChangedDiagnostics`: it reads the files itself — it has the workspace read-only — and sends
+//! `didChange` and the diagnostics request together); errors and warnings are appended to
 //! the tool's result as a `<diagnostics>` block (bounded, errors first), so the model's next turn
 //! sees what its edit broke, and the run's record keeps it with the result. A language server
 //! that is missing, crashed or slow never fails the edit: the block is then left out.
@@ -295,15 +296,9 @@ impl<'a> LspLink<'a> {
         if paths.is_empty() {
             return;
         }
-        for p in &paths {
-            if let Err(e) = self
-                .ask(lsp::Request::FileChanged { path: p.clone() })
-                .await
-            {
-                tracing::debug!(path = %p, "the lsp worker could not sync the file: {e}");
-            }
-        }
-        let files = match self.ask(lsp::Request::Diagnostics { paths }).await {
+        // One exchange: the worker syncs every path and answers their diagnostics, and each
+        // server gets the change and the diagnostics request together.
+        let files = match self.ask(lsp::Request::ChangedDiagnostics { paths }).await {
             Ok(Response::Diagnostics(files)) => files,
             Ok(other) => {
                 tracing::debug!("unexpected reply from the lsp worker: {other:?}");

@@ -457,8 +457,12 @@ impl LspClient {
     /// A file changed on disk (written, created or deleted by a tool). An open document is
     /// synced (or closed if gone); with `open`, a closed document of this server is opened. The
     /// file watchers the server registered hear of every change but that of a document open
-    /// here, whose content it gets as `didChange`.
-    pub async fn file_changed(&self, path: &Path, open: bool) -> Result<(), LspError> {
+    /// here, whose content it gets as `didChange`. Returns the document as synced, if it was.
+    pub async fn file_changed(
+        &self,
+        path: &Path,
+        open: bool,
+    ) -> Result<Option<Snapshot>, LspError> {
         let exists = path.is_file();
         let (is_open, known) = {
             let docs = self.docs.lock().await;
@@ -488,18 +492,26 @@ impl LspClient {
             .await?;
         }
         if !exists {
-            return self.close(path).await;
+            self.close(path).await?;
+            return Ok(None);
         }
         if is_open || open {
-            self.sync(path).await?;
+            return self.sync(path).await.map(Some);
         }
-        Ok(())
+        Ok(None)
     }
 
     /// The diagnostics of a file as it is now on disk (see [`DiagnosticsWait`] for what "now"
     /// can mean for a server that pushes them).
     pub async fn diagnostics(&self, path: &Path) -> Result<FileDiagnostics, LspError> {
         let snap = self.sync(path).await?;
+        self.diagnostics_of_synced(snap).await
+    }
+
+    /// The diagnostics of a document as [`LspClient::sync`] (or [`LspClient::file_changed`])
+    /// just sent it, without reading the file again.
+    pub async fn diagnostics_of_synced(&self, snap: Snapshot) -> Result<FileDiagnostics, LspError> {
+        let path = snap.path.as_path();
         let (items, freshness) = loop {
             let providers = self.pull_providers(&snap);
             if !providers.is_empty() {

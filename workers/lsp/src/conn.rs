@@ -374,12 +374,25 @@ fn to_bytes(v: &Value) -> Vec<u8> {
     serde_json::to_vec(v).unwrap_or_default()
 }
 
+/// At most this many bytes of queued frames go out in one write.
+const MAX_WRITE_BATCH: usize = 1 << 20;
+
+/// Writes the queued frames, each batch of frames already waiting in one write: a `didChange`
+/// and the diagnostics pull queued after it reach the server in one read, as an editor's would,
+/// instead of waking it twice (it would run its change handling, sleep, and wake again for the
+/// pull).
 async fn write_loop(
     mut stdin: Box<dyn AsyncWrite + Send + Unpin>,
     mut rx: mpsc::Receiver<Vec<u8>>,
 ) {
-    while let Some(frame) = rx.recv().await {
-        if stdin.write_all(&frame).await.is_err() || stdin.flush().await.is_err() {
+    while let Some(mut batch) = rx.recv().await {
+        while batch.len() < MAX_WRITE_BATCH {
+            match rx.try_recv() {
+                Ok(frame) => batch.extend_from_slice(&frame),
+                Err(_) => break,
+            }
+        }
+        if stdin.write_all(&batch).await.is_err() || stdin.flush().await.is_err() {
             break;
         }
     }

@@ -4,6 +4,7 @@
 
 use crate::client::{ClientOptions, LspClient, ServerSetup};
 use crate::conn::lock;
+use crate::documents::Snapshot;
 use crate::error::LspError;
 use crate::inbound::{LogSink, ServerLog};
 use crate::registry::{
@@ -248,6 +249,15 @@ impl LanguageServers {
     /// A file changed on disk (a tool wrote, created or deleted it): its server (started if
     /// needed) gets the new content, and every running server's file watchers hear of it.
     pub async fn file_changed(&self, path: &Path) -> Result<(), LspError> {
+        self.sync_changed(path).await.map(|_| ())
+    }
+
+    /// [`LanguageServers::file_changed`], returning the owner's client and the document as it
+    /// was synced (`None` when no server handles the file, or it is gone).
+    async fn sync_changed(
+        &self,
+        path: &Path,
+    ) -> Result<Option<(Arc<LspClient>, Snapshot)>, LspError> {
         let abs = self.resolve(path)?;
         let owner = self.index_for(&abs);
         for (i, slot) in self.slots.iter().enumerate() {
@@ -261,9 +271,37 @@ impl LanguageServers {
                 let _ = c.file_changed(&abs, false).await;
             }
         }
-        let Some(owner) = owner else { return Ok(()) };
+        let Some(owner) = owner else { return Ok(None) };
         let client = self.client_at(owner).await?;
-        client.file_changed(&abs, true).await
+        let synced = client.file_changed(&abs, true).await?;
+        Ok(synced.map(|snap| (client, snap)))
+    }
+
+    /// Files a tool wrote, created or deleted, and then their diagnostics, in one call (the
+    /// agent loop's sync after every edit): each path is synced as by
+    /// [`LanguageServers::file_changed`], then answered as by [`LanguageServers::diagnostics_of`]
+    /// from the content just synced, without reading the files again. The server gets the
+    /// `didChange` and the diagnostics pull together, as from an editor. A path that could not be
+    /// synced is answered with that failure; one that is gone, or that no server handles, with
+    /// the failure `diagnostics` gives it.
+    pub async fn changed_diagnostics(
+        &self,
+        paths: &[PathBuf],
+    ) -> Vec<(PathBuf, Result<FileDiagnostics, LspError>)> {
+        let mut synced = Vec::with_capacity(paths.len());
+        for p in paths {
+            synced.push(self.sync_changed(p).await);
+        }
+        let mut out = Vec::with_capacity(paths.len());
+        for (p, s) in paths.iter().zip(synced) {
+            let result = match s {
+                Ok(Some((client, snap))) => client.diagnostics_of_synced(snap).await,
+                Ok(None) => self.diagnostics(p).await,
+                Err(e) => Err(e),
+            };
+            out.push((p.clone(), result));
+        }
+        out
     }
 
     /// The diagnostics of a file as it is now on disk.
@@ -281,7 +319,7 @@ impl LanguageServers {
         for p in paths {
             match self.route(p).await {
                 Ok((client, abs)) => {
-                    let synced = client.sync(&abs).await.map(|_| (client, abs));
+                    let synced = client.sync(&abs).await.map(|snap| (client, snap));
                     routed.push((p.clone(), synced));
                 }
                 Err(e) => routed.push((p.clone(), Err(e))),
@@ -290,7 +328,7 @@ impl LanguageServers {
         let mut out = Vec::new();
         for (p, r) in routed {
             let result = match r {
-                Ok((client, abs)) => client.diagnostics(&abs).await,
+                Ok((client, snap)) => client.diagnostics_of_synced(snap).await,
                 Err(e) => Err(e),
             };
             out.push((p, result));

@@ -336,6 +336,17 @@ pub async fn serve_request(servers: &LanguageServers, request: Request) -> Respo
                     .collect(),
             )
         }
+        Request::ChangedDiagnostics { paths } => {
+            let paths: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
+            Response::Diagnostics(
+                servers
+                    .changed_diagnostics(&paths)
+                    .await
+                    .into_iter()
+                    .map(|(_, r)| r.map_err(failure))
+                    .collect(),
+            )
+        }
         Request::Definition { path, position } => {
             match servers.definition(Path::new(&path), pos(position)).await {
                 Ok(l) => Response::Locations(l),

@@ -576,6 +576,115 @@ async fn typescript_without_tsserver_is_reported_missing() {
 }
 
 #[tokio::test]
+async fn changed_diagnostics_syncs_every_path_then_answers_each_in_order() {
+    let ws = workspace();
+    let outside = workspace();
+    let secret = write(outside.path(), "secret.fake", "ERR\n");
+    std::os::unix::fs::symlink(&secret, ws.path().join("link.fake")).expect("symlink");
+    let events = Events::default();
+    let servers = start(fake_config(ws.path(), "pull", 0), &events);
+    let a = write(ws.path(), "a.fake", "x ERR\n");
+    let b = write(ws.path(), "b.fake", "WARN\n");
+    write(ws.path(), "README.md", "# hi\n");
+    let paths: Vec<std::path::PathBuf> = [
+        "a.fake",
+        "gone.fake",
+        "README.md",
+        "../x.fake",
+        "link.fake",
+        "b.fake",
+    ]
+    .iter()
+    .map(std::path::PathBuf::from)
+    .collect();
+    let answers = servers.changed_diagnostics(&paths).await;
+    assert_eq!(
+        answers.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>(),
+        paths
+    );
+    let severities = |i: usize| -> Vec<Severity> {
+        let d = answers[i].1.as_ref().expect("diagnostics");
+        assert_eq!(d.freshness, Freshness::Confirmed);
+        d.diagnostics.iter().map(|d| d.severity).collect()
+    };
+    assert_eq!(severities(0), vec![Severity::Error]);
+    assert!(
+        matches!(answers[1].1, Err(LspError::Read { .. })),
+        "{:?}",
+        answers[1].1
+    );
+    assert!(
+        matches!(answers[2].1, Err(LspError::NoServer { .. })),
+        "{:?}",
+        answers[2].1
+    );
+    // Neither a path above the workspace nor a link out of it is read or given to a server.
+    for i in [3, 4] {
+        assert!(
+            matches!(answers[i].1, Err(LspError::OutsideWorkspace { .. })),
+            "{:?}",
+            answers[i].1
+        );
+    }
+    assert_eq!(severities(5), vec![Severity::Warning]);
+
+    // After an edit, the answer describes the new content.
+    write(ws.path(), "a.fake", "clean\n");
+    std::fs::remove_file(&b).expect("rm");
+    let answers = servers.changed_diagnostics(&[a.clone(), b.clone()]).await;
+    let d = answers[0].1.as_ref().expect("diagnostics");
+    assert!(d.diagnostics.is_empty(), "{d:?}");
+    assert!(matches!(answers[1].1, Err(LspError::Read { .. })));
+    let root = std::fs::canonicalize(ws.path()).expect("root");
+    assert_eq!(
+        servers
+            .client("fake")
+            .expect("running")
+            .open_documents()
+            .await,
+        vec![root.join("a.fake")]
+    );
+}
+
+#[tokio::test]
+async fn changed_diagnostics_sends_one_did_change_per_edit_and_reopens_nothing() {
+    let ws = workspace();
+    let events = Events::default();
+    let mut config = fake_config(ws.path(), "server-requests", 0);
+    // This mode neither pushes nor is pulled: each answer ends at the quiet deadline.
+    config.client.wait.max_wait = Duration::from_millis(200);
+    let servers = start(config, &events);
+    let file = write(ws.path(), "a.fake", "one\n");
+    servers.touch(&file).await.expect("open");
+    for text in ["two\n", "three\n"] {
+        write(ws.path(), "a.fake", text);
+        let mut answers = servers.changed_diagnostics(&[file.clone()]).await;
+        let d = answers.pop().expect("one").1.expect("diagnostics");
+        assert_eq!(d.freshness, Freshness::Unconfirmed);
+    }
+    // Unchanged content sends nothing.
+    servers
+        .changed_diagnostics(&[file.clone()])
+        .await
+        .pop()
+        .expect("one")
+        .1
+        .expect("diagnostics");
+    let answers: Value = serde_json::from_str(&hover_text(
+        servers
+            .hover(&file, Position::new(1, 1))
+            .await
+            .expect("hover"),
+    ))
+    .expect("json");
+    let root = std::fs::canonicalize(ws.path()).expect("root");
+    let uri = json!(format!("file://{}/a.fake", root.display()));
+    assert_eq!(answers["opened"], json!([[uri, "fake", 1]]));
+    assert_eq!(answers["changed"], json!([[uri, 2], [uri, 3]]));
+    assert_eq!(answers.get("closed"), None);
+}
+
+#[tokio::test]
 async fn paths_outside_the_workspace_and_unknown_files_are_refused() {
     let ws = workspace();
     let outside = workspace();
