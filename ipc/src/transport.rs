@@ -29,16 +29,24 @@ pub const MCP_EGRESS_FD: i32 = 7;
 /// Everything that can end a channel.
 #[derive(Debug, Error)]
 pub enum IpcError {
+    /// The byte stream is not a valid sequence of frames (the stream cannot be resynchronised).
     #[error("framing error: {0}")]
     Frame(#[from] FrameError),
+    /// The socket failed.
     #[error("i/o error: {0}")]
     Io(#[from] io::Error),
+    /// A payload does not decode as its frame type's message.
     #[error("{0}")]
     Decode(#[from] DecodeError),
+    /// The hello/ready exchange failed.
     #[error("handshake failed: {0}")]
     Handshake(#[from] HandshakeError),
+    /// A frame type that has no meaning in this direction of the channel.
     #[error("unexpected frame type 0x{got:02x}")]
-    UnexpectedFrame { got: u8 },
+    UnexpectedFrame {
+        /// The frame type byte.
+        got: u8,
+    },
 }
 
 /// A connected pair; the first end stays in the supervisor, the second goes to the child.
@@ -62,6 +70,7 @@ pub struct FrameReader<R> {
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
+    /// Read frames from `inner`, refusing any whose length prefix exceeds `max_frame` bytes.
     pub fn new(inner: R, max_frame: u32) -> Self {
         FrameReader {
             inner,
@@ -107,6 +116,7 @@ pub struct FrameWriter<W> {
 }
 
 impl<W: AsyncWrite + Unpin> FrameWriter<W> {
+    /// Write frames to `inner`, refusing to send any longer than `max_frame` bytes.
     pub fn new(inner: W, max_frame: u32) -> Self {
         FrameWriter {
             inner,
@@ -145,7 +155,9 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     }
 }
 
+/// A frame reader over the read half of a tokio unix stream.
 pub type UnixFrameReader = FrameReader<tokio::net::unix::OwnedReadHalf>;
+/// A frame writer over the write half of a tokio unix stream.
 pub type UnixFrameWriter = FrameWriter<tokio::net::unix::OwnedWriteHalf>;
 
 /// Split a unix stream into a frame reader and writer with one limit.
@@ -235,7 +247,9 @@ pub struct SenderCredentials {
     /// 0 when the kernel could not name the sender (it is outside our pid namespace, or
     /// `SO_PASSCRED` was not yet set on the receiving end when the message was sent).
     pub pid: u32,
+    /// The sender's user id.
     pub uid: u32,
+    /// The sender's group id.
     pub gid: u32,
 }
 
@@ -246,6 +260,7 @@ pub struct ReceivedMessage {
     pub len: usize,
     /// Descriptors that came with it (close-on-exec).
     pub fds: Vec<OwnedFd>,
+    /// The sender's credentials; `None` when the message carried none (`SO_PASSCRED` unset).
     pub sender: Option<SenderCredentials>,
     /// Data or descriptors did not fit and were dropped (extra descriptors are closed by the
     /// kernel).

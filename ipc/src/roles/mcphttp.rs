@@ -28,11 +28,14 @@ pub enum Request {
 pub struct McpHttpRequest {
     /// The server's name in `mcp_servers`; selects the allow-list entry and the token.
     pub server: String,
+    /// The HTTP method (`"POST"` for messages, `"GET"` for the event stream, `"DELETE"` to end a
+    /// session).
     pub method: String,
     /// Must have the origin (scheme, host, port) of the server's configured URL.
     pub url: String,
     /// Credential and hop-by-hop headers are dropped by the broker.
     pub headers: Vec<(String, String)>,
+    /// The request body (a JSON-RPC message for `POST`).
     pub body: Vec<u8>,
 }
 
