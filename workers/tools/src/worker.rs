@@ -43,6 +43,7 @@ impl ToolsHandler {
         ToolsHandler { tools }
     }
 
+    /// A handler over tools already set up (tests and the one-shot path).
     pub fn from_tools(tools: Tools) -> ToolsHandler {
         ToolsHandler { tools: Ok(tools) }
     }
