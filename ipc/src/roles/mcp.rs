@@ -117,7 +117,8 @@ pub enum McpTransport {
         args: Vec<String>,
         /// The server's whole environment (it starts empty).
         env: Vec<(String, EnvValue)>,
-        /// Its working directory; `None`: the workspace, or the server's private home when it has no filesystem.
+        /// Its working directory; `None`: the workspace, or the server's private home when it has
+        /// no filesystem.
         cwd: Option<String>,
         /// The sandbox it runs in.
         profile: McpServerProfile,

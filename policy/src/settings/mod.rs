@@ -57,7 +57,8 @@ pub enum SettingsError {
         /// What is wrong with it.
         message: String,
     },
-    /// A value parses but is not acceptable (a pattern that does not compile, a limit out of range).
+    /// A value parses but is not acceptable (a pattern that does not compile, a limit out of
+    /// range).
     #[error("{file}: at `{key_path}`: {message}")]
     Invalid {
         /// The file, as it is reported.

@@ -57,7 +57,8 @@ pub struct ExecConfig {
     pub inherited: Vec<(String, String)>,
     /// Resource limits each command starts with.
     pub rlimits: Rlimits,
-    /// Combined output kept per command, in bytes (head and tail halves; see [`DEFAULT_OUTPUT_CAP`]).
+    /// Combined output kept per command, in bytes (head and tail halves; see
+    /// [`DEFAULT_OUTPUT_CAP`]).
     pub output_cap: usize,
     /// The egress forwarder's port on tier B's loopback, when the run allows network: `bash`
     /// commands then get [`NetAccess::Egress`] and the proxy environment

@@ -178,7 +178,8 @@ impl Pending {
     }
 
     /// In the worker, before it confines itself: wait for the launcher's attestation and keep
-    /// the runner for [`crate::runner::launcher_runner`] (or [`crate::runner::git_runner`]). Returns the attestation (for the worker's own).
+    /// the runner for [`crate::runner::launcher_runner`] (or [`crate::runner::git_runner`]).
+    /// Returns the attestation (for the worker's own).
     pub fn finish(mut self) -> Result<Attestation, String> {
         drop(self.theirs.take());
         let result = (|| {
