@@ -848,7 +848,9 @@ pub fn command_profile(p: &McpServerProfile) -> Result<CommandProfile, String> {
 
 /// Starts stdio servers through the sandboxed command runner.
 pub struct SandboxSpawner {
+    /// The worker's command launcher, which starts each server.
     pub runner: Arc<Runner>,
+    /// The sandbox each server runs in.
     pub profile: CommandProfile,
     /// Where a server whose spec names no directory starts.
     pub fallback_cwd: PathBuf,
