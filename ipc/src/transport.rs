@@ -1,5 +1,6 @@
-//! Transports: a socketpair whose child end is inherited as fd 3 (fd 4 for a second, direct
-//! channel), and async frame reading/writing over any byte stream.
+//! Transports: a socketpair whose child end is inherited as fd 3 (further channels at the numbers
+//! of the role table, [`crate::role::CHANNEL_ENDS`]), and async frame reading/writing over any
+//! byte stream.
 //!
 //! There is no path and no listener: nothing but the two processes holding the pair can speak on
 //! it. Reading uses the same [`FrameDecoder`] as the test vectors, so the length limit is checked
@@ -7,24 +8,37 @@
 
 use crate::frame::{encode_frame, Frame, FrameDecoder, FrameError};
 use crate::proto::{self, frame_type, DecodeError, HandshakeError, Hello};
+use crate::role::{fd, Channel};
 use crate::{attest::Attestation, Role};
 use std::io;
 use std::os::fd::OwnedFd;
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+// The numbers below are read from the role table ([`crate::role::CHANNEL_ENDS`]), the one place
+// that assigns them.
+
 /// The fd number of a worker's channel to the supervisor.
-pub const SUPERVISOR_FD: i32 = 3;
-/// The fd number of a worker's second, direct channel (model ↔ broker).
-pub const DIRECT_FD: i32 = 4;
+pub const SUPERVISOR_FD: i32 = crate::role::SUPERVISOR_FD;
+/// The fd number of a worker's second, direct channel, which the worker runtime adopts (model ↔
+/// broker in both, mcp ↔ broker in the mcp worker).
+pub const DIRECT_FD: i32 = fd(Channel::ModelBroker, Role::Model);
 /// The fd number of the egress control socket (`SOCK_SEQPACKET`) that the broker and the tools
-/// worker each hold one end of when a run allows network for commands. Not 5: the broker's end of
-/// the mcp worker's channel is 5 ([`crate::roles::mcphttp::BROKER_MCP_FD`]).
-pub const EGRESS_FD: i32 = 6;
+/// worker each hold one end of when a run allows network for commands (also the mcp worker's
+/// number for its own egress control socket).
+pub const EGRESS_FD: i32 = fd(Channel::ToolsEgress, Role::Tools);
 /// The broker's fd number of its end of the **mcp worker's** egress control socket (the mcp
 /// worker's own end is [`EGRESS_FD`]): a second channel with its own allow-list, given when a
 /// run's MCP stdio servers ask for network.
-pub const MCP_EGRESS_FD: i32 = 7;
+pub const MCP_EGRESS_FD: i32 = fd(Channel::McpEgress, Role::Broker);
+
+// The names above stand for more than one end each; the table must agree.
+const _: () = {
+    assert!(fd(Channel::ModelBroker, Role::Broker) == DIRECT_FD);
+    assert!(fd(Channel::McpBroker, Role::Mcp) == DIRECT_FD);
+    assert!(fd(Channel::ToolsEgress, Role::Broker) == EGRESS_FD);
+    assert!(fd(Channel::McpEgress, Role::Mcp) == EGRESS_FD);
+};
 
 /// Everything that can end a channel.
 #[derive(Debug, Error)]

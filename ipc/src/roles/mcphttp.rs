@@ -13,8 +13,9 @@ use super::http;
 use crate::Role;
 use serde::{Deserialize, Serialize};
 
-/// The broker's fd number of its end of the mcp ↔ broker channel (its fd 4 is the model's).
-pub const BROKER_MCP_FD: i32 = 5;
+/// The broker's fd number of its end of the mcp ↔ broker channel (its fd 4 is the model's), from
+/// the role table.
+pub const BROKER_MCP_FD: i32 = crate::role::fd(crate::role::Channel::McpBroker, Role::Broker);
 
 /// What the mcp worker may ask.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
