@@ -43,7 +43,7 @@ impl ToolsHandler {
         ToolsHandler { tools }
     }
 
-    /// A handler over tools already set up (tests and the one-shot path).
+    /// A handler over tools already set up.
     pub fn from_tools(tools: Tools) -> ToolsHandler {
         ToolsHandler { tools: Ok(tools) }
     }
