@@ -13,8 +13,9 @@ use super::http;
 use crate::Role;
 use serde::{Deserialize, Serialize};
 
-/// The broker's fd number of its end of the mcp ↔ broker channel (its fd 4 is the model's).
-pub const BROKER_MCP_FD: i32 = 5;
+/// The broker's fd number of its end of the mcp ↔ broker channel (its fd 4 is the model's), from
+/// the role table.
+pub const BROKER_MCP_FD: i32 = crate::role::fd(crate::role::Channel::McpBroker, Role::Broker);
 
 /// What the mcp worker may ask.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,11 +29,14 @@ pub enum Request {
 pub struct McpHttpRequest {
     /// The server's name in `mcp_servers`; selects the allow-list entry and the token.
     pub server: String,
+    /// The HTTP method (`"POST"` for messages, `"GET"` for the event stream, `"DELETE"` to end a
+    /// session).
     pub method: String,
     /// Must have the origin (scheme, host, port) of the server's configured URL.
     pub url: String,
     /// Credential and hop-by-hop headers are dropped by the broker.
     pub headers: Vec<(String, String)>,
+    /// The request body (a JSON-RPC message for `POST`).
     pub body: Vec<u8>,
 }
 

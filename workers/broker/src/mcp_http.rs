@@ -39,28 +39,52 @@ const HEADLESS_REDIRECTS: usize = 10;
 /// Why a configured remote server or a request to one is refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum McpAllowError {
+    /// The server's URL does not parse.
     #[error("mcp_servers.{server}: {url:?} is not a valid URL: {reason}")]
     BadUrl {
+        /// The server's name in `mcp_servers`.
         server: String,
+        /// The URL as configured.
         url: String,
+        /// What is wrong with it.
         reason: String,
     },
+    /// The URL is not `https://`, nor `http://` to a literally named loopback address.
     #[error(
         "mcp_servers.{server}: {url:?} is refused: only https is allowed, or http to a loopback \
          address named literally (127.0.0.1, [::1], localhost)"
     )]
-    Insecure { server: String, url: String },
+    Insecure {
+        /// The server's name in `mcp_servers`.
+        server: String,
+        /// The URL as configured.
+        url: String,
+    },
+    /// The URL carries a user name or password.
     #[error("mcp_servers.{server}: {url:?} carries a user name or password; tokens come from the broker")]
-    UserInfo { server: String, url: String },
+    UserInfo {
+        /// The server's name in `mcp_servers`.
+        server: String,
+        /// The URL as configured.
+        url: String,
+    },
+    /// The mcp worker named a server the supervisor did not configure.
     #[error("no remote MCP server named {server:?} is configured; the broker reaches only the `url` servers in the settings")]
-    UnknownServer { server: String },
+    UnknownServer {
+        /// The name it gave.
+        server: String,
+    },
+    /// The mcp worker asked for a URL outside the server's configured origin.
     #[error(
         "{url:?} is not the configured address of MCP server {server:?} ({allowed}); the broker \
          reaches only the configured URL's origin"
     )]
     OtherOrigin {
+        /// The server's name in `mcp_servers`.
         server: String,
+        /// The URL asked for.
         url: String,
+        /// The configured origin.
         allowed: String,
     },
     /// A header an editor asked for that cannot or may not be sent (its value is never named).
@@ -295,6 +319,7 @@ pub struct StreamScrubber {
 }
 
 impl StreamScrubber {
+    /// A scrubber replacing each of `secrets` (those long enough to be secrets) in the stream.
     pub fn new(secrets: Vec<Vec<u8>>) -> StreamScrubber {
         let text: Vec<String> = secrets
             .iter()
