@@ -84,7 +84,9 @@ pub struct McpRemote {
 /// One header an editor asked to be sent to its remote MCP server.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct McpHeader {
+    /// The header's name, as the editor wrote it (checked by the broker before use).
     pub name: String,
+    /// Its value: possibly a credential, so never printed.
     pub value: SecretText,
 }
 

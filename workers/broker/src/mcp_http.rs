@@ -90,8 +90,11 @@ pub enum McpAllowError {
     /// A header an editor asked for that cannot or may not be sent (its value is never named).
     #[error("MCP server {server:?}: header {name:?} is refused: {reason}")]
     BadHeader {
+        /// The server's name (the editor's `mcpServers[].name`).
         server: String,
+        /// The header's name (its first 64 characters).
         name: String,
+        /// Why it is refused.
         reason: &'static str,
     },
 }
