@@ -74,6 +74,7 @@ pub enum Request {
     /// result per path, in order) — the agent loop's sync after an edit in one exchange, so the
     /// server gets the change and the diagnostics request together.
     ChangedDiagnostics {
+        /// The changed files.
         paths: Vec<String>,
     },
 }

@@ -658,13 +658,15 @@ async fn changed_diagnostics_sends_one_did_change_per_edit_and_reopens_nothing()
     servers.touch(&file).await.expect("open");
     for text in ["two\n", "three\n"] {
         write(ws.path(), "a.fake", text);
-        let mut answers = servers.changed_diagnostics(&[file.clone()]).await;
+        let mut answers = servers
+            .changed_diagnostics(std::slice::from_ref(&file))
+            .await;
         let d = answers.pop().expect("one").1.expect("diagnostics");
         assert_eq!(d.freshness, Freshness::Unconfirmed);
     }
     // Unchanged content sends nothing.
     servers
-        .changed_diagnostics(&[file.clone()])
+        .changed_diagnostics(std::slice::from_ref(&file))
         .await
         .pop()
         .expect("one")
