@@ -27,9 +27,10 @@
 //! contention.
 //!
 //! Besides criterion's figures, a paired run prints the medians and their ratios to the direct
-//! side (`HANZO_LSP_BENCH_ROUNDS` rounds, default 60). In each round the sides edit in a fixed
-//! order in which no side follows its own pyright (a server that ran a moment ago answers faster),
-//! so the machine's load falls on all alike.
+//! side (`HANZO_LSP_BENCH_ROUNDS` rounds, default 60; the two bridge sides take turns, one edit a
+//! round). In each round the three pyrights edit in turn, so each waits as long between its own
+//! edits (a server that ran a moment ago answers faster) and the machine's load falls on all
+//! alike.
 
 // The tests' helper for putting the servers in a workspace (it needs nothing else of theirs).
 #[path = "../tests/common/servers.rs"]
@@ -410,26 +411,29 @@ fn bench(c: &mut Criterion) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(60);
-    // direct, lsp worker, own session, agent loop: the two bridge sides never follow each other.
+    // Each round: direct, the bridge (the lsp worker's request in even rounds, the agent loop in
+    // odd ones: they share a pyright), own session. Every pyright thus waits two edits between
+    // its own, and none follows itself.
     let mut times: [Vec<Duration>; 4] = Default::default();
     rt.block_on(async {
-        for _ in 0..rounds {
+        for round in 0..rounds {
             let t = Instant::now();
             n_direct += 1;
             direct.edit(n_direct).await;
             times[0].push(t.elapsed());
             let t = Instant::now();
             n_bridge += 1;
-            bridge.edit(n_bridge).await;
-            times[1].push(t.elapsed());
+            if round % 2 == 0 {
+                bridge.edit(n_bridge).await;
+                times[1].push(t.elapsed());
+            } else {
+                bridge.edit_via_agent(&link, n_bridge).await;
+                times[3].push(t.elapsed());
+            }
             let t = Instant::now();
             n_session += 1;
             session.edit(n_session).await;
             times[2].push(t.elapsed());
-            let t = Instant::now();
-            n_bridge += 1;
-            bridge.edit_via_agent(&link, n_bridge).await;
-            times[3].push(t.elapsed());
         }
     });
     let [theirs, ours, own_session, agent] = times.map(median);
