@@ -22,6 +22,7 @@ use hanzo_ipc::roles::model::{
     ContentBlock, Message, MessageRole, StopReason, StreamEvent, ToolDef,
 };
 use hanzo_ipc::roles::tools::ToolResult;
+use hanzo_policy::hooks::HookConfig;
 use hanzo_policy::permission::TieredPolicy;
 use hanzo_store::{
     AgentDef, NewRun, RunId, RunStatus, RunStore, SecretValues, SessionId, StepEnd, StepId,
@@ -74,8 +75,8 @@ pub struct LoopConfig {
     /// Turns kept verbatim by compaction (HIP-0301 §5 default: 3).
     pub reserve_recent: usize,
     pub limits: Limits,
-    /// The configured hooks as JSON text (`None`: no hooks, no hook round trips).
-    pub hooks_json: Option<String>,
+    /// The configured hooks, both events, in configuration order (empty: no hook round trips).
+    pub hooks: Vec<HookConfig>,
     /// Values that must never reach the record, the events or the logs (replaced by
     /// `[redacted]` there).
     pub secrets: SecretValues,
@@ -87,7 +88,7 @@ impl Default for LoopConfig {
             max_context_tokens: 200_000,
             reserve_recent: 3,
             limits: Limits::default(),
-            hooks_json: None,
+            hooks: Vec::new(),
             secrets: SecretValues::default(),
         }
     }

@@ -5,6 +5,7 @@
 
 use hanzo_ipc::roles::model::{Message, StopReason, StreamErrorKind, StreamEvent, ToolDef, Usage};
 use hanzo_ipc::roles::tools::{PreHookReply, ToolResult};
+use hanzo_policy::hooks::HookConfig;
 use serde_json::Value;
 use std::future::Future;
 
@@ -58,17 +59,18 @@ pub trait ToolExecutor {
     /// The tools the model may be offered.
     fn definitions(&self) -> impl Future<Output = Result<Vec<ToolDef>, String>>;
     fn execute(&self, call: &ToolInvocation, session_id: &str) -> impl Future<Output = ToolResult>;
-    /// The pre-tool-use hooks' verdict. `hooks_json` is the configured hook list.
+    /// The pre-tool-use hooks' verdict. `hooks` is the configured hook list (both events; the
+    /// executor runs the pre-tool-use ones).
     fn pre_hooks(
         &self,
-        hooks_json: &str,
+        hooks: &[HookConfig],
         call: &ToolInvocation,
         session_id: &str,
     ) -> impl Future<Output = PreHookReply>;
     /// Post-tool-use hooks; returns the failures, described (they never block).
     fn post_hooks(
         &self,
-        hooks_json: &str,
+        hooks: &[HookConfig],
         call: &ToolInvocation,
         session_id: &str,
         result: &ToolResult,

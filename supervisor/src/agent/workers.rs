@@ -14,6 +14,7 @@ use hanzo_ipc::roles::model::{
 };
 use hanzo_ipc::roles::tools::{self, HookCall, PreHookReply, ToolCall, ToolResult, ToolsProtocol};
 use hanzo_ipc::Role;
+use hanzo_policy::hooks::{HookConfig, HookEvent};
 use hanzo_store::SecretValues;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -491,12 +492,12 @@ impl ToolExecutor for WorkerTools<'_> {
 
     async fn pre_hooks(
         &self,
-        hooks_json: &str,
+        hooks: &[HookConfig],
         call: &ToolInvocation,
         session_id: &str,
     ) -> PreHookReply {
         let request = tools::Request::RunPreHooks(HookCall {
-            hooks_json: hooks_json.to_string(),
+            hooks: wire_hooks(hooks, HookEvent::PreToolUse),
             session_id: session_id.to_string(),
             tool: call.name.clone(),
             input_json: call.input_json.clone(),
@@ -527,7 +528,7 @@ impl ToolExecutor for WorkerTools<'_> {
 
     async fn post_hooks(
         &self,
-        hooks_json: &str,
+        hooks: &[HookConfig],
         call: &ToolInvocation,
         session_id: &str,
         result: &ToolResult,
@@ -538,7 +539,7 @@ impl ToolExecutor for WorkerTools<'_> {
             "is_error": result.is_error,
         });
         let request = tools::Request::RunPostHooks(HookCall {
-            hooks_json: hooks_json.to_string(),
+            hooks: wire_hooks(hooks, HookEvent::PostToolUse),
             session_id: session_id.to_string(),
             tool: call.name.clone(),
             input_json: call.input_json.clone(),
@@ -559,6 +560,20 @@ impl ToolExecutor for WorkerTools<'_> {
             Err(m) => vec![m.to_string()],
         }
     }
+}
+
+/// The hooks of `hooks` that run on `event`, in their order, as the tools channel carries them
+/// (the request names the event).
+fn wire_hooks(hooks: &[HookConfig], event: HookEvent) -> Vec<tools::Hook> {
+    hooks
+        .iter()
+        .filter(|h| h.event == event)
+        .map(|h| tools::Hook {
+            command: h.command.clone(),
+            tool_pattern: h.tool_pattern.clone(),
+            timeout_ms: h.timeout_ms,
+        })
+        .collect()
 }
 
 /// Whether `name` is an MCP tool's (`mcp__<server>__<tool>`).
