@@ -28,6 +28,7 @@ pub const MAX_MESSAGE_BYTES: u64 = 8 << 20;
 /// What the mcp worker is configured with, and what is left out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpPlan {
+    /// The servers the mcp worker starts, with their resolved commands, environments and limits.
     pub config: McpConfig,
     /// `(name, transport, state, reason)` of each configured server that is not started.
     pub not_started: Vec<(String, String, String, String)>,
@@ -120,7 +121,9 @@ pub fn wants_egress(
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("settings `mcp_servers.{server}`: {message}")]
 pub struct McpSettingsError {
+    /// The server's name under `mcp_servers` in the settings.
     pub server: String,
+    /// What is wrong with its entry.
     pub message: String,
 }
 

@@ -16,7 +16,9 @@ use std::sync::Mutex;
 /// Which end of the pair a worker holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
+    /// The end the role table lists first for the channel (the broker on its channels).
     A = 0,
+    /// The other end.
     B = 1,
 }
 

@@ -60,6 +60,7 @@ pub fn sweep_stale_run_dirs(tmp: &Path) -> usize {
 pub struct RunDir(tempfile::TempDir);
 
 impl RunDir {
+    /// Where the directory is; it exists until the `RunDir` is dropped.
     pub fn path(&self) -> &Path {
         self.0.path()
     }
