@@ -30,7 +30,8 @@ pub struct SpawnRequest {
     /// The `cgroup.procs` files of the worker's cgroup (one per hierarchy), which the child joins
     /// in its pre-exec step, before the worker runs an instruction of its own.
     pub cgroup: Vec<std::fs::File>,
-    /// Resource limits the child sets with `setrlimit` before exec (core dumps off, open files, file size).
+    /// Resource limits the child sets with `setrlimit` before exec (core dumps off, open files,
+    /// file size).
     pub rlimits: hanzo_policy::profile::Rlimits,
 }
 

@@ -22,13 +22,19 @@ use std::time::Duration;
 
 /// Model turns through the model worker (and, for live providers, the broker behind it).
 pub struct WorkerApi<'a> {
+    /// The model worker's channel.
     pub model: &'a WorkerHandle<ModelProtocol>,
+    /// Where turns go: a provider's API (through the broker) or a recording.
     pub provider: ProviderConfig,
+    /// The model asked for in each request.
     pub model_name: String,
+    /// The most tokens the model may answer with in one turn.
     pub max_output_tokens: u32,
+    /// How often, and after what delays, a failed request is tried again.
     pub retry: RetryPolicy,
     /// `Some`: record every exchange as a cassette line (`run --record`).
     pub recorded: Option<Mutex<Vec<String>>>,
+    /// How long the model worker may stay silent during a turn before the turn fails.
     pub deadlines: Deadlines,
     /// Where retries are announced (the run's events), with the values to redact from them.
     pub notices: Option<(&'a dyn EventSink, SecretValues)>,
@@ -178,7 +184,9 @@ impl ApiClient for WorkerApi<'_> {
 
 /// Tool calls and hooks through the tools worker.
 pub struct WorkerTools<'a> {
+    /// The tools worker's channel.
     pub tools: &'a WorkerHandle<ToolsProtocol>,
+    /// How long each kind of request may take (a tool call: its own limit plus the grace).
     pub deadlines: Deadlines,
     /// The longest the configured pre- (or post-) hooks may take together (their `timeout_ms`
     /// summed); the deadline of a hook request adds [`Deadlines::grace`].
@@ -193,6 +201,7 @@ pub struct WorkerTools<'a> {
 /// The tools of the ready MCP servers, offered as `mcp__<server>__<tool>` next to the built-in
 /// ones, and their calls through the mcp worker.
 pub struct McpTools<'a> {
+    /// The mcp worker's channel.
     pub mcp: &'a WorkerHandle<McpProtocol>,
     /// The longest one MCP call may take (the servers' own timeouts are shorter).
     pub call_limit: Duration,
@@ -203,6 +212,7 @@ pub struct McpTools<'a> {
 }
 
 impl<'a> McpTools<'a> {
+    /// The MCP tools of the mcp worker behind `mcp`, each call allowed `call_limit`.
     pub fn new(mcp: &'a WorkerHandle<McpProtocol>, call_limit: Duration) -> McpTools<'a> {
         McpTools {
             mcp,
