@@ -42,11 +42,6 @@ impl ToolsHandler {
         .map_err(|e| e.to_string());
         ToolsHandler { tools }
     }
-
-    /// A handler over tools already set up.
-    pub fn from_tools(tools: Tools) -> ToolsHandler {
-        ToolsHandler { tools: Ok(tools) }
-    }
 }
 
 impl ToolsHandler {
