@@ -1,6 +1,9 @@
 //! The broker channel (supervisor ↔ broker). Credential-free HTTP requests from the model worker
-//! travel on the separate direct channel ([`super::http`]), not here. Nothing on this channel
-//! carries a secret value: the supervisor learns which credentials exist, never what they are.
+//! travel on the separate direct channel ([`super::http`]), not here. Nothing the broker sends on
+//! this channel carries a secret value: the supervisor learns which credentials exist, never what
+//! they are. One secret goes the other way: the headers an editor gives its remote MCP servers over
+//! ACP, handed to the broker in [`Request::AllowMcpServers`] as
+//! [`super::mcphttp::SecretText`] (zeroized, redacted in `Debug`) and kept by the broker alone.
 
 use super::model::ProviderId;
 use super::{impl_protocol, CommonEvent, CommonItem, CommonRequest, CommonResponse};
@@ -36,8 +39,9 @@ pub enum Request {
     /// [`Response::AuthStatus`].
     AuthStatus,
     /// Replace the remote MCP servers the mcp worker may reach through the broker (from trusted
-    /// settings: the configured `url` servers, only those). Replies [`Response::Configured`] or a
-    /// `Refused` error naming the bad URL.
+    /// settings: the configured `url` servers; and the `http` servers an editor passes over ACP,
+    /// with the headers to send them). Replies [`Response::Configured`] or a `Refused` error
+    /// naming the bad URL or header (never a header's value).
     AllowMcpServers(Vec<super::mcphttp::McpRemote>),
     /// Serve the egress proxy for sandboxed commands on the control socket the broker inherited
     /// (fd [`crate::transport::EGRESS_FD`]) under these settings (trusted configuration only).

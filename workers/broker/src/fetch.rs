@@ -481,18 +481,27 @@ impl Broker {
     }
 
     fn contains_secret(&self, hay: &[u8]) -> bool {
-        self.read_creds()
+        self.held_secrets()
+            .iter()
+            .any(|s| !s.is_empty() && find(hay, s.as_bytes()).is_some())
+    }
+
+    /// Every secret value the broker holds: its credentials', and the header values editors
+    /// gave for their remote MCP servers (any of which may be a credential).
+    pub(crate) fn held_secrets(&self) -> Vec<String> {
+        let mut all: Vec<String> = self
+            .read_creds()
             .secrets()
-            .any(|s| !s.is_empty() && find(hay, s.expose().as_bytes()).is_some())
+            .map(|s| s.expose().to_string())
+            .collect();
+        all.extend(self.mcp_servers().header_values());
+        all
     }
 
     /// Replace every held secret in `bytes` with `[redacted]` (error bodies that echo a key),
     /// through the project's one scrubber.
     pub fn scrub(&self, bytes: Vec<u8>) -> Vec<u8> {
-        let held = hanzo_policy::secret::SecretValues::new(
-            self.read_creds().secrets().map(|s| s.expose().to_string()),
-        );
-        held.scrub_bytes(bytes)
+        hanzo_policy::secret::SecretValues::new(self.held_secrets()).scrub_bytes(bytes)
     }
 
     pub(crate) fn scrub_text(&self, s: &str) -> String {
