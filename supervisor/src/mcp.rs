@@ -384,6 +384,7 @@ pub fn configure_limit(config: &McpConfig) -> std::time::Duration {
 /// send. `Debug` shows header names, never values.
 #[derive(Debug, Default)]
 pub struct ExtraServers {
+    /// Their configurations for the mcp worker (a remote one by its URL only, no headers).
     pub servers: Vec<McpServerConfig>,
     /// (server name, headers); the values may be credentials, for the broker only.
     pub headers: Vec<(String, Vec<McpHeader>)>,
