@@ -22,6 +22,9 @@ pub struct McpLaunch {
     pub args: Option<Vec<String>>,
     pub env: Option<BTreeMap<String, String>>,
     pub cwd: Option<String>,
+    /// Left out when unset, so that the hash of an entry without it is what it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filesystem: Option<crate::settings::McpFilesystemSetting>,
 }
 
 /// What needs trust in one workspace file.
@@ -57,6 +60,7 @@ impl FileTrustContent {
                             args: e.args.clone(),
                             env: e.env.clone(),
                             cwd: e.cwd.clone(),
+                            filesystem: e.filesystem,
                         },
                     )
                 })

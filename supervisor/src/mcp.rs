@@ -12,7 +12,7 @@ use hanzo_ipc::roles::mcp::{
     EnvValue, McpConfig, McpFilesystem, McpServerConfig, McpServerProfile, McpTransport,
 };
 use hanzo_ipc::roles::mcphttp::{McpLogin, McpRemote};
-use hanzo_policy::settings::{Config, Source};
+use hanzo_policy::settings::{Config, McpFilesystemSetting, Source};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -114,6 +114,29 @@ pub fn wants_egress(
         Ok(mut plan) => !assign_egress(&mut plan, allowed).0.is_empty(),
         Err(_) => false,
     }
+}
+
+impl McpPlan {
+    /// Whether a stdio server of the plan asks for the workspace read-write: the mcp worker is
+    /// then started with write access to it
+    /// ([`ProfileContext::mcp_workspace_write`](hanzo_policy::profile::ProfileContext)).
+    pub fn wants_workspace_write(&self) -> bool {
+        self.config.servers.iter().any(|s| {
+            matches!(
+                &s.transport,
+                McpTransport::Stdio { profile, .. }
+                    if profile.filesystem == McpFilesystem::WorkspaceRw
+            )
+        })
+    }
+}
+
+/// [`McpPlan::wants_workspace_write`] for `loaded`'s servers in `workspace`.
+pub fn wants_workspace_write(
+    loaded: &hanzo_policy::settings::LoadedSettings,
+    workspace: &Path,
+) -> bool {
+    plan_for(loaded, workspace).is_ok_and(|p| p.wants_workspace_write())
 }
 
 /// Why the servers cannot be configured at all.
@@ -236,7 +259,11 @@ pub fn mcp_plan_with(
                     .collect(),
                 cwd: s.cwd.clone(),
                 profile: McpServerProfile {
-                    filesystem: McpFilesystem::WorkspaceRo,
+                    filesystem: match s.filesystem.unwrap_or_default() {
+                        McpFilesystemSetting::None => McpFilesystem::None,
+                        McpFilesystemSetting::WorkspaceRo => McpFilesystem::WorkspaceRo,
+                        McpFilesystemSetting::WorkspaceRw => McpFilesystem::WorkspaceRw,
+                    },
                     extra_read: Vec::new(),
                     network: !s.network_allow.is_empty(),
                     egress_address: None,
