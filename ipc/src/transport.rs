@@ -25,6 +25,11 @@ pub const EGRESS_FD: i32 = 6;
 /// worker's own end is [`EGRESS_FD`]): a second channel with its own allow-list, given when a
 /// run's MCP stdio servers ask for network.
 pub const MCP_EGRESS_FD: i32 = 7;
+/// The fd number of the broker's **adopt socket** (`SOCK_SEQPACKET`, from the supervisor): each
+/// message is a tag (`model`, `mcp`, `mcp-egress`) and a new end of that direct channel, sent
+/// when the peer worker restarted, which the broker serves in place of the dead one instead of
+/// being restarted itself.
+pub const ADOPT_FD: i32 = 8;
 
 /// Everything that can end a channel.
 #[derive(Debug, Error)]

@@ -464,6 +464,8 @@ pub async fn start_for_run_with(
     let generation = sup.mcp.info().map(|i| i.generation).unwrap_or(0);
     match sup.mcp.call_within(request, within).await {
         Ok(hanzo_ipc::roles::mcp::Response::Servers(statuses)) => {
+            // Calls wait for a restarted worker to be configured again (`keep_configured`).
+            sup.mcp.mark_configured(generation);
             tokio::spawn(keep_configured(
                 sup.mcp.clone(),
                 sup.broker.clone(),
@@ -521,7 +523,10 @@ async fn keep_configured(
         let within = configure_limit(&config);
         let request = hanzo_ipc::roles::mcp::Request::Configure(config.clone());
         match mcp.call_within(request, within).await {
-            Ok(_) => tracing::info!(generation, "mcp worker reconfigured after a restart"),
+            Ok(_) => {
+                mcp.mark_configured(generation);
+                tracing::info!(generation, "mcp worker reconfigured after a restart")
+            }
             Err(e) => tracing::error!("mcp worker not reconfigured after a restart: {e}"),
         }
     }

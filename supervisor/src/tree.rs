@@ -100,12 +100,14 @@ fn spec(cfg: &SupervisorConfig, parts: &TreeParts, role: Role) -> WorkerSpec {
             Role::Broker => cfg.egress_records.clone(),
             _ => None,
         },
+        adopts: role == Role::Broker,
     }
 }
 
 /// The direct channels `role` holds an end of: model ↔ broker (fd 4 in both) and mcp ↔ broker
 /// (fd 4 in the mcp worker, [`BROKER_MCP_FD`](hanzo_ipc::roles::mcphttp::BROKER_MCP_FD) in the
-/// broker). A restart of either peer restarts the broker, and so re-pairs the other channel too.
+/// broker). A restart of the model or mcp worker hands the running broker the new pair's other
+/// end (adopted pairs, `pair.rs`); a restart of the broker restarts both peers.
 /// (The egress control socket, broker ↔ tools, is [`WorkerSpec::egress`]: fd
 /// [`EGRESS_FD`](hanzo_ipc::transport::EGRESS_FD) in both.)
 fn direct_channels(role: Role, parts: &TreeParts) -> Vec<(Arc<DirectPair>, Side, i32)> {
@@ -174,14 +176,14 @@ macro_rules! define_supervisor {
             pub async fn start(cfg: SupervisorConfig) -> anyhow::Result<Supervisor> {
                 let parts = TreeParts {
                     spawner: Spawner::start(cfg.exe.clone(), tokio::runtime::Handle::current())?,
-                    model_broker: Arc::new(DirectPair::default()),
-                    mcp_broker: Arc::new(DirectPair::default()),
+                    model_broker: Arc::new(DirectPair::default().adopted_as(b"model")),
+                    mcp_broker: Arc::new(DirectPair::default().adopted_as(b"mcp")),
                     tools_broker: cfg
                         .egress_records
                         .is_some()
                         .then(|| Arc::new(DirectPair::egress_control())),
                     mcp_egress: (cfg.mcp_egress && cfg.egress_records.is_some())
-                        .then(|| Arc::new(DirectPair::egress_control())),
+                        .then(|| Arc::new(DirectPair::egress_control().adopted_as(b"mcp-egress"))),
                     stop: watch::channel(false).0,
                 };
                 let mut tasks = Vec::new();

@@ -41,6 +41,9 @@ use tokio::net::unix::OwnedWriteHalf;
 /// `PATH` of a server whose entry sets none.
 pub const DEFAULT_SERVER_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
+/// How long a listing waits for a server's tool list refresh after `list_changed`.
+pub const FRESH_TOOLS_PATIENCE: Duration = Duration::from_secs(5);
+
 /// Restarts of a server whose connection ended on its own, before it is left failed.
 pub const MAX_RESTARTS: u32 = 3;
 
@@ -379,23 +382,30 @@ impl McpHandler {
             .collect()
     }
 
-    /// The cached tools of `server`, or of every ready server.
-    pub fn tools(&self, server: Option<&str>) -> Result<Vec<McpToolInfo>, RemoteError> {
-        let st = self.inner.lock();
-        if let Some(name) = server {
-            if !st.servers.contains_key(name) {
-                return Err(RemoteError::new(
-                    RemoteErrorKind::BadRequest,
-                    format!("no MCP server named {name:?} is configured"),
-                ));
+    /// The cached tools of `server`, or of every ready server; a server whose
+    /// `notifications/tools/list_changed` is still being listed is waited for (at most
+    /// [`FRESH_TOOLS_PATIENCE`]), so that a change announced before a call's answer is in the
+    /// next listing.
+    pub async fn tools(&self, server: Option<&str>) -> Result<Vec<McpToolInfo>, RemoteError> {
+        let clients: Vec<(String, Arc<McpClient>)> = {
+            let st = self.inner.lock();
+            if let Some(name) = server {
+                if !st.servers.contains_key(name) {
+                    return Err(RemoteError::new(
+                        RemoteErrorKind::BadRequest,
+                        format!("no MCP server named {name:?} is configured"),
+                    ));
+                }
             }
-        }
+            st.servers
+                .iter()
+                .filter(|(name, _)| server.is_none_or(|s| s == *name))
+                .filter_map(|(name, e)| e.client.clone().map(|c| (name.clone(), c)))
+                .collect()
+        };
         let mut out = Vec::new();
-        for (name, e) in &st.servers {
-            if server.is_some_and(|s| s != name) {
-                continue;
-            }
-            let Some(client) = &e.client else { continue };
+        for (name, client) in &clients {
+            client.fresh_tools(FRESH_TOOLS_PATIENCE).await;
             let tools = client.qualified_tools().map_err(|err| {
                 RemoteError::new(RemoteErrorKind::Refused, format!("{name}: {err}"))
             })?;
@@ -1014,7 +1024,9 @@ impl Handler<McpProtocol, OwnedWriteHalf> for McpHandler {
                 .map(Response::Common),
             Request::Configure(config) => Ok(Response::Servers(self.configure(config).await)),
             Request::ListServers => Ok(Response::Servers(self.statuses())),
-            Request::ListTools { server } => self.tools(server.as_deref()).map(Response::Tools),
+            Request::ListTools { server } => {
+                self.tools(server.as_deref()).await.map(Response::Tools)
+            }
             Request::CallTool(call) => {
                 let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
                 let progress: Arc<dyn Fn(Progress) + Send + Sync> = Arc::new(move |p| {
