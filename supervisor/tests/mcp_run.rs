@@ -133,7 +133,7 @@ fn the_run_s_timeout_cancels_a_hanging_mcp_call_and_the_server_is_told() {
     let finished = event(&events, "run_finished", "");
     assert_eq!(finished["status"], "failed", "{finished}");
     let id = call_id(&home, "slow").expect("the server received the call");
-    assert_eq!(cancelled(&home), [id.clone()], "{:#?}", received(&home));
+    assert_eq!(cancelled(&home), [id], "{:#?}", received(&home));
     // The run's record says so too.
     let run_id = event(&events, "run_started", "")["run_id"]
         .as_i64()
