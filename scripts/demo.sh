@@ -6,4 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 cargo build --release --locked -p hanzo-dev
-./target/release/hanzo-dev run --demo "$@"
+status=0
+./target/release/hanzo-dev run --demo "$@" || status=$?
+# `hanzo-dev` is not on PATH after this script alone; say where it is, so the command the demo's
+# last line names can be run.
+echo "The binary is $PWD/target/release/hanzo-dev: run it by that path, put target/release on" \
+    "PATH, or install it with \`cargo install --path supervisor --locked\`." >&2
+exit "$status"

@@ -6,16 +6,23 @@
 use crate::Role;
 use serde::{Deserialize, Serialize};
 
+/// What a worker reports in its `Ready` message about the confinement it actually applied,
+/// read back from the kernel after applying it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attestation {
+    /// The role the worker serves; the supervisor refuses an attestation for another role.
     pub role: Role,
+    /// The confined process's own pid (`getpid`), in its own pid namespace.
     pub pid: u32,
     /// `PR_GET_NO_NEW_PRIVS` read back after exec.
     pub no_new_privs: bool,
     /// `PR_GET_DUMPABLE` read back as 0.
     pub non_dumpable: bool,
+    /// The capability sets after the drop.
     pub caps: CapsAttestation,
+    /// The Landlock ruleset in force.
     pub landlock: LandlockAttestation,
+    /// The seccomp filter in force.
     pub seccomp: SeccompAttestation,
     /// Namespaces the worker lives in beyond the host's (tier B), e.g. `["user", "mount", "net"]`.
     pub namespaces: Vec<String>,
@@ -29,14 +36,20 @@ pub struct Attestation {
 /// Capability sets after the drop, read back from the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CapsAttestation {
+    /// The effective set is empty.
     pub effective_empty: bool,
+    /// The permitted set is empty, so no capability can be raised again.
     pub permitted_empty: bool,
+    /// The inheritable set is empty.
     pub inheritable_empty: bool,
+    /// The ambient set is empty, so an exec'd program gains nothing.
     pub ambient_empty: bool,
+    /// The bounding set is empty, so not even a set-uid exec can grant a capability.
     pub bounding_empty: bool,
 }
 
 impl CapsAttestation {
+    /// Whether all five sets are empty (what every worker profile requires).
     pub fn all_empty(&self) -> bool {
         self.effective_empty
             && self.permitted_empty
@@ -46,6 +59,7 @@ impl CapsAttestation {
     }
 }
 
+/// How much of the requested Landlock ruleset the running kernel enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LandlockStatus {
     /// Every access right the profile asked for is handled by the running kernel.
@@ -58,10 +72,13 @@ pub enum LandlockStatus {
     Unsupported,
 }
 
+/// The Landlock state of a process, as `landlock_create_ruleset` and `landlock_restrict_self`
+/// answered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LandlockAttestation {
     /// The ABI version the kernel reports (0: none).
     pub kernel_abi: u32,
+    /// How much of the profile's ruleset is enforced.
     pub status: LandlockStatus,
     /// The paths granted, as `"rw /work/ws"`, `"ro /usr"`; empty means no filesystem at all.
     pub grants: Vec<String>,
@@ -109,10 +126,12 @@ pub struct AllowListAttestation {
     pub digest: String,
 }
 
+/// The seccomp state of a process, read back after installing the filter.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SeccompAttestation {
     /// A filter is installed (`/proc/self/status` reports `Seccomp: 2`).
     pub installed: bool,
+    /// Which `socket(2)` families the filter admits.
     pub sockets: SocketPolicy,
     /// Syscalls the filter refuses, by name.
     pub denied_syscalls: Vec<String>,

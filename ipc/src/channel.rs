@@ -26,16 +26,41 @@ const STREAM_BUFFER: usize = 64;
 /// Why a request did not complete.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum CallError {
+    /// The channel ended (the worker crashed, was killed or restarted) before the reply.
     #[error("the {role} worker went away before answering ({reason})")]
-    WorkerGone { role: Role, reason: String },
+    WorkerGone {
+        /// The worker's role.
+        role: Role,
+        /// How the channel ended.
+        reason: String,
+    },
+    /// The worker answered with an error for this request; the channel is fine.
     #[error("the {role} worker refused the request: {error}")]
-    Remote { role: Role, error: RemoteError },
+    Remote {
+        /// The worker's role.
+        role: Role,
+        /// The worker's error.
+        error: RemoteError,
+    },
+    /// The request's frame exceeds the channel's limit, so it was never sent.
     #[error("request could not be sent: {0}")]
     TooLarge(FrameError),
+    /// No reply came within the caller's limit; the request was cancelled.
     #[error("the {role} worker did not answer within {ms} ms")]
-    Timeout { role: Role, ms: u64 },
+    Timeout {
+        /// The worker's role.
+        role: Role,
+        /// The limit that passed, in milliseconds.
+        ms: u64,
+    },
+    /// No worker of this role is running (not started for this run, or stopped for good).
     #[error("the {role} worker is unavailable: {reason}")]
-    Unavailable { role: Role, reason: String },
+    Unavailable {
+        /// The role asked for.
+        role: Role,
+        /// Why it is not running.
+        reason: String,
+    },
 }
 
 impl CallError {
@@ -48,7 +73,9 @@ impl CallError {
 /// One part of a streamed response.
 #[derive(Debug)]
 pub enum StreamPart<P: Protocol> {
+    /// A streamed item; more parts follow.
     Item(P::Item),
+    /// The final response; the stream ends after it.
     Done(P::Response),
 }
 
@@ -176,6 +203,7 @@ where
         (Client { shared }, event_rx, end_rx)
     }
 
+    /// The role of the worker at the other end.
     pub fn role(&self) -> Role {
         self.shared.role
     }
@@ -444,6 +472,7 @@ impl<P: Protocol, W> ResponseStream<P, W>
 where
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    /// The request's id on the channel (what a cancel names).
     pub fn id(&self) -> u64 {
         self.id
     }
@@ -494,6 +523,7 @@ pub struct ItemSink<P: Protocol, W> {
 }
 
 impl<P: Protocol, W: AsyncWrite + Unpin + Send> ItemSink<P, W> {
+    /// Send one streamed item for this request; fails only if the channel is gone.
     pub async fn send(&self, item: P::Item) -> Result<(), IpcError> {
         let payload = encode_payload(&ItemEnvelope { id: self.id, item });
         self.writer
@@ -520,6 +550,7 @@ impl<P: Protocol, W> Clone for EventSink<P, W> {
 }
 
 impl<P: Protocol, W: AsyncWrite + Unpin + Send> EventSink<P, W> {
+    /// Send one event; fails only if the channel is gone.
     pub async fn send(&self, event: P::Event) -> Result<(), IpcError> {
         let payload = encode_payload(&event);
         self.writer
@@ -532,6 +563,8 @@ impl<P: Protocol, W: AsyncWrite + Unpin + Send> EventSink<P, W> {
 
 /// A worker's request handler.
 pub trait Handler<P: Protocol, W>: Send + Sync + 'static {
+    /// Answer one request, sending any streamed parts through `items` first. Each call runs in its
+    /// own task and is aborted if the supervisor cancels its request.
     fn handle(
         &self,
         request: P::Request,
@@ -543,10 +576,12 @@ pub trait Handler<P: Protocol, W>: Send + Sync + 'static {
 pub struct ServerWriter<W>(SharedWriter<W>);
 
 impl<W> ServerWriter<W> {
+    /// Share `writer` between the request tasks and event senders of one worker.
     pub fn new(writer: FrameWriter<W>) -> Self {
         ServerWriter(Arc::new(Mutex::new(writer)))
     }
 
+    /// A sender of `P`'s events over this writer.
     pub fn events<P: Protocol>(&self) -> EventSink<P, W> {
         EventSink {
             writer: self.0.clone(),

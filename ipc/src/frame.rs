@@ -19,19 +19,34 @@ pub const DEFAULT_MAX_FRAME: u32 = 16 * 1024 * 1024;
 /// One decoded frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
+    /// The frame type byte (one of [`crate::proto::frame_type`]).
     pub frame_type: u8,
+    /// The payload bytes after the type byte (`len - 1` of them).
     pub payload: Vec<u8>,
 }
 
 /// Why a byte stream is not a valid sequence of frames.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum FrameError {
+    /// A length prefix of 0, which cannot even hold the type byte.
     #[error("frame length 0 is illegal (the length counts the type byte)")]
     ZeroLength,
+    /// A length prefix above the channel's limit, refused before any allocation.
     #[error("frame length {len} exceeds this channel's limit of {max} bytes")]
-    TooLarge { len: u32, max: u32 },
+    TooLarge {
+        /// The length the prefix announced, in bytes (type byte included).
+        len: u32,
+        /// The channel's limit, in bytes.
+        max: u32,
+    },
+    /// The stream ended part-way through a frame.
     #[error("stream ended inside a frame: {have} of {need} bytes present")]
-    Truncated { have: usize, need: usize },
+    Truncated {
+        /// Bytes of the frame (prefix included) that arrived.
+        have: usize,
+        /// Bytes the frame needed (prefix included).
+        need: usize,
+    },
 }
 
 impl FrameError {
@@ -101,6 +116,7 @@ pub struct FrameDecoder {
 }
 
 impl FrameDecoder {
+    /// An empty decoder that refuses frames whose length prefix exceeds `max_frame` bytes.
     pub fn new(max_frame: u32) -> Self {
         FrameDecoder {
             max_frame,
@@ -110,6 +126,7 @@ impl FrameDecoder {
         }
     }
 
+    /// The limit on a frame's length prefix, in bytes (type byte included).
     pub fn max_frame(&self) -> u32 {
         self.max_frame
     }

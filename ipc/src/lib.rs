@@ -12,6 +12,7 @@
     clippy::cast_sign_loss,
     clippy::cast_lossless
 )]
+#![deny(missing_docs)]
 #![cfg_attr(not(feature = "transport"), forbid(unsafe_code))]
 #![cfg_attr(feature = "transport", deny(unsafe_code))]
 

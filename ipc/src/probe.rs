@@ -4,23 +4,41 @@
 
 use serde::{Deserialize, Serialize};
 
+/// One forbidden operation a worker attempts on the supervisor's request, to prove its sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Probe {
     /// `open(path, O_RDONLY)`.
-    OpenRead { path: String },
+    OpenRead {
+        /// The path to open.
+        path: String,
+    },
     /// `open(path, O_WRONLY | O_CREAT)` (the file is removed again if it was created).
-    OpenWrite { path: String },
+    OpenWrite {
+        /// The path to open or create.
+        path: String,
+    },
     /// `socket(family, kind, 0)`.
     Socket {
+        /// The address family to ask for.
         family: SocketFamily,
+        /// The socket type to ask for.
         kind: SocketKind,
     },
     /// `connect` a TCP socket to `addr` (`ip:port`).
-    ConnectTcp { addr: String },
+    ConnectTcp {
+        /// The destination, as `ip:port`.
+        addr: String,
+    },
     /// `ptrace(PTRACE_ATTACH, pid)` (0: the worker's parent).
-    PtraceAttach { pid: u32 },
+    PtraceAttach {
+        /// The process to attach to (0: the worker's parent).
+        pid: u32,
+    },
     /// `process_vm_readv` of one word from `pid` (0: the worker's parent).
-    ProcessVmRead { pid: u32 },
+    ProcessVmRead {
+        /// The process to read from (0: the worker's parent).
+        pid: u32,
+    },
     /// `unshare(CLONE_NEWUSER)`.
     UnshareUser,
     /// `mount("none", "/tmp", "tmpfs")`.
@@ -34,24 +52,40 @@ pub enum Probe {
     /// `clone` with `CLONE_NEWNS`.
     CloneNewNamespace,
     /// Read `/proc/<pid>/environ` (0: the worker's parent).
-    ReadEnviron { pid: u32 },
+    ReadEnviron {
+        /// The process whose environment to read (0: the worker's parent).
+        pid: u32,
+    },
     /// `kill(pid, 0)` — may the worker signal `pid` (0: the worker's parent)?
-    Signal { pid: u32 },
+    Signal {
+        /// The process to signal (0: the worker's parent).
+        pid: u32,
+    },
 }
 
+/// The address family of a [`Probe::Socket`] attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SocketFamily {
+    /// `AF_UNIX`.
     Unix,
+    /// `AF_INET`.
     Inet,
+    /// `AF_INET6`.
     Inet6,
+    /// `AF_NETLINK` (the kernel's routing and audit interfaces).
     Netlink,
+    /// `AF_PACKET` (raw link-layer frames).
     Packet,
 }
 
+/// The socket type of a [`Probe::Socket`] attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SocketKind {
+    /// `SOCK_STREAM`.
     Stream,
+    /// `SOCK_DGRAM`.
     Datagram,
+    /// `SOCK_RAW`.
     Raw,
 }
 

@@ -43,14 +43,20 @@ pub mod frame_type {
 /// The handshake message, sent by each side before anything else.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hello {
+    /// Always [`MAGIC`]; anything else is not a hanzo-dev peer.
     pub magic: [u8; 4],
+    /// The sender's [`PROTOCOL_MAJOR`]; peers must agree on it.
     pub major: u16,
+    /// The sender's [`PROTOCOL_MINOR`], reported for diagnostics only.
     pub minor: u16,
+    /// The role of the channel as the sender understands it.
     pub role: Role,
+    /// The sender's pid as it sees itself.
     pub pid: u32,
 }
 
 impl Hello {
+    /// Our hello for a channel of `role`, with this build's versions and our pid.
     pub fn new(role: Role) -> Hello {
         Hello {
             magic: MAGIC,
@@ -82,23 +88,44 @@ impl Hello {
     }
 }
 
+/// Why a channel's handshake failed; the channel is then closed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum HandshakeError {
+    /// The first four bytes of the peer's hello are not `"HZDV"`.
     #[error("peer is not a hanzo-dev process (magic {got:02x?}, expected \"HZDV\")")]
-    BadMagic { got: [u8; 4] },
+    BadMagic {
+        /// The bytes the peer sent instead.
+        got: [u8; 4],
+    },
+    /// The peer speaks another major protocol version (a binary from another build).
     #[error(
         "protocol major version mismatch: we speak {}.{}, the peer {}.{}; \
          both ends must come from the same hanzo-dev build",
         ours.0, ours.1, theirs.0, theirs.1
     )]
     VersionMismatch {
+        /// Our (major, minor) version.
         ours: (u16, u16),
+        /// The peer's (major, minor) version.
         theirs: (u16, u16),
     },
+    /// The peer's hello or attestation names another role than the channel's.
     #[error("peer says it is the {got} worker, this channel is for {expected}")]
-    WrongRole { expected: Role, got: Role },
+    WrongRole {
+        /// The role this channel is for.
+        expected: Role,
+        /// The role the peer claims.
+        got: Role,
+    },
+    /// A frame of another type arrived where the handshake expects `expected`.
     #[error("expected a {expected} frame during the handshake, got type 0x{got:02x}")]
-    UnexpectedFrame { expected: &'static str, got: u8 },
+    UnexpectedFrame {
+        /// The frame the handshake was waiting for (`"HELLO"`, `"READY"`).
+        expected: &'static str,
+        /// The frame type byte that arrived.
+        got: u8,
+    },
+    /// The peer closed the channel before the handshake finished.
     #[error("peer closed the channel during the handshake")]
     Closed,
 }
@@ -107,10 +134,13 @@ pub enum HandshakeError {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Error)]
 #[error("{kind:?}: {message}")]
 pub struct RemoteError {
+    /// What kind of failure it was.
     pub kind: RemoteErrorKind,
+    /// The worker's explanation, for the log and the user.
     pub message: String,
 }
 
+/// The class of a [`RemoteError`], which decides how the supervisor reacts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RemoteErrorKind {
     /// The request was well-formed but cannot be done (a path outside the workspace, …).
@@ -124,6 +154,7 @@ pub enum RemoteErrorKind {
 }
 
 impl RemoteError {
+    /// A remote error of `kind` with `message`.
     pub fn new(kind: RemoteErrorKind, message: impl Into<String>) -> RemoteError {
         RemoteError {
             kind,
@@ -135,31 +166,42 @@ impl RemoteError {
 /// A role's message set. Channels are generic over it, so a channel can carry only its role's
 /// messages: the tools channel has no way to express a credential request.
 pub trait Protocol: Send + Sync + 'static {
+    /// The role whose channel carries these messages; the handshake checks it.
     const ROLE: Role;
+    /// What the supervisor asks of the worker.
     type Request: Serialize + DeserializeOwned + Debug + Send + Sync + 'static;
+    /// The worker's one final answer to a request.
     type Response: Serialize + DeserializeOwned + Debug + Send + Sync + 'static;
+    /// One part of a streamed answer, sent before the final [`Protocol::Response`].
     type Item: Serialize + DeserializeOwned + Debug + Send + Sync + 'static;
+    /// What the worker reports unasked (a log line, a record for the store).
     type Event: Serialize + DeserializeOwned + Debug + Send + Sync + 'static;
 }
 
 /// Payload of a `REQUEST` frame.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct RequestEnvelope<R> {
+    /// The client's request id, echoed in every item and the reply.
     pub id: u64,
+    /// The role's request.
     pub body: R,
 }
 
 /// Payload of an `ITEM` frame.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct ItemEnvelope<I> {
+    /// The id of the request this item belongs to.
     pub id: u64,
+    /// The streamed part.
     pub item: I,
 }
 
 /// Payload of a `REPLY` frame.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct ReplyEnvelope<R> {
+    /// The id of the request this reply ends.
     pub id: u64,
+    /// The response, or the worker's error for this request.
     pub result: Result<R, RemoteError>,
 }
 
@@ -167,16 +209,21 @@ pub struct ReplyEnvelope<R> {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("malformed {what} payload: {reason}")]
 pub struct DecodeError {
+    /// The frame's name (`"REQUEST"`, `"READY"`, …), for the message.
     pub what: &'static str,
+    /// postcard's complaint, or the count of trailing bytes.
     pub reason: String,
 }
 
+/// Encode a message as a frame payload (postcard).
 pub fn encode_payload<T: Serialize>(value: &T) -> Vec<u8> {
     // postcard only fails to serialize for types it cannot represent (maps with non-string keys
     // are fine; unsized sequences are not used); our message types are all representable.
     postcard::to_stdvec(value).expect("protocol types are postcard-serializable")
 }
 
+/// Decode a frame payload named `what` as `T`; trailing bytes are an error, so a payload holds
+/// exactly one value.
 pub fn decode_payload<T: DeserializeOwned>(
     what: &'static str,
     bytes: &[u8],

@@ -1,5 +1,6 @@
-//! Transports: a socketpair whose child end is inherited as fd 3 (fd 4 for a second, direct
-//! channel), and async frame reading/writing over any byte stream.
+//! Transports: a socketpair whose child end is inherited as fd 3 (further channels at the numbers
+//! of the role table, [`crate::role::CHANNEL_ENDS`]), and async frame reading/writing over any
+//! byte stream.
 //!
 //! There is no path and no listener: nothing but the two processes holding the pair can speak on
 //! it. Reading uses the same [`FrameDecoder`] as the test vectors, so the length limit is checked
@@ -7,43 +8,77 @@
 
 use crate::frame::{encode_frame, Frame, FrameDecoder, FrameError};
 use crate::proto::{self, frame_type, DecodeError, HandshakeError, Hello};
+use crate::role::{fd, Channel};
 use crate::{attest::Attestation, Role};
 use std::io;
 use std::os::fd::OwnedFd;
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+// The numbers below are read from the role table ([`crate::role::CHANNEL_ENDS`]), the one place
+// that assigns them.
+
 /// The fd number of a worker's channel to the supervisor.
-pub const SUPERVISOR_FD: i32 = 3;
-/// The fd number of a worker's second, direct channel (model ↔ broker).
-pub const DIRECT_FD: i32 = 4;
+pub const SUPERVISOR_FD: i32 = crate::role::SUPERVISOR_FD;
+/// The fd number of a worker's second, direct channel, which the worker runtime adopts (model ↔
+/// broker in both, mcp ↔ broker in the mcp worker).
+pub const DIRECT_FD: i32 = fd(Channel::ModelBroker, Role::Model);
 /// The fd number of the egress control socket (`SOCK_SEQPACKET`) that the broker and the tools
-/// worker each hold one end of when a run allows network for commands. Not 5: the broker's end of
-/// the mcp worker's channel is 5 ([`crate::roles::mcphttp::BROKER_MCP_FD`]).
-pub const EGRESS_FD: i32 = 6;
+/// worker each hold one end of when a run allows network for commands (also the mcp worker's
+/// number for its own egress control socket).
+pub const EGRESS_FD: i32 = fd(Channel::ToolsEgress, Role::Tools);
 /// The broker's fd number of its end of the **mcp worker's** egress control socket (the mcp
 /// worker's own end is [`EGRESS_FD`]): a second channel with its own allow-list, given when a
 /// run's MCP stdio servers ask for network.
-pub const MCP_EGRESS_FD: i32 = 7;
-/// The fd number of the broker's **adopt socket** (`SOCK_SEQPACKET`, from the supervisor): each
-/// message is a tag (`model`, `mcp`, `mcp-egress`) and a new end of that direct channel, sent
-/// when the peer worker restarted, which the broker serves in place of the dead one instead of
-/// being restarted itself.
+pub const MCP_EGRESS_FD: i32 = fd(Channel::McpEgress, Role::Broker);
+
+/// The fd number of the broker's **adopt socket** (`SOCK_SEQPACKET`, to the supervisor, not a
+/// channel between workers, so not in the role table): each message is a tag (`model`, `mcp`,
+/// `mcp-egress`) and a new end of that channel, sent when the peer worker restarted, which the
+/// broker serves in place of the dead one instead of being restarted itself.
 pub const ADOPT_FD: i32 = 8;
+
+// No end of the role table may take the adopt socket's number.
+const _: () = {
+    let mut i = 0;
+    while i < crate::role::CHANNEL_ENDS.len() {
+        assert!(
+            crate::role::CHANNEL_ENDS[i].fd != ADOPT_FD,
+            "an end on ADOPT_FD"
+        );
+        i += 1;
+    }
+};
+
+// The names above stand for more than one end each; the table must agree.
+const _: () = {
+    assert!(fd(Channel::ModelBroker, Role::Broker) == DIRECT_FD);
+    assert!(fd(Channel::McpBroker, Role::Mcp) == DIRECT_FD);
+    assert!(fd(Channel::ToolsEgress, Role::Broker) == EGRESS_FD);
+    assert!(fd(Channel::McpEgress, Role::Mcp) == EGRESS_FD);
+};
 
 /// Everything that can end a channel.
 #[derive(Debug, Error)]
 pub enum IpcError {
+    /// The byte stream is not a valid sequence of frames (the stream cannot be resynchronised).
     #[error("framing error: {0}")]
     Frame(#[from] FrameError),
+    /// The socket failed.
     #[error("i/o error: {0}")]
     Io(#[from] io::Error),
+    /// A payload does not decode as its frame type's message.
     #[error("{0}")]
     Decode(#[from] DecodeError),
+    /// The hello/ready exchange failed.
     #[error("handshake failed: {0}")]
     Handshake(#[from] HandshakeError),
+    /// A frame type that has no meaning in this direction of the channel.
     #[error("unexpected frame type 0x{got:02x}")]
-    UnexpectedFrame { got: u8 },
+    UnexpectedFrame {
+        /// The frame type byte.
+        got: u8,
+    },
 }
 
 /// A connected pair; the first end stays in the supervisor, the second goes to the child.
@@ -67,6 +102,7 @@ pub struct FrameReader<R> {
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
+    /// Read frames from `inner`, refusing any whose length prefix exceeds `max_frame` bytes.
     pub fn new(inner: R, max_frame: u32) -> Self {
         FrameReader {
             inner,
@@ -112,6 +148,7 @@ pub struct FrameWriter<W> {
 }
 
 impl<W: AsyncWrite + Unpin> FrameWriter<W> {
+    /// Write frames to `inner`, refusing to send any longer than `max_frame` bytes.
     pub fn new(inner: W, max_frame: u32) -> Self {
         FrameWriter {
             inner,
@@ -150,7 +187,9 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     }
 }
 
+/// A frame reader over the read half of a tokio unix stream.
 pub type UnixFrameReader = FrameReader<tokio::net::unix::OwnedReadHalf>;
+/// A frame writer over the write half of a tokio unix stream.
 pub type UnixFrameWriter = FrameWriter<tokio::net::unix::OwnedWriteHalf>;
 
 /// Split a unix stream into a frame reader and writer with one limit.
@@ -240,7 +279,9 @@ pub struct SenderCredentials {
     /// 0 when the kernel could not name the sender (it is outside our pid namespace, or
     /// `SO_PASSCRED` was not yet set on the receiving end when the message was sent).
     pub pid: u32,
+    /// The sender's user id.
     pub uid: u32,
+    /// The sender's group id.
     pub gid: u32,
 }
 
@@ -251,6 +292,7 @@ pub struct ReceivedMessage {
     pub len: usize,
     /// Descriptors that came with it (close-on-exec).
     pub fds: Vec<OwnedFd>,
+    /// The sender's credentials; `None` when the message carried none (`SO_PASSCRED` unset).
     pub sender: Option<SenderCredentials>,
     /// Data or descriptors did not fit and were dropped (extra descriptors are closed by the
     /// kernel).

@@ -9,6 +9,7 @@
     clippy::cast_sign_loss,
     clippy::cast_lossless
 )]
+#![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod audit;

@@ -26,6 +26,7 @@ pub enum PermissionMode {
 }
 
 impl PermissionMode {
+    /// The mode as settings and records spell it (`allow`, `deny`, `prompt`).
     pub fn as_str(self) -> &'static str {
         match self {
             PermissionMode::Allow => "allow",
@@ -72,12 +73,16 @@ impl FromStr for PermissionMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
+    /// The user's own settings file, outside any workspace.
     User,
+    /// The workspace's shared `.hanzo/settings.json`.
     Project,
+    /// The workspace's `.hanzo/settings.local.json`, not meant to be committed.
     Local,
 }
 
 impl Scope {
+    /// The scope as settings, records and `config show` spell it (`user`, `project`, `local`).
     pub fn as_str(self) -> &'static str {
         match self {
             Scope::User => "user",
@@ -101,13 +106,17 @@ impl fmt::Display for Scope {
 /// One rule as configured.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PermissionRule {
+    /// The pattern the rule applies to: `name-glob` or `name-glob(arg-glob)`.
     pub tool_pattern: String,
+    /// What happens to a call the pattern matches.
     pub mode: PermissionMode,
+    /// Why, shown to the model and the user when the rule decides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 
 impl PermissionRule {
+    /// A rule for `tool_pattern` with `mode` and no reason.
     pub fn new(tool_pattern: impl Into<String>, mode: PermissionMode) -> Self {
         PermissionRule {
             tool_pattern: tool_pattern.into(),
@@ -120,10 +129,13 @@ impl PermissionRule {
 /// Why a tool pattern cannot be compiled.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PatternError {
+    /// The name or argument glob is malformed.
     #[error(transparent)]
     Glob(#[from] GlobError),
+    /// The pattern has a `(` but does not end with an unescaped `)`; it holds the pattern.
     #[error("pattern {0:?} opens an argument pattern with `(` but does not end with `)`")]
     UnclosedArgument(String),
+    /// The pattern starts with `(` (no tool name); it holds the pattern.
     #[error("pattern {0:?} has an empty tool name before `(`")]
     EmptyName(String),
 }
@@ -137,6 +149,8 @@ pub struct ToolPattern {
 }
 
 impl ToolPattern {
+    /// Compile `name-glob` or `name-glob(arg-glob)`; the argument glob runs from the first
+    /// unescaped `(` outside a `[…]` class to the final `)`.
     pub fn parse(pattern: &str) -> Result<ToolPattern, PatternError> {
         let (name, arg) = match find_argument_open(pattern) {
             None => (pattern, None),
@@ -159,10 +173,12 @@ impl ToolPattern {
         })
     }
 
+    /// The pattern as written.
     pub fn as_str(&self) -> &str {
         &self.source
     }
 
+    /// Whether the pattern constrains the argument (`name(arg)`), not only the tool name.
     pub fn has_argument_pattern(&self) -> bool {
         self.arg.is_some()
     }
@@ -266,8 +282,11 @@ struct CompiledRule {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("permission rule #{index} ({pattern:?}): {error}")]
 pub struct RuleError {
+    /// The rule's position in its list, from 0.
     pub index: usize,
+    /// The rule's pattern as written.
     pub pattern: String,
+    /// What is wrong with it.
     pub error: PatternError,
 }
 
@@ -278,6 +297,7 @@ pub struct RuleList {
 }
 
 impl RuleList {
+    /// Compile `rules` in order; the first rule that does not compile is the error.
     pub fn new(rules: Vec<PermissionRule>) -> Result<RuleList, RuleError> {
         let rules = rules
             .into_iter()
@@ -295,14 +315,17 @@ impl RuleList {
         Ok(RuleList { rules })
     }
 
+    /// How many rules the list has.
     pub fn len(&self) -> usize {
         self.rules.len()
     }
 
+    /// Whether the list has no rule.
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
     }
 
+    /// The rules as configured, in order.
     pub fn rules(&self) -> impl Iterator<Item = &PermissionRule> {
         self.rules.iter().map(|r| &r.rule)
     }
@@ -325,14 +348,18 @@ impl RuleList {
 /// Which rule decided, for the audit trail. `tier` is absent for a single, untiered list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuleRef {
+    /// The scope whose list holds the rule; `None` for an untiered [`PermissionPolicy`].
     pub tier: Option<Scope>,
+    /// The rule's position in its list, from 0.
     pub index: usize,
+    /// The rule's pattern as written.
     pub pattern: String,
 }
 
 /// The outcome of one evaluation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
+    /// What happens to the call.
     pub mode: PermissionMode,
     /// The rule that decided; `None` when no rule matched (the default, prompt).
     pub rule_matched: Option<RuleRef>,
@@ -628,6 +655,7 @@ pub struct PermissionPolicy {
 }
 
 impl PermissionPolicy {
+    /// A policy over `rules` in order; fails on the first rule that does not compile.
     pub fn new(rules: Vec<PermissionRule>) -> Result<PermissionPolicy, RuleError> {
         Ok(PermissionPolicy {
             rules: RuleList::new(rules)?,
@@ -685,6 +713,8 @@ pub struct TieredPolicy {
 }
 
 impl TieredPolicy {
+    /// The product's policy over the three scopes' lists; `trusted` says whether the workspace's
+    /// allow rules count.
     pub fn new(user: RuleList, project: RuleList, local: RuleList, trusted: bool) -> Self {
         TieredPolicy {
             user,
@@ -695,11 +725,13 @@ impl TieredPolicy {
         }
     }
 
+    /// Absolute `path` arguments under `root` are judged relative to it.
     pub fn with_workspace(mut self, root: impl Into<PathBuf>) -> Self {
         self.workspace = Some(root.into());
         self
     }
 
+    /// Whether the project and local allow rules count (the workspace is trusted).
     pub fn is_trusted(&self) -> bool {
         self.trusted
     }

@@ -153,7 +153,9 @@ pub const SETID_BITS: u64 = 0o6000;
 pub struct LibcTwin {
     /// The libc function.
     pub call: &'static str,
+    /// The syscall glibc issues for it (the name the allow-lists were traced with).
     pub glibc: &'static str,
+    /// The syscall the static musl build issues for it instead.
     pub musl: &'static str,
     /// For each argument of `glibc` that an argument rule may inspect, the index of the same
     /// argument of `musl`, or `None` where `musl` has no such argument because the call fixes
@@ -225,7 +227,9 @@ pub enum Syscalls {
     /// argument rules for commands ([`DENIED_IOCTLS`], [`SETID_MODE_ARGS`],
     /// [`COMMAND_ENOSYS_SYSCALLS`]). For commands and the launcher that starts them.
     DenyList {
+        /// The syscalls refused with `EPERM`.
         denied: &'static [&'static str],
+        /// Whether the argument rules for commands are in force too.
         command_rules: bool,
     },
     /// Only the listed syscalls run; any other stops the process with `SIGSYS`, after it names
@@ -254,6 +258,7 @@ impl AllowList {
         h.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 
+    /// Whether the list admits the syscall `name`.
     pub fn contains(&self, name: &str) -> bool {
         self.syscalls.binary_search(&name).is_ok()
     }
@@ -324,6 +329,7 @@ pub fn allow_lists() -> Vec<&'static AllowList> {
         .collect()
 }
 
+/// What a [`PathGrant`] lets a process do beneath its path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FsAccess {
     /// Read files and list directories; execute files (a process that runs programs needs it).
@@ -333,6 +339,7 @@ pub enum FsAccess {
 }
 
 impl FsAccess {
+    /// The grant's short form in attestations and `doctor` (`ro`, `rw`).
     pub fn short(self) -> &'static str {
         match self {
             FsAccess::ReadExec => "ro",
@@ -344,8 +351,11 @@ impl FsAccess {
 /// One path a process may reach beneath, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PathGrant {
+    /// The directory or file granted; everything beneath it is included.
     pub path: PathBuf,
+    /// What the process may do there.
     pub access: FsAccess,
+    /// Why the role needs it, for `doctor` and error messages.
     pub why: &'static str,
 }
 
@@ -354,6 +364,7 @@ pub struct PathGrant {
 pub struct Rlimits {
     /// Always 0: a worker's core dump would hold whatever it held (for the broker: every secret).
     pub core: u64,
+    /// Most open file descriptors (`RLIMIT_NOFILE`).
     pub nofile: u64,
     /// Largest file the process may write, in bytes (`None`: unlimited).
     pub fsize: Option<u64>,
@@ -373,11 +384,14 @@ pub struct CgroupLimits {
 /// What the supervisor insists on seeing in a worker's attestation before it uses the worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Requirement {
+    /// `no_new_privs` must be set.
     pub no_new_privs: bool,
+    /// The process must not be dumpable (no core, no ptrace by the same user).
     pub non_dumpable: bool,
     /// Effective, permitted, inheritable and ambient sets empty. (The bounding set can only be
     /// emptied by a process that holds `CAP_SETPCAP`; with `no_new_privs` it cannot be used.)
     pub caps_cleared: bool,
+    /// A seccomp filter must be installed.
     pub seccomp: bool,
     /// Landlock fully enforced whenever the running kernel supports it.
     pub landlock_when_supported: bool,
@@ -390,10 +404,15 @@ pub struct SandboxProfile {
     pub role: Role,
     /// Landlock grants; everything not listed is out of reach.
     pub fs: Vec<PathGrant>,
+    /// Which `socket(2)` families it may open.
     pub sockets: SocketPolicy,
+    /// Which syscalls it may make.
     pub syscalls: Syscalls,
+    /// Whether `clone` with a `CLONE_NEW*` flag and `clone3` are refused (no new namespaces).
     pub deny_namespace_creation: bool,
+    /// Resource limits set before exec.
     pub rlimits: Rlimits,
+    /// What its attestation must show before the supervisor uses it.
     pub requires: Requirement,
     /// Environment variables (beyond the base allow-list) the role receives.
     pub env_allow: &'static [&'static str],
@@ -805,11 +824,13 @@ pub use crate::isolation::Tier;
 /// the launcher's, so a command can be narrower than the worker that starts it, never wider.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct CommandProfile {
+    /// How much of the workspace it reaches.
     pub fs: FsScope,
     /// More trees it may read and execute from (a toolchain outside the system directories).
     pub extra_read: Vec<PathBuf>,
     /// More trees it may write.
     pub extra_write: Vec<PathBuf>,
+    /// What network it reaches.
     pub network: NetAccess,
     /// The device nodes ordinary programs open ([`COMMAND_DEVICES`]); `/dev/null` is always there.
     pub devices: bool,
@@ -820,8 +841,11 @@ pub struct CommandProfile {
 /// tier B, the private `/tmp`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum FsScope {
+    /// No workspace access.
     None,
+    /// The workspace, read-only.
     WorkspaceRo,
+    /// The workspace, read-write.
     WorkspaceRw,
 }
 
@@ -867,11 +891,13 @@ impl CommandProfile {
 /// Why a command profile cannot be given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProfileError {
+    /// Loopback network was asked for in tier A, where it would be the host's loopback.
     #[error(
         "a command asked for the loopback network, which only tier B gives (in tier A it would be \
          the host's loopback)"
     )]
     LoopbackNeedsTierB,
+    /// Egress was asked for in tier A, which has no private namespace for the forwarder.
     #[error(
         "network for commands goes through the broker's proxy in tier B's namespace; tier A has \
          no egress (run where user namespaces work, or remove sandbox.network_allow)"

@@ -18,9 +18,13 @@ use std::path::{Path, PathBuf};
 /// The launch fields of one MCP server entry.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct McpLaunch {
+    /// The program, if the entry sets it.
     pub command: Option<String>,
+    /// Its arguments, if the entry sets them.
     pub args: Option<Vec<String>>,
+    /// Its environment, if the entry sets it (values as written, secrets by name).
     pub env: Option<BTreeMap<String, String>>,
+    /// Its working directory, if the entry sets it.
     pub cwd: Option<String>,
     /// Left out when unset, so that the hash of an entry without it is what it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -30,12 +34,17 @@ pub struct McpLaunch {
 /// What needs trust in one workspace file.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct FileTrustContent {
+    /// The hooks the file defines (each runs a command).
     pub hooks: Vec<HookConfig>,
+    /// The MCP servers whose launch (command, arguments, environment, directory) the file sets.
     pub mcp_servers: BTreeMap<String, McpLaunch>,
     /// Patterns of allow rules, in file order (reasons are comments and do not count).
     pub allow_rules: Vec<String>,
+    /// `sandbox.extra_read_paths`: paths the file would let commands read.
     pub extra_read_paths: Vec<String>,
+    /// `sandbox.extra_write_paths`: paths the file would let commands write.
     pub extra_write_paths: Vec<String>,
+    /// `sandbox.network_allow`: hosts the file would let commands reach.
     pub network_allow: Vec<String>,
     /// `lsp_servers` entries, which decide what program runs as a language server.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -84,6 +93,7 @@ impl FileTrustContent {
         }
     }
 
+    /// Whether the file defines nothing that needs trust.
     pub fn is_empty(&self) -> bool {
         *self == FileTrustContent::default()
     }
@@ -170,11 +180,14 @@ fn describe_launch(l: &McpLaunch) -> String {
 /// Everything in a workspace's project and local files that needs trust.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct TrustContent {
+    /// What needs trust in `.hanzo/settings.json`.
     pub project: FileTrustContent,
+    /// What needs trust in `.hanzo/settings.local.json`.
     pub local: FileTrustContent,
 }
 
 impl TrustContent {
+    /// Collect what needs trust from the parsed project and local files (absent files: nothing).
     pub fn from_workspace_files(
         project: Option<&SettingsFile>,
         local: Option<&SettingsFile>,
@@ -185,6 +198,7 @@ impl TrustContent {
         }
     }
 
+    /// Whether neither file defines anything that needs trust (then no trust is asked for).
     pub fn is_empty(&self) -> bool {
         self.project.is_empty() && self.local.is_empty()
     }
@@ -196,6 +210,7 @@ impl TrustContent {
         hex(&Sha256::digest(bytes))
     }
 
+    /// One line per item that needs trust, prefixed with its file, for `hanzo-dev trust` to show.
     pub fn describe(&self) -> Vec<String> {
         let mut out = Vec::new();
         for (label, c) in [
@@ -232,20 +247,31 @@ impl TrustContent {
 /// Why the trust store could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum TrustError {
+    /// Reading or writing the store failed.
     #[error("{path}: cannot {action}: {source}")]
     Io {
+        /// The store's path.
         path: String,
+        /// What was being done (`read`, `write`, `replace`, `create its directory`).
         action: &'static str,
+        /// The system's error.
         #[source]
         source: std::io::Error,
     },
+    /// The store is not valid JSON of a known version; it is never overwritten then.
     #[error("{path}: not a valid trust store ({message}); move it aside and run `hanzo-dev trust` again")]
-    Corrupt { path: String, message: String },
+    Corrupt {
+        /// The store's path.
+        path: String,
+        /// What is wrong with it.
+        message: String,
+    },
 }
 
 /// One trusted workspace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TrustEntry {
+    /// SHA-256 (hex) of the trusted content ([`TrustContent::sha256`]).
     pub sha256: String,
     /// Milliseconds since the Unix epoch.
     pub trusted_at: u64,
@@ -262,16 +288,21 @@ struct TrustFile {
 /// The result of checking a workspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TrustCheck {
+    /// The workspace's files define nothing that needs trust.
     NotRequired,
+    /// The user trusted exactly the current content.
     Trusted,
+    /// The user never trusted this workspace.
     NeverTrusted,
     /// Trusted before, but the content differs now.
     Changed {
+        /// What changed, one line each (`added: …`, `removed: …`).
         changes: Vec<String>,
     },
 }
 
 impl TrustCheck {
+    /// Whether the workspace's trusted-only settings may take effect.
     pub fn is_trusted(&self) -> bool {
         matches!(self, TrustCheck::NotRequired | TrustCheck::Trusted)
     }
@@ -335,6 +366,7 @@ pub struct TrustStore {
 }
 
 impl TrustStore {
+    /// A store kept in the file at `path` (created on the first `trust`).
     pub fn new(path: impl Into<PathBuf>) -> Self {
         TrustStore { path: path.into() }
     }
@@ -351,6 +383,7 @@ impl TrustStore {
         Some(base.join("hanzo").join("trust.json"))
     }
 
+    /// The store's file.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -424,6 +457,7 @@ impl TrustStore {
         Ok(())
     }
 
+    /// Whether `content` is what the user trusted for `workspace`.
     pub fn check(
         &self,
         workspace: &Path,
@@ -470,6 +504,7 @@ impl TrustStore {
         Ok(had)
     }
 
+    /// Every trusted workspace with its record, sorted by path.
     pub fn list(&self) -> Result<Vec<(String, TrustEntry)>, TrustError> {
         Ok(self.read()?.workspaces.into_iter().collect())
     }

@@ -11,7 +11,7 @@ use hanzo_ipc::roles::broker::EgressSource;
 use hanzo_ipc::roles::mcp::{
     EnvValue, McpConfig, McpFilesystem, McpServerConfig, McpServerProfile, McpTransport,
 };
-use hanzo_ipc::roles::mcphttp::{McpLogin, McpRemote};
+use hanzo_ipc::roles::mcphttp::{McpHeader, McpLogin, McpRemote};
 use hanzo_policy::settings::{Config, McpFilesystemSetting, Source};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -325,6 +325,7 @@ pub fn remotes_of(config: &McpConfig, login: McpLogin) -> Vec<McpRemote> {
                 client_metadata_url: None,
                 client_env: None,
                 login,
+                headers: Vec::new(),
             }),
             McpTransport::Stdio { .. } => None,
         })
@@ -345,7 +346,24 @@ pub async fn allow_remotes(
     config: &McpConfig,
     login: McpLogin,
 ) -> anyhow::Result<()> {
-    let remotes = remotes_of(config, login);
+    allow_remotes_with(sup, config, login, Vec::new()).await
+}
+
+/// [`allow_remotes`], the editor's `headers` (by server name) added to its servers. They are
+/// moved into the request and dropped (zeroized) once it is sent: the broker keeps them, this
+/// process does not.
+pub async fn allow_remotes_with(
+    sup: &crate::tree::Supervisor,
+    config: &McpConfig,
+    login: McpLogin,
+    mut headers: Vec<(String, Vec<McpHeader>)>,
+) -> anyhow::Result<()> {
+    let mut remotes = remotes_of(config, login);
+    for r in &mut remotes {
+        if let Some(i) = headers.iter().position(|(n, _)| *n == r.server) {
+            r.headers = headers.swap_remove(i).1;
+        }
+    }
     match sup
         .broker
         .call(hanzo_ipc::roles::broker::Request::AllowMcpServers(remotes))
@@ -385,6 +403,16 @@ pub fn configure_limit(config: &McpConfig) -> std::time::Duration {
     std::time::Duration::from_millis(longest.saturating_add(WORKER_GRACE_MS))
 }
 
+/// MCP servers an editor passes over ACP, beside the configured ones: their configurations for
+/// the mcp worker (remote ones by URL only), and for its remote ones the headers the broker is to
+/// send. `Debug` shows header names, never values.
+#[derive(Debug, Default)]
+pub struct ExtraServers {
+    pub servers: Vec<McpServerConfig>,
+    /// (server name, headers); the values may be credentials, for the broker only.
+    pub headers: Vec<(String, Vec<McpHeader>)>,
+}
+
 /// Configure the mcp worker with the run's servers (from `loaded`). When at least one is ready,
 /// so that the run offers MCP tools, the answer is how long a call may take
 /// ([`run_call_limit`]). Servers that fail or are left out are reported on stderr with the
@@ -394,18 +422,23 @@ pub async fn start_for_run(
     loaded: &hanzo_policy::settings::LoadedSettings,
     workspace: &Path,
 ) -> Option<std::time::Duration> {
-    start_for_run_with(sup, loaded, workspace, Vec::new()).await
+    start_for_run_with(sup, loaded, workspace, ExtraServers::default()).await
 }
 
 /// [`start_for_run`] with `extra` servers beside the configured ones (the servers an editor
-/// passes over ACP: the user's own choice, started in the same sandbox profile as configured
-/// stdio servers). An extra server whose name a configured one already has is left out.
+/// passes over ACP: the user's own choice; stdio ones started in the same sandbox profile as
+/// configured stdio servers, remote ones reached through the broker with the editor's headers).
+/// An extra server whose name a configured one already has is left out, and so are its headers.
 pub async fn start_for_run_with(
     sup: &crate::tree::Supervisor,
     loaded: &hanzo_policy::settings::LoadedSettings,
     workspace: &Path,
-    extra: Vec<McpServerConfig>,
+    extra: ExtraServers,
 ) -> Option<std::time::Duration> {
+    let ExtraServers {
+        servers: extra,
+        headers: mut extra_headers,
+    } = extra;
     let mut plan = match plan_for(loaded, workspace) {
         Ok(p) => p,
         Err(e) => {
@@ -420,6 +453,8 @@ pub async fn start_for_run_with(
                  of that name",
                 server.name
             );
+            // Never the settings server's: that name is theirs.
+            extra_headers.retain(|(n, _)| *n != server.name);
             continue;
         }
         plan.config.servers.push(server);
@@ -451,13 +486,16 @@ pub async fn start_for_run_with(
     }
     let keeper_config = plan.config.clone();
     if has_remote(&plan.config) {
-        if let Err(e) = allow_remotes(sup, &plan.config, McpLogin::Never).await {
+        let headers = std::mem::take(&mut extra_headers);
+        if let Err(e) = allow_remotes_with(sup, &plan.config, McpLogin::Never, headers).await {
             eprintln!(
                 "warning: {}; remote MCP servers will be refused",
                 crate::term::sanitize_line_for_terminal(&e.to_string())
             );
         }
     }
+    // Handed over (or there was no remote server to hand them to): none is kept here.
+    drop(extra_headers);
     let limit = run_call_limit(&plan.config);
     let within = configure_limit(&plan.config);
     let request = hanzo_ipc::roles::mcp::Request::Configure(plan.config);

@@ -20,10 +20,10 @@ pub struct SpawnRequest {
     /// The worker's end of its channel; becomes fd 3.
     pub channel: OwnedFd,
     /// The worker's ends of its direct channels to peer workers, each with the fd number it
-    /// becomes (4 for the model's and the mcp worker's; the broker also gets 5).
+    /// becomes (the role table's, [`hanzo_ipc::role::CHANNEL_ENDS`]).
     pub direct: Vec<(OwnedFd, i32)>,
     /// The worker's end of the egress control socket (broker or tools, in a run that allows
-    /// network for commands); becomes [`hanzo_ipc::transport::EGRESS_FD`].
+    /// network for commands); becomes the role table's number for the role's end.
     pub egress: Option<OwnedFd>,
     /// The `cgroup.procs` files of the worker's cgroup (one per hierarchy), which the child joins
     /// in its pre-exec step, before the worker runs an instruction of its own.
@@ -70,6 +70,7 @@ impl Spawner {
 }
 
 fn spawn_one(exe: &PathBuf, req: SpawnRequest) -> std::io::Result<tokio::process::Child> {
+    use hanzo_ipc::role::Channel::ToolsEgress;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg0(format!("hanzo-dev[{}]", req.opts.role))
         .arg("__worker")
@@ -85,11 +86,10 @@ fn spawn_one(exe: &PathBuf, req: SpawnRequest) -> std::io::Result<tokio::process
         ChildSetup {
             fds: std::iter::once((req.channel.as_raw_fd(), hanzo_ipc::transport::SUPERVISOR_FD))
                 .chain(req.direct.iter().map(|(d, fd)| (d.as_raw_fd(), *fd)))
-                .chain(
-                    req.egress
-                        .as_ref()
-                        .map(|d| (d.as_raw_fd(), hanzo_ipc::transport::EGRESS_FD)),
-                )
+                .chain(req.egress.as_ref().and_then(|d| {
+                    let fd = hanzo_ipc::role::fd_of(ToolsEgress, req.opts.role)?;
+                    Some((d.as_raw_fd(), fd))
+                }))
                 .collect(),
             rlimits: req.rlimits,
             parent_pid: hanzo_sandbox::own_pid(),

@@ -11,6 +11,7 @@ use crate::supervise::{supervise, Stop};
 use crate::worker::{RestartPolicy, Slot, WorkerHandle, WorkerInfo};
 use hanzo_ipc::channel::CallError;
 use hanzo_ipc::proto::Protocol;
+use hanzo_ipc::role::{channel_ends, is_side_a, Channel, ChannelEnd};
 use hanzo_ipc::roles;
 use hanzo_ipc::Role;
 use hanzo_policy::profile::{profile_for, ProfileContext};
@@ -48,7 +49,7 @@ pub struct SupervisorConfig {
     /// `auth status` and `login` start the broker alone.
     pub roles: Option<Vec<Role>>,
     /// A run that allows network for commands: the broker and the tools worker get an egress
-    /// control socket (fd 5), and the broker's egress records go here. `None`: no egress.
+    /// control socket (fd 6 in both), and the broker's egress records go here. `None`: no egress.
     pub egress_records: Option<crate::start::EgressRecords>,
     /// A run whose MCP stdio servers get network: the broker (fd
     /// [`MCP_EGRESS_FD`](hanzo_ipc::transport::MCP_EGRESS_FD)) and the mcp worker (fd
@@ -90,12 +91,8 @@ fn spec(cfg: &SupervisorConfig, parts: &TreeParts, role: Role) -> WorkerSpec {
         #[cfg(feature = "test-support")]
         fault: cfg.faults.get(&role).copied(),
         spawner: parts.spawner.clone(),
-        direct: direct_channels(role, parts),
-        egress: match (role, &parts.tools_broker) {
-            (Role::Broker, Some(pair)) => Some((pair.clone(), Side::A)),
-            (Role::Tools, Some(pair)) => Some((pair.clone(), Side::B)),
-            _ => None,
-        },
+        direct: direct_channels(role, |c| parts.pair(c)),
+        egress: egress_end(role, parts.tools_broker.as_ref()),
         egress_records: match role {
             Role::Broker => cfg.egress_records.clone(),
             _ => None,
@@ -104,32 +101,48 @@ fn spec(cfg: &SupervisorConfig, parts: &TreeParts, role: Role) -> WorkerSpec {
     }
 }
 
-/// The direct channels `role` holds an end of: model ↔ broker (fd 4 in both) and mcp ↔ broker
-/// (fd 4 in the mcp worker, [`BROKER_MCP_FD`](hanzo_ipc::roles::mcphttp::BROKER_MCP_FD) in the
-/// broker). A restart of the model or mcp worker hands the running broker the new pair's other
-/// end (adopted pairs, `pair.rs`); a restart of the broker restarts both peers.
-/// (The egress control socket, broker ↔ tools, is [`WorkerSpec::egress`]: fd
-/// [`EGRESS_FD`](hanzo_ipc::transport::EGRESS_FD) in both.)
-fn direct_channels(role: Role, parts: &TreeParts) -> Vec<(Arc<DirectPair>, Side, i32)> {
-    use hanzo_ipc::roles::mcphttp::BROKER_MCP_FD;
-    use hanzo_ipc::transport::{DIRECT_FD, EGRESS_FD, MCP_EGRESS_FD};
-    let mut channels = match role {
-        Role::Broker => vec![
-            (parts.model_broker.clone(), Side::A, DIRECT_FD),
-            (parts.mcp_broker.clone(), Side::A, BROKER_MCP_FD),
-        ],
-        Role::Model => vec![(parts.model_broker.clone(), Side::B, DIRECT_FD)],
-        Role::Mcp => vec![(parts.mcp_broker.clone(), Side::B, DIRECT_FD)],
-        _ => Vec::new(),
-    };
-    if let Some(pair) = &parts.mcp_egress {
-        match role {
-            Role::Broker => channels.push((pair.clone(), Side::A, MCP_EGRESS_FD)),
-            Role::Mcp => channels.push((pair.clone(), Side::B, EGRESS_FD)),
-            _ => {}
+impl TreeParts {
+    /// The pair behind `channel`, when this tree has one. The broker ↔ tools egress socket is
+    /// passed as [`WorkerSpec::egress`] instead, so it is not one of these.
+    fn pair(&self, channel: Channel) -> Option<Arc<DirectPair>> {
+        match channel {
+            Channel::ModelBroker => Some(self.model_broker.clone()),
+            Channel::McpBroker => Some(self.mcp_broker.clone()),
+            Channel::McpEgress => self.mcp_egress.clone(),
+            Channel::ToolsEgress => None,
         }
     }
-    channels
+}
+
+/// Which end of its pair a table end is: the table lists side A first.
+fn side_of(end: ChannelEnd) -> Side {
+    if is_side_a(end.channel, end.role) {
+        Side::A
+    } else {
+        Side::B
+    }
+}
+
+/// `role`'s end of the broker ↔ tools egress control socket, when the run has one and the role
+/// table gives the role an end (the spawner places it at the table's number).
+fn egress_end(role: Role, pair: Option<&Arc<DirectPair>>) -> Option<(Arc<DirectPair>, Side)> {
+    let end = channel_ends(role).find(|e| e.channel == Channel::ToolsEgress)?;
+    Some((pair?.clone(), side_of(end)))
+}
+
+/// The direct channels `role` holds an end of, each with its fd number in the worker, as the role
+/// table ([`hanzo_ipc::role::CHANNEL_ENDS`]) places them: model ↔ broker, mcp ↔ broker, and the
+/// mcp worker's egress control socket when `pair` has one. A restart of the model or mcp worker
+/// hands the running broker the new pair's other end (adopted pairs, `pair.rs`); a restart of the
+/// broker restarts its peers. (The egress control socket broker ↔ tools is
+/// [`WorkerSpec::egress`].)
+fn direct_channels(
+    role: Role,
+    pair: impl Fn(Channel) -> Option<Arc<DirectPair>>,
+) -> Vec<(Arc<DirectPair>, Side, i32)> {
+    channel_ends(role)
+        .filter_map(|e| Some((pair(e.channel)?, side_of(e), e.fd)))
+        .collect()
 }
 
 /// Start `role`'s supervising task (or, when the configuration leaves the role out, publish why
@@ -243,6 +256,79 @@ impl Supervisor {
                 tracing::error!("a supervising task did not stop within 15 s; aborting it");
                 abort.abort();
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hanzo_ipc::role::{fd_of, runtime_channel, SUPERVISOR_FD};
+
+    /// With every optional channel of a run present, the fds the supervisor hands each role's
+    /// worker are exactly the ones the role table gives it, which are the ones its worker adopts
+    /// (the workers name them through `hanzo_ipc::role::fd` in a `const`, so one the table does
+    /// not list does not compile): none missing, none extra, no number twice, and the two ends of
+    /// each channel on opposite sides of its pair.
+    #[test]
+    fn every_role_is_passed_exactly_the_fds_its_table_rows_name() {
+        let channels = [
+            Channel::ModelBroker,
+            Channel::McpBroker,
+            Channel::ToolsEgress,
+            Channel::McpEgress,
+        ];
+        let pairs: HashMap<Channel, Arc<DirectPair>> = channels
+            .into_iter()
+            .map(|c| (c, Arc::new(DirectPair::default())))
+            .collect();
+        let tools_egress = pairs.get(&Channel::ToolsEgress).cloned();
+        let mut sides: HashMap<Channel, Vec<Side>> = HashMap::new();
+        for role in Role::ALL {
+            // What `spec` and the spawner produce for this role.
+            let direct = direct_channels(role, |c| match c {
+                Channel::ToolsEgress => None,
+                c => pairs.get(&c).cloned(),
+            });
+            let egress = egress_end(role, tools_egress.as_ref());
+            let mut passed = vec![SUPERVISOR_FD];
+            for (pair, side, fd) in &direct {
+                passed.push(*fd);
+                let channel = channels
+                    .into_iter()
+                    .find(|c| pairs.get(c).is_some_and(|p| Arc::ptr_eq(p, pair)))
+                    .expect("a pair of this tree");
+                sides.entry(channel).or_default().push(*side);
+            }
+            if let Some((_, side)) = egress {
+                passed.push(fd_of(Channel::ToolsEgress, role).expect("an egress end has a number"));
+                sides.entry(Channel::ToolsEgress).or_default().push(side);
+            }
+            let mut expected: Vec<i32> = std::iter::once(SUPERVISOR_FD)
+                .chain(channel_ends(role).map(|e| e.fd))
+                .collect();
+            let mut unique = passed.clone();
+            unique.sort_unstable();
+            unique.dedup();
+            assert_eq!(
+                unique.len(),
+                passed.len(),
+                "{role}: an fd passed twice: {passed:?}"
+            );
+            passed.sort_unstable();
+            expected.sort_unstable();
+            assert_eq!(passed, expected, "{role}");
+            if let Some(end) = runtime_channel(role) {
+                assert!(
+                    passed.contains(&end.fd),
+                    "{role}: the runtime's end is not passed"
+                );
+            }
+        }
+        for channel in channels {
+            let mut s = sides.remove(&channel).unwrap_or_default();
+            s.sort_by_key(|side| *side as u8);
+            assert_eq!(s, [Side::A, Side::B], "{channel:?}");
         }
     }
 }

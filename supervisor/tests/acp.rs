@@ -48,12 +48,21 @@ struct Client {
     /// Every message received, in order.
     seen: Vec<Value>,
     next_id: u64,
+    /// The agent's stderr, read as it comes (a `-vv` log would fill the pipe otherwise).
+    stderr: Option<std::thread::JoinHandle<String>>,
 }
 
 impl Client {
     fn start(mut cmd: Command) -> Client {
         let mut child = cmd.spawn().expect("spawn hanzo-dev acp");
         let stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().map(|mut e| {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let _ = std::io::Read::read_to_end(&mut e, &mut buf);
+                String::from_utf8_lossy(&buf).into_owned()
+            })
+        });
         let stdin = child.stdin.take();
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -88,6 +97,7 @@ impl Client {
             rx,
             seen: Vec::new(),
             next_id: 100,
+            stderr,
         }
     }
 
@@ -164,13 +174,12 @@ impl Client {
         drop(self.stdin.take());
         let (tx, rx) = mpsc::channel();
         let mut child = self.child;
+        let stderr = self.stderr.take();
         std::thread::spawn(move || {
             let code = child.wait().map(|s| s.code()).ok().flatten();
-            let mut err = String::new();
-            if let Some(mut e) = child.stderr.take() {
-                use std::io::Read;
-                let _ = e.read_to_string(&mut err);
-            }
+            let err = stderr
+                .map(|t| t.join().unwrap_or_default())
+                .unwrap_or_default();
             let _ = tx.send((code, err));
         });
         let (code, stderr) = rx.recv_timeout(HANG_GUARD).expect("hanzo-dev acp hung");
@@ -383,7 +392,7 @@ fn a_replayed_session_streams_asks_cancels_and_loads_in_a_new_process() {
         "session/load",
         json!({"sessionId": sid, "cwd": env.ws(), "mcpServers": []}),
     );
-    assert_eq!(a["result"], json!({}), "{a}");
+    assert_eq!(a["result"]["modes"]["currentModeId"], "prompt", "{a}");
     let users: Vec<&str> = updates(&c.seen, &sid, "user_message_chunk")
         .iter()
         .map(|u| u["content"]["text"].as_str().unwrap())
@@ -449,7 +458,8 @@ fn malformed_and_hostile_messages_are_refused_and_the_agent_keeps_serving() {
     let init = c.initialize();
     let caps = &init["result"]["agentCapabilities"];
     assert_eq!(caps["loadSession"], true);
-    assert_eq!(caps["mcpCapabilities"]["http"], false);
+    assert_eq!(caps["mcpCapabilities"]["http"], true);
+    assert_eq!(caps["mcpCapabilities"]["sse"], false);
     let methods = init["result"]["authMethods"].as_array().unwrap();
     let anthropic = methods
         .iter()
@@ -919,4 +929,345 @@ fn requests_during_a_prompt_are_answered_after_it_and_the_backlog_is_bounded() {
             .filter(|v| v["id"] == id && v.get("method").is_none());
         assert_eq!(answers.count(), 1, "request {id}");
     }
+}
+
+/// A session whose workers cannot start (the tools worker exits before its handshake, by the
+/// test-only fault switch) is refused with the reason, and leaves no session in the store: the
+/// row is created only once the workers are ready.
+#[test]
+fn a_session_whose_workers_fail_is_refused_and_leaves_no_stored_session() {
+    let env = new_env();
+    let cassette = env.cassette("one.jsonl", &[ScriptTurn::text("never asked")]);
+    let mut c = acp(
+        &env,
+        &["--replay", &cassette],
+        &[("HANZO_DEV_TEST_FAULT", "tools:crash-at-start")],
+    );
+    c.initialize();
+    let a = c.call("session/new", json!({"cwd": env.ws(), "mcpServers": []}));
+    assert_eq!(error_code(&a), -32603, "{a}");
+    let message = a["error"]["message"].as_str().expect("message");
+    assert!(message.contains("did not start"), "{message}");
+    // Nothing to load, and nothing stored: the store has no session at all.
+    assert!(env
+        .store()
+        .list_sessions(None, 100)
+        .expect("sessions")
+        .is_empty());
+    let p = c.call(
+        "session/prompt",
+        json!({"sessionId": "1", "prompt": [{"type": "text", "text": "hi"}]}),
+    );
+    assert_eq!(error_code(&p), -32002, "{p}");
+    let (code, stderr, _) = c.finish();
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
+/// The header value an editor gives its HTTP MCP server: a credential that must reach that server
+/// (through the broker) and nothing else.
+const HEADER_CANARY: &str = "editor-mcp-header-canary-51f0c2a9";
+
+/// `fixtures/mcp/remote_server.py` (a streamable-HTTP MCP server that records the
+/// `Authorization` of each request and echoes it back from its `echo_auth` tool) on a loopback
+/// port; returns the child, its URL and the file of what it saw.
+fn remote_mcp(dir: &Path) -> (Child, String, std::path::PathBuf) {
+    let port_file = dir.join("remote.port");
+    let seen = dir.join("remote.seen");
+    let child = Command::new("/usr/bin/python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/remote_server.py"))
+        .arg(&port_file)
+        .arg(&seen)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("python3");
+    let deadline = std::time::Instant::now() + HANG_GUARD;
+    let port = loop {
+        if let Ok(p) = std::fs::read_to_string(&port_file) {
+            break p;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never listened"
+        );
+        // Polling with a deadline: the child announces its port only through this file.
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (child, format!("http://127.0.0.1:{}/mcp", port.trim()), seen)
+}
+
+/// An editor's streamable-HTTP MCP server (`"type": "http"`) joins the session through the
+/// broker: its tool is offered and called, the editor's `Authorization` header reaches the
+/// server on every request, and the header's value is in no answer to the editor, no `-vv` log
+/// line, no stored row or file, no process's environment or command line (the server echoes it
+/// back, and the broker replaces it). A plain-http URL to another host, an `sse` server and a
+/// header that could split a request are refused, the refusals naming no value.
+#[test]
+fn an_editor_http_mcp_server_is_called_through_the_broker_and_its_header_goes_nowhere_else() {
+    let env = new_env();
+    std::fs::create_dir_all(env.path("srv")).expect("mkdir");
+    let (mut server, url, seen_file) = remote_mcp(&env.path("srv"));
+    env.settings(json!({"permissions": {"mcp__web__*": "allow"}}));
+    let cassette = env.cassette(
+        "http.jsonl",
+        &[
+            ScriptTurn::tool("t1", "mcp__web__echo_auth", json!({})),
+            ScriptTurn::text("done"),
+        ],
+    );
+    let mut cmd = env.command(&["-vv", "acp", "--replay", &cassette]);
+    cmd.stdin(Stdio::piped());
+    let mut c = Client::start(cmd);
+    let init = c.initialize();
+    assert_eq!(
+        init["result"]["agentCapabilities"]["mcpCapabilities"],
+        json!({"http": true, "sse": false})
+    );
+    let header = json!([{"name": "Authorization", "value": format!("Bearer {HEADER_CANARY}")}]);
+
+    // Refusals, each before anything starts.
+    let refused = |c: &mut Client, server: Value| {
+        let a = c.call(
+            "session/new",
+            json!({"cwd": env.ws(), "mcpServers": [server]}),
+        );
+        assert_eq!(error_code(&a), -32602, "{a}");
+        let m = a["error"]["message"].as_str().expect("message").to_string();
+        assert!(!m.contains(HEADER_CANARY), "{m}");
+        m
+    };
+    let m = refused(
+        &mut c,
+        json!({"type": "http", "name": "web", "url": "http://mcp.example/mcp", "headers": header}),
+    );
+    assert!(
+        m.contains("\"http://mcp.example/mcp\" is refused: only https is allowed"),
+        "{m}"
+    );
+    let m = refused(
+        &mut c,
+        json!({"type": "sse", "name": "web", "url": url, "headers": header}),
+    );
+    assert!(m.contains("sse servers"), "{m}");
+    let m = refused(
+        &mut c,
+        json!({"type": "http", "name": "web", "url": url, "headers": [
+            {"name": "X-Key", "value": format!("{HEADER_CANARY}\r\nX-Injected: 1")}]}),
+    );
+    assert!(m.contains("header \"X-Key\" is refused"), "{m}");
+    let m = refused(
+        &mut c,
+        json!({"type": "http", "name": "web", "url": url, "headers": [
+            {"name": "Mcp-Session-Id", "value": HEADER_CANARY}]}),
+    );
+    assert!(m.contains("MCP transport"), "{m}");
+    assert!(
+        std::fs::read_to_string(&seen_file)
+            .unwrap_or_default()
+            .is_empty(),
+        "a refused server was reached"
+    );
+
+    // The server joins, its tool is called.
+    let sid = c.new_session(
+        &env.ws(),
+        json!([{"type": "http", "name": "web", "url": url, "headers": header}]),
+    );
+    let done = c.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "who am I?"}]}),
+    );
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let calls = updates(&c.seen, &sid, "tool_call");
+    assert_eq!(calls.len(), 1, "{:#?}", c.seen);
+    assert_eq!(calls[0]["title"], "mcp__web__echo_auth: {}");
+    let result = updates(&c.seen, &sid, "tool_call_update")
+        .last()
+        .map(|u| u["content"][0]["content"]["text"].clone())
+        .expect("a result");
+    assert_eq!(result, "you sent: [redacted]", "{:#?}", c.seen);
+    let seen: Vec<Value> = std::fs::read_to_string(&seen_file)
+        .expect("the server was reached")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("seen line"))
+        .collect();
+    assert!(
+        seen.len() >= 3,
+        "initialize, tools/list, tools/call: {seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .all(|r| r["authorization"] == format!("Bearer {HEADER_CANARY}")),
+        "every request carried the editor's header: {seen:?}"
+    );
+
+    // While the tree is up: no process of it holds the value in its environment or command line.
+    let root = c.child.id();
+    let mut procs = descendants_with(root, &[]);
+    procs.push(root);
+    assert!(procs.len() >= 6, "the agent and its workers: {procs:?}");
+    let mut read = 0;
+    for pid in procs {
+        for f in ["environ", "cmdline"] {
+            let bytes = std::fs::read(format!("/proc/{pid}/{f}")).unwrap_or_default();
+            read += usize::from(!bytes.is_empty());
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(HEADER_CANARY),
+                "/proc/{pid}/{f} holds the header value"
+            );
+        }
+    }
+    assert!(read >= 2, "not even the agent's own files could be read");
+
+    let (code, stderr, msgs) = c.finish();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("DEBUG") || stderr.contains("TRACE"),
+        "-vv logs"
+    );
+    assert!(
+        !stderr.contains(HEADER_CANARY),
+        "the log holds the header value"
+    );
+    assert!(
+        !serde_json::to_string(&msgs)
+            .unwrap()
+            .contains(HEADER_CANARY),
+        "a message to the editor holds the header value"
+    );
+    for (what, text) in common::browser::file_texts(&[
+        env.path("data"),
+        env.path("config"),
+        env.path("home"),
+        env.path("tmp"),
+        env.ws(),
+    ]) {
+        assert!(
+            !text.contains(HEADER_CANARY),
+            "{what} holds the header value"
+        );
+    }
+    // And the store's rows themselves (the files are SQLite; checked above byte-wise too).
+    let store = env.store();
+    let sessions = store.list_sessions(None, 10).expect("sessions");
+    assert_eq!(sessions.len(), 1);
+    for t in store.session_turns(sessions[0].id).expect("turns") {
+        let run = store.load_run(t.run).expect("run");
+        assert!(!format!("{run:?}").contains(HEADER_CANARY));
+    }
+}
+
+/// `session/set_mode`: the session modes are the approval modes (`allow` only when the agent was
+/// started with `--approval allow`), advertised by `session/new`; a change is confirmed with a
+/// `current_mode_update` and decides the next call that needs approval — between turns, and
+/// during one (answered at once, while a question is open).
+#[test]
+fn set_mode_switches_the_approval_mode_between_and_during_turns() {
+    let env = new_env();
+    let cassette = env.cassette(
+        "modes.jsonl",
+        &[
+            ScriptTurn::tool("t1", "bash", json!({"command": "touch one.txt"})),
+            ScriptTurn::text("first"),
+            ScriptTurn::tool("t1", "bash", json!({"command": "touch two.txt"})).and_tool(
+                "t2",
+                "bash",
+                json!({"command": "touch three.txt"}),
+            ),
+            ScriptTurn::text("second"),
+        ],
+    );
+    let mut c = acp(&env, &["--replay", &cassette], &[]);
+    c.initialize();
+    let a = c.call("session/new", json!({"cwd": env.ws(), "mcpServers": []}));
+    let sid = a["result"]["sessionId"]
+        .as_str()
+        .expect("session")
+        .to_string();
+    let modes = &a["result"]["modes"];
+    assert_eq!(modes["currentModeId"], "prompt", "{a}");
+    let ids: Vec<&str> = modes["availableModes"]
+        .as_array()
+        .expect("modes")
+        .iter()
+        .map(|m| m["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids, ["prompt", "deny", "allow-listed"]);
+    // `allow` was not offered, so it cannot be chosen; nor can a mode of an unknown session.
+    let e = c.call(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "allow"}),
+    );
+    assert_eq!(error_code(&e), -32602, "{e}");
+    let e = c.call(
+        "session/set_mode",
+        json!({"sessionId": "999", "modeId": "deny"}),
+    );
+    assert_eq!(error_code(&e), -32002, "{e}");
+
+    // Between turns: deny, and the next call is denied without a question.
+    let r = c.call(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "deny"}),
+    );
+    assert_eq!(r["result"], json!({}), "{r}");
+    let changes = updates(&c.seen, &sid, "current_mode_update");
+    assert_eq!(changes.last().expect("an update")["currentModeId"], "deny");
+    let done = c.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "make one"}]}),
+    );
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert!(!c.seen.iter().any(is_permission_request), "{:#?}", c.seen);
+    assert!(!env.ws().join("one.txt").exists());
+
+    // Back to prompt; during the turn, with the first question open, switch to allow-listed:
+    // answered at once, and the second call (not read-only) is then denied without a question.
+    c.call(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "prompt"}),
+    );
+    let prompt = c.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "make two and three"}]}),
+    );
+    let ask = c.wait_for("a permission request", is_permission_request);
+    let switched = c.call(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "allow-listed"}),
+    );
+    assert_eq!(switched["result"], json!({}), "{switched}");
+    assert!(
+        !c.seen
+            .iter()
+            .any(|v| v["id"] == prompt && v.get("method").is_none()),
+        "the mode changed while the turn still ran"
+    );
+    c.send(&select(&ask["id"], "allow_once"));
+    let done = c.answer(prompt);
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let asks = c.seen.iter().filter(|v| is_permission_request(v)).count();
+    assert_eq!(asks, 1, "the second call was decided by the new mode");
+    assert!(env.ws().join("two.txt").exists());
+    assert!(!env.ws().join("three.txt").exists());
+    let (code, stderr, _) = c.finish();
+    assert_eq!(code, Some(0), "{stderr}");
+    // The store says which mode decided each call.
+    let store = env.store();
+    let session = store.list_sessions(None, 10).expect("sessions")[0].id;
+    let turns = store.session_turns(session).expect("turns");
+    let run = store.load_run(turns[1].run).expect("run");
+    let calls: Vec<_> = run
+        .steps
+        .iter()
+        .flat_map(|s| &s.tool_calls)
+        .map(|c| (c.call.allowed, format!("{:?}", c.call.decided_by)))
+        .collect();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert!(calls[0].0 && calls[0].1.contains("Prompt"), "{calls:?}");
+    assert!(
+        !calls[1].0 && calls[1].1.contains("AllowListed"),
+        "{calls:?}"
+    );
 }

@@ -62,12 +62,25 @@ impl Env {
         c
     }
     fn token(&self, org: &str) -> String {
+        self.token_and_id(org).0
+    }
+    /// A new token of `org` and its id (what `serve token revoke` takes).
+    fn token_and_id(&self, org: &str) -> (String, String) {
         let out = self
             .command(&["serve", "token", "create", "--org", org])
             .output()
             .expect("token create");
         assert!(out.status.success());
-        String::from_utf8(out.stdout).expect("utf8").trim().into()
+        let err = String::from_utf8(out.stderr).expect("utf8");
+        let id = err
+            .strip_prefix("created token ")
+            .and_then(|r| r.split(' ').next())
+            .unwrap_or_else(|| panic!("{err}"))
+            .to_string();
+        (
+            String::from_utf8(out.stdout).expect("utf8").trim().into(),
+            id,
+        )
     }
     fn cassette(&self) -> String {
         let p = self.path("model.jsonl");
@@ -161,18 +174,22 @@ struct Bridge {
 }
 
 fn start_bridge(env: &Env, extra: &[&str]) -> Bridge {
-    let cassette = env.cassette();
+    start_bridge_with(env, &env.cassette(), "allow-listed", extra)
+}
+
+/// [`start_bridge`] replaying `cassette`, with `approval` as the widest mode.
+fn start_bridge_with(env: &Env, cassette: &str, approval: &str, extra: &[&str]) -> Bridge {
     let ws = env.path("ws").display().to_string();
     let mut args = vec![
         "bridge",
         "--listen",
         "127.0.0.1:0",
         "--replay",
-        &cassette,
+        cassette,
         "--workspace",
         &ws,
         "--approval",
-        "allow-listed",
+        approval,
     ];
     args.extend_from_slice(extra);
     let (proc, at) = Proc::spawn(env.command(&args), Some("hanzo-dev bridge: listening on "));
@@ -549,14 +566,20 @@ impl Ws {
     }
     /// The close frame's code (frames before it skipped), then the end of the stream.
     fn close_code(&mut self) -> u16 {
+        self.close().0
+    }
+    /// The close frame's code and reason (frames before it kept in `skipped`), then the end of
+    /// the stream.
+    fn close(&mut self) -> (u16, String) {
         loop {
             let (op, p) = self.frame().expect("a close frame");
             if op == 0x8 {
                 let code = u16::from_be_bytes([p[0], p[1]]);
+                let reason = String::from_utf8_lossy(&p[2..]).into_owned();
                 // The server closes the connection after its close frame.
                 let mut rest = Vec::new();
                 let _ = self.s.read_to_end(&mut rest);
-                return code;
+                return (code, reason);
             }
         }
     }
@@ -1124,4 +1147,106 @@ fn keys_rotate_through_the_broker_serve_fetches_by_url_and_a_redirect_is_refused
         "the redirect was not followed"
     );
     assert_eq!(idp.site.hits("/redirect"), 1);
+}
+
+#[test]
+fn revoking_a_serve_token_closes_its_open_subscribed_connection_with_1008() {
+    let env = Env::new();
+    let (acme, acme_id) = env.token_and_id("acme");
+    let (kept, _) = env.token_and_id("acme");
+    // The run's command waits on a FIFO the test holds: the run is provably live while the
+    // token is revoked (no timing involved).
+    let gate = env.path("ws/gate");
+    nix::unistd::mkfifo(&gate, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    let cassette = env.path("gate.jsonl");
+    let turns = [
+        ScriptTurn::tool("t1", "bash", json!({"command": "cat gate"})),
+        ScriptTurn::text("Done."),
+    ];
+    std::fs::write(&cassette, anthropic_cassette(&turns)).expect("cassette");
+    let b = start_bridge_with(
+        &env,
+        &cassette.display().to_string(),
+        "allow",
+        &["--allow-no-origin"],
+    );
+    let connect = |tok: &str| {
+        let (h, ws) = open(
+            &b.addr,
+            "/v1/bridge",
+            &[("Sec-WebSocket-Protocol", &bearer_protocol(tok))],
+        );
+        assert_eq!(h.status, 101, "{}", h.body);
+        ws.expect("socket")
+    };
+    let mut a = connect(&acme);
+    let mut other = connect(&kept);
+    let r = a.call(
+        1,
+        "agents.run",
+        json!({"ref": "code", "task": "wait", "approval": "allow"}),
+    );
+    let run = r["result"]["run_id"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{r}"));
+    let mut seen = Vec::new();
+    a.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "runs.subscribe", "params": {"id": run}}));
+    a.reply(2, &mut seen);
+    // Subscribed, with the run waiting in its tool call.
+    while !seen
+        .iter()
+        .any(|m| m["method"] == "runs.event" && m["params"]["event"] == "tool_call")
+    {
+        seen.push(a.recv());
+    }
+    let out = env
+        .command(&["serve", "token", "revoke", &acme_id])
+        .output()
+        .expect("revoke");
+    assert!(out.status.success(), "{out:?}");
+    // The connection is closed by the server (policy violation), the reason naming no token;
+    // no request of the client's was needed.
+    let (code, reason) = a.close();
+    assert_eq!(code, 1008);
+    assert_eq!(reason, "the token was revoked");
+    // The run itself goes on: it is the org's, not the connection's.
+    let writer = std::thread::spawn(move || {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&gate)
+            .expect("open gate");
+        f.write_all(b"released\n").expect("write gate");
+    });
+    // The same org's other token is untouched: it follows the run to its end.
+    other.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "runs.subscribe", "params": {"id": run}}),
+    );
+    let mut events = Vec::new();
+    other.reply(1, &mut events);
+    loop {
+        let m = other.recv();
+        if m["method"] == "runs.end" {
+            break;
+        }
+        events.push(m);
+    }
+    writer.join().expect("writer");
+    assert_eq!(
+        events.last().expect("events")["params"]["event"],
+        "run_finished"
+    );
+    // A new handshake with the revoked token is refused before the upgrade.
+    let (h, ws) = open(
+        &b.addr,
+        "/v1/bridge",
+        &[("Sec-WebSocket-Protocol", &bearer_protocol(&acme))],
+    );
+    assert_eq!(h.status, 401);
+    assert!(ws.is_none());
+    let log = b.proc.log();
+    assert!(
+        log.contains(&format!("token {acme_id} of org acme was revoked")),
+        "{log}"
+    );
+    assert!(!log.contains(&acme) && !log.contains(&kept), "{log}");
 }

@@ -440,6 +440,7 @@ async fn the_broker_refuses_servers_and_addresses_not_in_the_settings() {
         client_metadata_url: None,
         client_env: None,
         login: McpLogin::Never,
+        headers: Vec::new(),
     }];
     let answer = sup
         .broker
@@ -458,6 +459,7 @@ async fn the_broker_refuses_servers_and_addresses_not_in_the_settings() {
             client_metadata_url: None,
             client_env: None,
             login: McpLogin::Never,
+            headers: Vec::new(),
         }]))
         .await;
     assert!(refused.is_err(), "{refused:?}");

@@ -1,14 +1,19 @@
 //! The broker channel (supervisor ↔ broker). Credential-free HTTP requests from the model worker
-//! travel on the separate direct channel ([`super::http`]), not here. Nothing on this channel
-//! carries a secret value: the supervisor learns which credentials exist, never what they are.
+//! travel on the separate direct channel ([`super::http`]), not here. Nothing the broker sends on
+//! this channel carries a secret value: the supervisor learns which credentials exist, never what
+//! they are. One secret goes the other way: the headers an editor gives its remote MCP servers over
+//! ACP, handed to the broker in [`Request::AllowMcpServers`] as
+//! [`super::mcphttp::SecretText`] (zeroized, redacted in `Debug`) and kept by the broker alone.
 
 use super::model::ProviderId;
 use super::{impl_protocol, CommonEvent, CommonItem, CommonRequest, CommonResponse};
 use crate::Role;
 use serde::{Deserialize, Serialize};
 
+/// What the supervisor may ask the broker. Nothing here carries a secret value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
+    /// A request every worker answers (probes, status).
     Common(CommonRequest),
     /// Add endpoints to the allow-list (from trusted configuration: settings or CLI flags, never
     /// from a model). Replies [`Response::Configured`] or a `Refused` error naming the bad URL.
@@ -27,14 +32,16 @@ pub enum Request {
     /// Forget a provider's stored credential (`credentials.json`; `mcp:<server>` for a remote
     /// MCP server's); replies [`Response::LoggedOut`].
     Logout {
+        /// The provider name (`hanzo`, `anthropic`, `openai`, a custom entry) or `mcp:<server>`.
         provider: String,
     },
     /// Every credential the broker holds, described without any secret; replies
     /// [`Response::AuthStatus`].
     AuthStatus,
     /// Replace the remote MCP servers the mcp worker may reach through the broker (from trusted
-    /// settings: the configured `url` servers, only those). Replies [`Response::Configured`] or a
-    /// `Refused` error naming the bad URL.
+    /// settings: the configured `url` servers; and the `http` servers an editor passes over ACP,
+    /// with the headers to send them). Replies [`Response::Configured`] or a `Refused` error
+    /// naming the bad URL or header (never a header's value).
     AllowMcpServers(Vec<super::mcphttp::McpRemote>),
     /// Serve the egress proxy for sandboxed commands on the control socket the broker inherited
     /// (fd [`crate::transport::EGRESS_FD`]) under these settings (trusted configuration only).
@@ -62,42 +69,61 @@ pub enum Request {
     ConfigureMcpEgress(EgressSettings),
 }
 
+/// The broker's answers, one variant per request kind.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Response {
+    /// The answer to a common request.
     Common(CommonResponse),
+    /// The answer to [`Request::AllowEndpoints`] and [`Request::AllowMcpServers`].
     Configured {
+        /// How many endpoints (or MCP servers) were accepted.
         endpoints: u32,
     },
+    /// The answer to [`Request::DescribeCredentials`].
     Credentials(CredentialReport),
+    /// The answer to [`Request::Login`] and [`Request::McpLogin`]: what was stored.
     LoggedIn(LoginOutcome),
+    /// The answer to [`Request::Logout`].
     LoggedOut {
+        /// The provider named in the request.
         provider: String,
+        /// Whether a stored credential existed and was removed.
         removed: bool,
     },
+    /// The answer to [`Request::AuthStatus`].
     AuthStatus(AuthStatusReport),
+    /// The answer to [`Request::ConfigureEgress`] and [`Request::ConfigureMcpEgress`].
     EgressConfigured,
     /// `records`: how many [`Event::Egress`] the broker has sent so far on this channel;
     /// `open`: connections still open (0 unless the broker's wait ran out).
     EgressQuiet {
+        /// How many egress records the broker has sent so far on this channel.
         records: u64,
+        /// Connections still open (0 unless the broker's wait ran out).
         open: u32,
     },
     /// The collector's answer to an [`Request::ExportTraces`] (a 2xx status).
     TracesExported {
+        /// The collector's HTTP status.
         status: u16,
     },
     /// The key set of a [`Request::FetchJwks`]: public keys only, as the issuer published them.
     Jwks(JwksDocument),
 }
 
+/// Streamed parts of the broker's answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Item {
+    /// A part of a common request's answer.
     Common(CommonItem),
+    /// A step of a running login, for the CLI to show.
     Login(LoginProgress),
 }
 
+/// What the broker reports unasked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Event {
+    /// An event every worker may send (a log line).
     Common(CommonEvent),
     /// One connection attempt through the egress proxy for sandboxed commands, sent when it
     /// ended (refused, or its tunnel closed); the supervisor stores it in the run record.
@@ -110,10 +136,13 @@ impl_protocol!(BrokerProtocol, Role::Broker);
 /// `http://` to a loopback address (a local server such as Ollama).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Endpoint {
+    /// The provider whose credential may go to this endpoint.
     pub provider: ProviderId,
+    /// The base URL; requests must start with it.
     pub base_url: String,
 }
 
+/// Where the broker found a credential.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CredentialSource {
     /// A secret environment variable handed to the broker at start.
@@ -124,8 +153,10 @@ pub enum CredentialSource {
     CredentialFile,
 }
 
+/// Which credentials the broker holds, without their values.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CredentialReport {
+    /// Each provider that has a credential, with where it came from.
     pub available: Vec<(ProviderId, CredentialSource)>,
     /// The first provider with a credential in the order Hanzo, Anthropic, OpenAI.
     pub detected: Option<ProviderId>,
@@ -193,6 +224,7 @@ pub struct TraceExport {
     pub endpoint: String,
     /// `application/x-protobuf` or `application/json`.
     pub content_type: String,
+    /// The encoded `ExportTraceServiceRequest`, sent as the request body.
     pub body: Vec<u8>,
     /// How long the broker waits for the collector.
     pub timeout_ms: u64,
@@ -213,7 +245,9 @@ pub struct JwksFetch {
 /// `keys` array, at most [`MAX_JWKS_BYTES`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JwksDocument {
+    /// The URL the key set was fetched from (given, or found by discovery).
     pub jwks_uri: String,
+    /// The key set's JSON text, as the issuer served it.
     pub json: String,
 }
 
@@ -225,10 +259,13 @@ pub const MAX_JWKS_BYTES: usize = 64 * 1024;
 pub struct EgressRecord {
     /// Sequence number on this control channel (0, 1, …).
     pub id: u64,
+    /// How the client spoke to the proxy.
     pub protocol: EgressProtocol,
     /// The host as the client asked for it (empty when no request was read).
     pub host: String,
+    /// The port the client asked for (0 when no request was read).
     pub port: u16,
+    /// Whether the connection was made, and how it ended or why it was refused.
     pub outcome: EgressOutcome,
     /// Bytes sent to the destination for the client (a `CONNECT` or SOCKS5 request to the proxy
     /// not counted; a forwarded plain-HTTP request counted as rewritten).
@@ -256,6 +293,7 @@ pub enum EgressProtocol {
 }
 
 impl EgressProtocol {
+    /// The stable name written in the run record and the log (`http_connect`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             EgressProtocol::HttpConnect => "http_connect",
@@ -266,21 +304,28 @@ impl EgressProtocol {
     }
 }
 
+/// What became of one connection attempt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum EgressOutcome {
     /// A tunnel to `address` (`ip:port`) was opened under `rule` (the allow-list entry, in
     /// canonical form) and has ended.
     Allowed {
+        /// The allow-list entry that admitted the host, in canonical form.
         rule: String,
+        /// The address connected to, as `ip:port`.
         address: String,
+        /// How the tunnel ended.
         end: TunnelEnd,
     },
     /// Refused before any byte reached a destination. `rule` is the entry that allowed the name
     /// when the refusal came later (a private address, a failed connect); `detail` says what
     /// happened in a sentence.
     Denied {
+        /// Why it was refused.
         reason: EgressDenial,
+        /// The entry that allowed the name, when the refusal came after that check.
         rule: Option<String>,
+        /// What happened, in a sentence.
         detail: String,
     },
 }
@@ -299,6 +344,7 @@ pub enum TunnelEnd {
 }
 
 impl TunnelEnd {
+    /// The stable name written in the run record and the log (`closed`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             TunnelEnd::Closed => "closed",
@@ -313,6 +359,7 @@ impl TunnelEnd {
 /// provider entry in the user settings (`oauth_providers`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoginRequest {
+    /// Which provider to log in to.
     pub provider: String,
     /// Use the device authorization grant (RFC 8628) instead of the browser and loopback redirect.
     pub device: bool,
@@ -340,12 +387,17 @@ pub struct OAuthProviderConfig {
     /// Authorization-server issuer: its metadata (RFC 8414, then OpenID discovery) supplies
     /// every endpoint not given explicitly.
     pub issuer: Option<String>,
+    /// Where the user authorizes the client (the browser flow).
     pub authorization_endpoint: Option<String>,
+    /// Where codes and refresh tokens are exchanged for tokens.
     pub token_endpoint: Option<String>,
+    /// Where a device-grant login starts (RFC 8628).
     pub device_authorization_endpoint: Option<String>,
     /// Dynamic client registration (RFC 7591), used when no `client_id` is configured.
     pub registration_endpoint: Option<String>,
+    /// A pre-registered client id; `None` registers one dynamically.
     pub client_id: Option<String>,
+    /// Scopes to ask for.
     pub scopes: Vec<String>,
     /// RFC 8707 resource indicator sent with the authorization and token requests.
     pub resource: Option<String>,
@@ -357,25 +409,39 @@ pub struct OAuthProviderConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LoginProgress {
     /// The supervisor prints this URL and opens it in a browser when there is one.
-    OpenBrowser { url: String },
+    OpenBrowser {
+        /// The authorization URL.
+        url: String,
+    },
     /// Device grant: the user enters `user_code` at `verification_uri`.
     DeviceCode {
+        /// The code the user types in.
         user_code: String,
+        /// Where the user types it.
         verification_uri: String,
+        /// A URL with the code filled in, when the server offers one.
         verification_uri_complete: Option<String>,
+        /// Seconds until the code expires.
         expires_in: u64,
     },
     /// Still waiting for the user (what for, in a sentence).
-    Waiting { message: String },
+    Waiting {
+        /// What the login is waiting for.
+        message: String,
+    },
 }
 
+/// What kind of credential an entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum AuthKind {
+    /// A static API key.
     ApiKey,
+    /// OAuth tokens from a login.
     OAuth,
 }
 
 impl AuthKind {
+    /// The stable name shown by `auth status` (`api_key`, `oauth`).
     pub fn as_str(self) -> &'static str {
         match self {
             AuthKind::ApiKey => "api_key",
@@ -420,6 +486,7 @@ pub enum EgressDenial {
 }
 
 impl EgressDenial {
+    /// The stable name written in the run record and the log (`not_listed`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             EgressDenial::NotListed => "not_listed",
@@ -442,10 +509,13 @@ impl EgressDenial {
 /// The result of a login: what was stored, never the token.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoginOutcome {
+    /// The provider (or `mcp:<server>`) logged in to.
     pub provider: String,
+    /// What was stored.
     pub kind: AuthKind,
     /// Seconds since the Unix epoch.
     pub expires_at: Option<i64>,
+    /// The scopes the authorization server granted.
     pub scopes: Vec<String>,
 }
 
@@ -454,10 +524,13 @@ pub struct LoginOutcome {
 pub struct AuthEntry {
     /// `hanzo`, `anthropic`, `openai`, a custom provider name, or `mcp:<server>`.
     pub name: String,
+    /// What kind of credential it is.
     pub kind: AuthKind,
+    /// Where it came from.
     pub source: CredentialSource,
     /// Seconds since the Unix epoch (OAuth access tokens).
     pub expires_at: Option<i64>,
+    /// The scopes granted (OAuth).
     pub scopes: Vec<String>,
     /// A refresh token is held, so expiry renews itself.
     pub refreshable: bool,
@@ -466,8 +539,10 @@ pub struct AuthEntry {
     pub resource: Option<String>,
 }
 
+/// Every credential the broker holds, described without any secret.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuthStatusReport {
+    /// One entry per credential.
     pub entries: Vec<AuthEntry>,
     /// What auto-detection picks for model requests (Hanzo, Anthropic, OpenAI).
     pub detected: Option<ProviderId>,

@@ -9,8 +9,10 @@ use super::model::ProviderId;
 use crate::Role;
 use serde::{Deserialize, Serialize};
 
+/// What the model worker may ask the broker on the direct channel.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
+    /// One HTTP exchange with a provider's API; the parts stream back as [`Item`]s.
     Send(HttpRequest),
 }
 
@@ -20,11 +22,14 @@ pub enum Request {
 pub enum Response {
     /// The body ended normally after this many bytes.
     Done {
+        /// How many body bytes the `Item::Body` chunks carried in all.
         body_bytes: u64,
     },
+    /// The exchange failed; the kind says whether a retry may help.
     Failed(HttpFailure),
 }
 
+/// The streamed parts of an answered exchange: one head, then body chunks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Item {
     /// First item of every answered request.
@@ -53,26 +58,38 @@ impl crate::proto::Protocol for HttpProtocol {
 /// allow-list `url` must be on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HttpRequest {
+    /// The provider whose credential the broker injects and whose hosts `url` must be among.
     pub credential: ProviderId,
+    /// The HTTP method (`"POST"`, `"GET"`).
     pub method: String,
+    /// The absolute `https://` URL, checked against the provider's allow-list.
     pub url: String,
+    /// Request headers as (name, value); credential and hop-by-hop headers are dropped by the
+    /// broker.
     pub headers: Vec<(String, String)>,
+    /// The request body.
     pub body: Vec<u8>,
 }
 
+/// The status and headers of a response, sent before its body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HttpHead {
+    /// The HTTP status code.
     pub status: u16,
+    /// Response headers as (name, value), with every credential-bearing header removed.
     pub headers: Vec<(String, String)>,
 }
 
+/// Why an exchange ended without a complete response.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HttpFailure {
+    /// What failed, which decides whether the model worker retries.
     pub kind: HttpFailureKind,
     /// Says what failed and what to do; never contains a secret.
     pub message: String,
 }
 
+/// The class of an [`HttpFailure`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HttpFailureKind {
     /// The destination is not on the provider's allow-list.

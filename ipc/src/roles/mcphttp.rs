@@ -13,8 +13,9 @@ use super::http;
 use crate::Role;
 use serde::{Deserialize, Serialize};
 
-/// The broker's fd number of its end of the mcp ↔ broker channel (its fd 4 is the model's).
-pub const BROKER_MCP_FD: i32 = 5;
+/// The broker's fd number of its end of the mcp ↔ broker channel (its fd 4 is the model's), from
+/// the role table.
+pub const BROKER_MCP_FD: i32 = crate::role::fd(crate::role::Channel::McpBroker, Role::Broker);
 
 /// What the mcp worker may ask.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,11 +29,14 @@ pub enum Request {
 pub struct McpHttpRequest {
     /// The server's name in `mcp_servers`; selects the allow-list entry and the token.
     pub server: String,
+    /// The HTTP method (`"POST"` for messages, `"GET"` for the event stream, `"DELETE"` to end a
+    /// session).
     pub method: String,
     /// Must have the origin (scheme, host, port) of the server's configured URL.
     pub url: String,
     /// Credential and hop-by-hop headers are dropped by the broker.
     pub headers: Vec<(String, String)>,
+    /// The request body (a JSON-RPC message for `POST`).
     pub body: Vec<u8>,
 }
 
@@ -70,6 +74,56 @@ pub struct McpRemote {
     pub client_env: Option<String>,
     /// How a 401 with no usable token is answered.
     pub login: McpLogin,
+    /// Headers to send with every request to this server, as an editor gave them over ACP
+    /// (`mcpServers[].headers`); empty for the servers of the settings. Their values may be
+    /// credentials: the broker alone keeps them, and replaces them in what comes back.
+    #[serde(default)]
+    pub headers: Vec<McpHeader>,
+}
+
+/// One header an editor asked to be sent to its remote MCP server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpHeader {
+    /// The header's name, as the editor wrote it (checked by the broker before use).
+    pub name: String,
+    /// Its value: possibly a credential, so never printed.
+    pub value: SecretText,
+}
+
+/// A secret that has to cross a channel (only ever towards the broker): serialized as the plain
+/// string, but zeroized when dropped and printed as `[redacted]` by `Debug`, so a stray `{:?}`
+/// of a request cannot leak it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretText(zeroize::Zeroizing<String>);
+
+impl Serialize for SecretText {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for SecretText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<SecretText, D::Error> {
+        String::deserialize(d).map(SecretText::new)
+    }
+}
+
+impl SecretText {
+    /// Wraps `value` (moved, not copied).
+    pub fn new(value: String) -> SecretText {
+        SecretText(zeroize::Zeroizing::new(value))
+    }
+
+    /// The value itself, for the one place that uses it (the request header the broker sets).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SecretText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[redacted]")
+    }
 }
 
 /// What the broker does when a remote MCP server asks for authorization and no stored token
@@ -108,8 +162,19 @@ mod tests {
             client_metadata_url: Some("https://client.example/meta.json".into()),
             client_env: Some("MCP_CONFORMANCE_CONTEXT".into()),
             login: McpLogin::Headless,
+            headers: vec![McpHeader {
+                name: "Authorization".into(),
+                value: SecretText::new("Bearer editor-secret".into()),
+            }],
         };
         let back: McpRemote = decode_payload("REMOTE", &encode_payload(&remote)).unwrap();
         assert_eq!(back, remote);
+        assert_eq!(back.headers[0].value.expose(), "Bearer editor-secret");
+        // Printed, the value is not there.
+        let shown = format!("{remote:?}");
+        assert!(
+            !shown.contains("editor-secret") && shown.contains("[redacted]"),
+            "{shown}"
+        );
     }
 }

@@ -8,6 +8,7 @@ use super::model::{ProviderId, WireFormat};
 /// One provider's facts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProviderInfo {
+    /// Which provider this row describes.
     pub id: ProviderId,
     /// The public API's base URL (for OpenAI-style APIs it ends in `/v1`).
     pub base_url: &'static str,

@@ -8,8 +8,10 @@ use super::{impl_protocol, CommonEvent, CommonItem, CommonRequest, CommonRespons
 use crate::Role;
 use serde::{Deserialize, Serialize};
 
+/// What the supervisor may ask the tools worker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
+    /// A request every worker answers (probes, status).
     Common(CommonRequest),
     /// The built-in tool definitions, exactly as the model will see them.
     Definitions,
@@ -27,7 +29,9 @@ pub enum Request {
 pub struct HookCall {
     /// The configured hooks (`hanzo_policy::hooks::HookConfig` list) as JSON text.
     pub hooks_json: String,
+    /// The session's id, handed to each hook in its input.
     pub session_id: String,
+    /// The tool's name, matched against each hook's `matcher`.
     pub tool: String,
     /// The tool input, a JSON object as text.
     pub input_json: String,
@@ -38,6 +42,7 @@ pub struct HookCall {
 /// The verdict of the pre-tool-use hooks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PreHookReply {
+    /// Whether every matching hook let the call proceed.
     pub allowed: bool,
     /// Why not: a denying hook's stderr, or how a hook failed.
     pub reason: Option<String>,
@@ -47,33 +52,43 @@ pub struct PreHookReply {
     pub failed: bool,
 }
 
+/// The tools worker's answers, one variant per request kind.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Response {
+    /// The answer to a common request.
     Common(CommonResponse),
+    /// The answer to [`Request::Definitions`].
     Definitions(Vec<ToolDefinition>),
     /// The result of a [`Request::Run`]. A tool that fails (bad input, a refused path, a command
     /// that exits non-zero) still answers with a result whose `is_error` is set; channel-level
     /// failures are `RemoteError`s.
     Result(ToolResult),
+    /// The answer to [`Request::RunPreHooks`].
     PreHooks(PreHookReply),
     /// Post hooks that failed, described (they never block the call).
     PostHooks {
+        /// One description per failed hook (its command and how it failed).
         failures: Vec<String>,
     },
 }
 
+/// Streamed parts of the tools worker's answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Item {
+    /// A part of a common request's answer.
     Common(CommonItem),
     /// A chunk of a running command's combined output, as it arrives (`bash` only). The final
     /// [`ToolResult`] carries the (capped) output again, so items may be ignored.
     Output {
+        /// Output bytes as read from the command (a chunk may end inside a UTF-8 sequence).
         chunk: Vec<u8>,
     },
 }
 
+/// What the tools worker reports unasked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Event {
+    /// An event every worker may send (a log line).
     Common(CommonEvent),
 }
 
@@ -82,6 +97,7 @@ pub enum Event {
 pub struct ToolCall {
     /// The model's id for the call, echoed in logs.
     pub id: String,
+    /// The tool's name (`read`, `bash`, …).
     pub name: String,
     /// The tool input, a JSON object as text.
     pub input: String,
@@ -90,12 +106,16 @@ pub struct ToolCall {
 /// A tool's answer (HIP-0301 §2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolResult {
+    /// What the tool produced, for the model.
     pub output: String,
+    /// Why the tool failed, for the model; `None` on success.
     pub error: Option<String>,
+    /// Whether the call failed (set together with `error`).
     pub is_error: bool,
 }
 
 impl ToolResult {
+    /// A successful result with `output`.
     pub fn ok(output: impl Into<String>) -> ToolResult {
         ToolResult {
             output: output.into(),
@@ -104,6 +124,7 @@ impl ToolResult {
         }
     }
 
+    /// A failed result with `error` and no output.
     pub fn err(error: impl Into<String>) -> ToolResult {
         ToolResult {
             output: String::new(),
@@ -116,7 +137,9 @@ impl ToolResult {
 /// A tool as the model sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolDefinition {
+    /// The tool's name, as the model calls it.
     pub name: String,
+    /// What the tool does and when to use it, for the model.
     pub description: String,
     /// JSON Schema of the input, as text.
     pub input_schema: String,

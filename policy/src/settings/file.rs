@@ -39,16 +39,21 @@ impl JsonSchema for SecretObject {
     }
 }
 
+/// How the interactive session's input line takes keys (`input_mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum InputMode {
+    /// Plain line editing.
     #[default]
     Default,
+    /// Vi-style modal editing.
     Vim,
+    /// Emacs-style key bindings.
     Emacs,
 }
 
 impl InputMode {
+    /// The mode as settings spell it (`default`, `vim`, `emacs`).
     pub fn as_str(self) -> &'static str {
         match self {
             InputMode::Default => "default",
@@ -56,6 +61,7 @@ impl InputMode {
             InputMode::Emacs => "emacs",
         }
     }
+    /// The mode spelled `s` in settings or `HANZO_INPUT_MODE`, if any.
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "default" => Some(InputMode::Default),
@@ -96,9 +102,12 @@ impl McpFilesystemSetting {
 pub struct McpServerEntry {
     /// Program of a stdio server (run through the sandbox, never a shell).
     pub command: Option<String>,
+    /// Arguments of the stdio server's program.
     pub args: Option<Vec<String>>,
     /// Environment for the server; values may name a secret the broker resolves at spawn.
     pub env: Option<BTreeMap<String, String>>,
+    /// Working directory of a stdio server (default: the workspace; with no filesystem, the
+    /// server's private home).
     pub cwd: Option<String>,
     /// URL of a streamable-HTTP server.
     pub url: Option<String>,
@@ -148,6 +157,7 @@ impl McpServerEntry {
 pub struct LspServerEntry {
     /// The program: a name looked up on the search path, or a path (relative to the workspace).
     pub command: Option<String>,
+    /// Arguments of the program.
     pub args: Option<Vec<String>>,
     /// Globs, relative to the workspace, of the files this server handles (`["**/*.py"]`).
     pub files: Option<Vec<String>>,
@@ -172,21 +182,28 @@ impl LspServerEntry {
     }
 }
 
+/// The `sandbox` settings key: how commands are isolated and what they may reach beyond the
+/// workspace.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct SandboxEntry {
+    /// `auto`, `strict` or another isolation mode (what the user asks for; the tier applied is
+    /// recorded per run).
     pub isolation: Option<IsolationMode>,
     /// Paths outside the workspace the tools may read.
     pub extra_read_paths: Option<Vec<String>>,
     /// Paths outside the workspace the tools may write.
     pub extra_write_paths: Option<Vec<String>>,
-    /// Hosts a sandboxed command may reach (not enforced yet; recorded for later).
+    /// Hosts a sandboxed command may reach through the broker's egress proxy (`host`, `*.host`,
+    /// `host:port`, IP literals); a workspace file may only narrow what the user file allows.
     pub network_allow: Option<Vec<String>>,
 }
 
 /// A permission value: a bare mode, or `{ "mode": …, "reason": … }`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RuleSpec {
+    /// What happens to a matching call.
     pub mode: PermissionMode,
+    /// Why, shown when the rule decides.
     pub reason: Option<String>,
 }
 
@@ -231,6 +248,7 @@ impl<'de> Deserialize<'de> for RuleSpec {
 pub struct PermissionsMap(pub Vec<(String, RuleSpec)>);
 
 impl PermissionsMap {
+    /// The entries as permission rules, in file order.
     pub fn to_rules(&self) -> Vec<PermissionRule> {
         self.0
             .iter()
@@ -313,13 +331,17 @@ impl JsonSchema for PermissionsMap {
 pub struct OAuthProviderEntry {
     /// The authorization server's issuer URL.
     pub issuer: Option<String>,
+    /// Where the user authorizes the client (browser flow).
     pub authorization_endpoint: Option<String>,
+    /// Where codes and refresh tokens are exchanged for tokens.
     pub token_endpoint: Option<String>,
+    /// Where a device-grant login starts (RFC 8628).
     pub device_authorization_endpoint: Option<String>,
     /// Dynamic client registration (RFC 7591), used when `client_id` is not set.
     pub registration_endpoint: Option<String>,
     /// The OAuth client id (a public client: no secret).
     pub client_id: Option<String>,
+    /// Scopes to ask for.
     pub scopes: Option<Vec<String>>,
     /// RFC 8707 resource indicator for the tokens.
     pub resource: Option<String>,
@@ -342,12 +364,16 @@ pub struct SettingsFile {
     pub oauth_credentials: Option<SecretObject>,
     /// MCP servers by name; merged across files field by field.
     pub mcp_servers: Option<BTreeMap<String, McpServerEntry>>,
+    /// Permission rules: tool pattern → `allow`, `deny` or `prompt` (or `{mode, reason}`), first
+    /// match wins within the file.
     pub permissions: Option<PermissionsMap>,
     /// Pre/post tool-use hooks.
     pub hooks: Option<Vec<HookConfig>>,
     /// Extra instructions appended to the system prompt.
     pub custom_instructions: Option<String>,
+    /// How the interactive session's input line takes keys: `default`, `vim` or `emacs`.
     pub input_mode: Option<InputMode>,
+    /// How commands are sandboxed and what they may reach.
     pub sandbox: Option<SandboxEntry>,
     /// OAuth providers for `hanzo-dev login`, by name; honoured only in the user file.
     pub oauth_providers: Option<BTreeMap<String, OAuthProviderEntry>>,
@@ -409,7 +435,9 @@ pub(crate) const RULE_KEYS: &[&str] = &["mode", "reason"];
 /// A problem that does not stop loading. `file` names the settings file (or variable).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Warning {
+    /// The settings file (or environment variable) the warning is about.
     pub file: String,
+    /// What was ignored or looks wrong, and why.
     pub message: String,
 }
 

@@ -21,6 +21,7 @@ pub struct SettingsSources {
     pub trust_store: Option<PathBuf>,
     /// Environment variables; only `HANZO_*` ones form the environment tier.
     pub env: BTreeMap<String, String>,
+    /// Values from the command line (the last tier).
     pub cli: CliOverrides,
 }
 
@@ -54,18 +55,21 @@ impl SettingsSources {
         Ok(SettingsSources::resolve(&cwd, env, cli))
     }
 
+    /// `.hanzo/settings.json` under the project root, if there is a root.
     pub fn project_file(&self) -> Option<PathBuf> {
         self.project_root
             .as_ref()
             .map(|r| r.join(".hanzo").join("settings.json"))
     }
 
+    /// `.hanzo/settings.local.json` under the project root, if there is a root.
     pub fn local_file(&self) -> Option<PathBuf> {
         self.project_root
             .as_ref()
             .map(|r| r.join(".hanzo").join("settings.local.json"))
     }
 
+    /// Each tier's file path that could be known (user, project, local), whether or not it exists.
     pub fn tier_files(&self) -> Vec<(Scope, PathBuf)> {
         [
             (Scope::User, self.user_file.clone()),
@@ -97,15 +101,20 @@ pub fn find_project_root(start: &Path, home: Option<&Path>) -> Option<PathBuf> {
 /// Loaded settings with everything `config show` and `trust` need to explain them.
 #[derive(Debug, Clone)]
 pub struct LoadedSettings {
+    /// The merged settings, their warnings and sources.
     pub merged: Merged,
     /// Every file that was looked for and whether it existed.
     pub files: Vec<(Scope, PathBuf, bool)>,
+    /// The workspace root the project and local files were looked for in.
     pub project_root: Option<PathBuf>,
+    /// Whether the workspace's current content is trusted.
     pub trust_check: TrustCheck,
+    /// What trusting the workspace would cover.
     pub trust_content: TrustContent,
 }
 
 impl LoadedSettings {
+    /// Every warning of parsing and merging, in order.
     pub fn warnings(&self) -> &[Warning] {
         &self.merged.warnings
     }

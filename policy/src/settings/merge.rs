@@ -29,15 +29,22 @@ pub const ENV_VARS: &[(&str, &str)] = &[
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
+    /// The built-in default.
     Default,
+    /// The user's settings file.
     User,
+    /// The project's `.hanzo/settings.json`.
     Project,
+    /// The project's `.hanzo/settings.local.json`.
     Local,
+    /// A `HANZO_*` environment variable.
     Env,
+    /// A command-line flag.
     Cli,
 }
 
 impl Source {
+    /// The source as `config show --sources` labels it (`default`, `user`, …, `cli`).
     pub fn as_str(self) -> &'static str {
         match self {
             Source::Default => "default",
@@ -69,16 +76,22 @@ impl fmt::Display for Source {
 /// One parsed settings file and the name it is reported under.
 #[derive(Debug, Clone)]
 pub struct TierFile {
+    /// Which scope the file is.
     pub tier: Scope,
+    /// How warnings and errors name it (its path).
     pub file: String,
+    /// Its parsed content.
     pub settings: SettingsFile,
 }
 
 /// Values given on the command line (the last tier).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CliOverrides {
+    /// `--model`.
     pub model: Option<String>,
+    /// The input mode flag, if given.
     pub input_mode: Option<InputMode>,
+    /// `--isolation`.
     pub isolation: Option<IsolationMode>,
     /// `--network-allow HOST` (repeatable): added to the allow-list for this invocation.
     pub network_allow: Vec<String>,
@@ -91,12 +104,15 @@ pub struct CliOverrides {
 pub enum TrustStatus {
     /// The workspace files contain nothing that needs trust.
     NotRequired,
+    /// The user trusted exactly the current content.
     Trusted,
     /// Privileged workspace settings are ignored (allow rules are kept but do not count).
     Untrusted,
 }
 
 impl TrustStatus {
+    /// The status as `config show` and the run record spell it (`not_required`, `trusted`,
+    /// `untrusted`).
     pub fn as_str(self) -> &'static str {
         match self {
             TrustStatus::NotRequired => "not_required",
@@ -106,13 +122,20 @@ impl TrustStatus {
     }
 }
 
+/// One MCP server after merging the tiers field by field.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct McpServer {
+    /// The stdio server's program, if set.
     pub command: Option<String>,
+    /// Its arguments.
     pub args: Vec<String>,
+    /// Its environment as written (values may name secrets).
     pub env: BTreeMap<String, String>,
+    /// Its working directory, if set.
     pub cwd: Option<String>,
+    /// A streamable-HTTP server's URL, if set (exclusive with `command`).
     pub url: Option<String>,
+    /// Whether the server is turned off.
     pub disabled: bool,
     /// `timeout_ms`: the per-call limit, when set (the caller's default otherwise).
     pub timeout_ms: Option<u64>,
@@ -124,24 +147,36 @@ pub struct McpServer {
     pub filesystem: Option<super::file::McpFilesystemSetting>,
 }
 
+/// A hook in effect, with the scope that configured it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfiguredHook {
+    /// The scope whose file defines it.
     pub tier: Scope,
+    /// The hook.
     pub hook: HookConfig,
 }
 
 /// Permission rules per tier, each in file order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TierRules {
+    /// The user file's rules.
     pub user: Vec<PermissionRule>,
+    /// The project file's rules (its allow rules count only when trusted).
     pub project: Vec<PermissionRule>,
+    /// The local file's rules (its allow rules count only when trusted).
     pub local: Vec<PermissionRule>,
 }
 
+/// The merged `sandbox` settings.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SandboxConfig {
+    /// How commands are isolated (what the user asked for).
     pub isolation: IsolationMode,
+    /// Paths outside the workspace commands may read, from every tier in order (workspace tiers
+    /// only when trusted).
     pub extra_read_paths: Vec<String>,
+    /// Paths outside the workspace commands may write, from every tier in order (workspace tiers
+    /// only when trusted).
     pub extra_write_paths: Vec<String>,
     /// `sandbox.network_allow` as the files write it, concatenated like the path lists (the
     /// canonical form the config-merge vectors fix). **Not** what is enforced: see
@@ -166,17 +201,25 @@ impl SandboxConfig {
 /// The effective configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The model to use.
     pub model: String,
+    /// The API key from the user file or `HANZO_API_KEY`, with where it came from.
     pub api_key: Option<(Secret, Source)>,
+    /// OAuth credentials from the user file, with where they came from.
     pub oauth_credentials: Option<(SecretObject, Source)>,
+    /// Extra instructions for the system prompt (the last tier that sets them wins).
     pub custom_instructions: String,
+    /// How the interactive session's input line takes keys.
     pub input_mode: InputMode,
     /// Every named server, disabled ones included (marked).
     pub mcp_servers: BTreeMap<String, McpServer>,
+    /// Permission rules by scope.
     pub permissions: TierRules,
     /// Hooks in effect, in run order (user, then project and local when trusted).
     pub hooks: Vec<ConfiguredHook>,
+    /// The sandbox settings.
     pub sandbox: SandboxConfig,
+    /// Whether the workspace's privileged settings are in effect.
     pub trust: TrustStatus,
     /// `lsp_servers` in effect, by name (a later file replaces a whole entry; untrusted
     /// workspace files are ignored), as JSON for the lsp worker.
@@ -186,7 +229,9 @@ pub struct Config {
 /// The result of a merge.
 #[derive(Debug, Clone)]
 pub struct Merged {
+    /// The effective configuration.
     pub config: Config,
+    /// What was ignored or looked wrong, in order.
     pub warnings: Vec<Warning>,
     /// Canonical key path → the tier that set it.
     pub sources: BTreeMap<String, Source>,

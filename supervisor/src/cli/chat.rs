@@ -245,7 +245,7 @@ async fn serve(
     env: &StartEnv,
     demo: bool,
 ) -> anyhow::Result<(i32, SessionId)> {
-    let ready = match host.ready(rargs, Vec::new()).await? {
+    let ready = match host.ready(rargs, Default::default()).await? {
         Ok(r) => r,
         Err(code) => return Ok((code, session)),
     };

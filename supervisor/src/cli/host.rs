@@ -22,7 +22,6 @@ use crate::secrets::StartEnv;
 use crate::startup::{supervisor_config, RunDir};
 use crate::tree::Supervisor;
 use anyhow::Context;
-use hanzo_ipc::roles::mcp::McpServerConfig;
 use hanzo_ipc::roles::model::{ProviderConfig, ProviderId, RetryPolicy};
 use hanzo_policy::isolation::{IsolationMode, Tier};
 use hanzo_policy::permission::TieredPolicy;
@@ -283,7 +282,7 @@ impl Host {
     pub(super) async fn ready(
         &mut self,
         args: &Args,
-        extra_mcp: Vec<McpServerConfig>,
+        extra_mcp: crate::mcp::ExtraServers,
     ) -> anyhow::Result<Result<Ready, i32>> {
         let sup = &self.sup;
         let prep = &mut self.prep;

@@ -101,6 +101,7 @@ async fn run_login(
             client_metadata_url: None,
             client_env: None,
             login: McpLogin::Never,
+            headers: Vec::new(),
         },
         device: args.device,
         timeout_secs: args.timeout,

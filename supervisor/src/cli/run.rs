@@ -291,7 +291,7 @@ async fn run_in(args: &Args, env: &StartEnv, demo: Option<&Path>) -> anyhow::Res
 
 /// With the workers up: the provider, the loop, the cassette, the exit code.
 async fn drive(args: &Args, host: &mut Host, demo: bool) -> anyhow::Result<i32> {
-    let ready = match host.ready(args, Vec::new()).await? {
+    let ready = match host.ready(args, Default::default()).await? {
         Ok(r) => r,
         Err(code) => return Ok(code),
     };

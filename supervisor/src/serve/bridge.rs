@@ -45,6 +45,9 @@ pub const DEFAULT_MAX_MESSAGE: usize = 1 << 20;
 /// Requests one connection may have in flight, and live subscriptions.
 const MAX_IN_FLIGHT: usize = 32;
 const MAX_SUBSCRIPTIONS: usize = 16;
+/// How often a connection made with one of our own tokens checks that the token is still issued
+/// (it is also checked before each request): a `token revoke` closes the connection within this.
+const TOKEN_RECHECK: Duration = Duration::from_secs(1);
 
 /// JSON-RPC 2.0 error codes.
 const PARSE_ERROR: i64 = -32700;
@@ -359,11 +362,20 @@ impl Bridge {
             }
         };
         tokio::pin!(expired);
+        // A revocable token (ours) is checked again on this tick and before each request.
+        let mut recheck = tokio::time::interval(TOKEN_RECHECK);
+        recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        recheck.tick().await;
         let close: Option<Vec<u8>> = loop {
             tokio::select! {
                 _ = &mut expired => {
                     eprintln!("bridge: the connection's token expired; closing");
                     break Some(ws::encode_close(ws::CLOSE_POLICY, "the token expired"));
+                }
+                _ = recheck.tick(), if who.revocable => {
+                    if let Some(frame) = self.revoked(&who) {
+                        break Some(frame);
+                    }
                 }
                 _ = ticker.tick() => {
                     if last_heard.elapsed() > self.cfg.ping_interval * 2 {
@@ -393,7 +405,12 @@ impl Bridge {
                             let _ = out_tx.send(Out::Frame(ws::encode(ws::OP_PONG, &p))).await;
                         }
                         Some(Ok(Incoming::Pong(_))) => {}
-                        Some(Ok(Incoming::Text(t))) => self.spawn_request(&who, &conn, t),
+                        Some(Ok(Incoming::Text(t))) => {
+                            if let Some(frame) = who.revocable.then(|| self.revoked(&who)).flatten() {
+                                break Some(frame);
+                            }
+                            self.spawn_request(&who, &conn, t)
+                        }
                     }
                 }
             }
@@ -412,6 +429,28 @@ impl Bridge {
             writer.abort();
         }
         eprintln!("bridge: connection of org {} closed", who.org);
+    }
+
+    /// The close frame (1008) for a connection whose token is no longer issued (`serve token
+    /// revoke`), or whose token file cannot be read (fail closed); `None` while it is.
+    fn revoked(&self, who: &Principal) -> Option<Vec<u8>> {
+        match self.state.tokens.still_issued(who) {
+            Ok(true) => None,
+            Ok(false) => {
+                eprintln!(
+                    "bridge: token {} of org {} was revoked; closing its connection",
+                    who.token_id, who.org
+                );
+                Some(ws::encode_close(ws::CLOSE_POLICY, "the token was revoked"))
+            }
+            Err(e) => {
+                eprintln!("bridge: the token could not be checked ({e}); closing its connection");
+                Some(ws::encode_close(
+                    ws::CLOSE_POLICY,
+                    "the token could not be checked",
+                ))
+            }
+        }
     }
 
     fn spawn_request(&self, who: &Principal, conn: &Arc<Conn>, text: String) {

@@ -240,6 +240,7 @@ pub fn verify_with(
         org,
         token_id: format!("jwt:{kid}:{sub}"),
         expires,
+        revocable: false,
     })
 }
 

@@ -69,6 +69,9 @@ pub struct Principal {
     /// When (seconds since the epoch) the principal stops being valid: a JWT's `exp` plus the
     /// leeway; `None` for our own tokens. A bridge connection is closed then.
     pub expires: Option<u64>,
+    /// One of our own tokens, which `token revoke` can withdraw while a connection made with it
+    /// is open (the bridge checks [`TokenStore::still_issued`]); a JWT is not (it expires).
+    pub revocable: bool,
 }
 
 /// The token file of a data directory.
@@ -203,7 +206,18 @@ impl TokenStore {
                 org: t.org.clone(),
                 token_id: t.id.clone(),
                 expires: None,
+                revocable: true,
             }))
+    }
+
+    /// Whether the token `p` was authenticated with is still issued (not revoked since): its id
+    /// is still in the file, for the same org. Read from the file each time, as [`Self::verify`].
+    pub fn still_issued(&self, p: &Principal) -> Result<bool, TokenError> {
+        Ok(self
+            .load()?
+            .tokens
+            .iter()
+            .any(|t| t.id == p.token_id && t.org == p.org))
     }
 }
 
@@ -244,7 +258,11 @@ mod tests {
         for bad in [off.as_str(), &a[..20], entry_a.sha256.as_str(), ""] {
             assert!(store.verify(bad).expect("verify").is_none(), "{bad}");
         }
+        let pa = store.verify(&a).expect("verify").expect("known");
+        assert!(pa.revocable);
+        assert!(store.still_issued(&pa).expect("read"));
         store.revoke(&entry_a.id).expect("revoke");
+        assert!(!store.still_issued(&pa).expect("read"));
         assert!(store.verify(&a).expect("verify").is_none());
         assert!(store.verify(&b).expect("verify").is_some());
         assert!(matches!(

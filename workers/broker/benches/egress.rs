@@ -2,7 +2,10 @@
 //!
 //! - `throughput/*`: 64 MiB sent to a loopback sink and acknowledged — `direct`, then through the
 //!   forwarder and the broker's proxy with the `splice` relay (the default) and with the
-//!   read/write relay, over HTTP `CONNECT` (target: proxied ≥ 0.8× direct);
+//!   read/write relay, over HTTP `CONNECT` (target: proxied ≥ 0.8× direct); and `bare-relay`,
+//!   the least any user-space relay can do — a blocking `splice(2)` loop on a thread of its own
+//!   between two sockets connected in advance, no proxy protocol, no runtime, no forwarder — which
+//!   bounds what the broker's relay could reach on this machine;
 //! - `connect/*`: a new connection and a one-byte echo — `direct`, then through the proxy with
 //!   HTTP `CONNECT` and with SOCKS5 (target: ≤ 0.5 ms added per connection).
 //!
@@ -55,6 +58,40 @@ fn echo() -> u16 {
                 let mut r = s.try_clone().expect("clone");
                 let mut w = s;
                 let _ = std::io::copy(&mut r, &mut w);
+            });
+        }
+    });
+    port
+}
+
+/// The bare relay: for each accepted connection, a connection to `target` and a thread moving
+/// the bytes one way with blocking `splice(2)` through a pipe, then the one-byte answer back.
+fn bare_relay(target: u16) -> u16 {
+    use rustix::pipe::{pipe, splice, SpliceFlags};
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for client in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut upstream = TcpStream::connect(("127.0.0.1", target)).expect("connect");
+                let (r, w) = pipe().expect("pipe");
+                let _ = rustix::pipe::fcntl_setpipe_size(&w, 1 << 20);
+                loop {
+                    let n = splice(&client, None, &w, None, 1 << 20, SpliceFlags::MOVE)
+                        .expect("splice in");
+                    if n == 0 {
+                        break;
+                    }
+                    let mut left = n;
+                    while left > 0 {
+                        left -= splice(&r, None, &upstream, None, left, SpliceFlags::MOVE)
+                            .expect("splice out");
+                    }
+                }
+                upstream.shutdown(Shutdown::Write).expect("half-close");
+                let mut ack = [0u8; 1];
+                upstream.read_exact(&mut ack).expect("ack");
+                (&client).write_all(&ack).expect("ack back");
             });
         }
     });
@@ -155,11 +192,12 @@ fn round_trip(mut s: TcpStream) {
     s.read_exact(&mut b).expect("echo");
 }
 
-fn benches(c: &mut Criterion) -> (u16, u16, u16) {
+fn benches(c: &mut Criterion) -> Ports {
     let sink_port = sink();
     let echo_port = echo();
     let spliced = proxy(&[sink_port, echo_port], RelayMode::Splice);
     let copied = proxy(&[sink_port], RelayMode::Copy);
+    let bare = bare_relay(sink_port);
 
     let mut g = c.benchmark_group("throughput");
     g.throughput(Throughput::Bytes(TRANSFER as u64));
@@ -173,6 +211,9 @@ fn benches(c: &mut Criterion) -> (u16, u16, u16) {
     });
     g.bench_function("proxy-copy", |b| {
         b.iter(|| send_all(tunnel(copied, sink_port)))
+    });
+    g.bench_function("bare-relay", |b| {
+        b.iter(|| send_all(TcpStream::connect(("127.0.0.1", bare)).expect("connect")))
     });
     g.finish();
 
@@ -192,7 +233,20 @@ fn benches(c: &mut Criterion) -> (u16, u16, u16) {
         b.iter(|| round_trip(socks_tunnel(spliced, echo_port)))
     });
     g.finish();
-    (sink_port, spliced, copied)
+    Ports {
+        sink: sink_port,
+        spliced,
+        copied,
+        bare,
+    }
+}
+
+/// The servers `benches` started, for the CPU report.
+struct Ports {
+    sink: u16,
+    spliced: u16,
+    copied: u16,
+    bare: u16,
 }
 
 /// User plus system CPU time of this whole process (every thread: client, forwarder, proxy,
@@ -212,24 +266,30 @@ fn process_cpu_ms() -> u64 {
 
 /// CPU spent per 64 MiB by each path: what decides throughput when the machine's cores are the
 /// limit, and a figure that other load on the machine disturbs far less than elapsed time.
-fn cpu_report(sink_port: u16, spliced: u16, copied: u16) {
+fn cpu_report(ports: &Ports) {
     const ROUNDS: u32 = 16;
     let mut line = Vec::new();
     let mut direct_ms = 0;
-    for (name, proxy) in [
-        ("direct", None),
-        ("proxy-splice", Some(spliced)),
-        ("proxy-copy", Some(copied)),
+    for (name, path) in [
+        ("direct", Path::Direct),
+        ("proxy-splice", Path::Proxy(ports.spliced)),
+        ("proxy-copy", Path::Proxy(ports.copied)),
+        ("bare-relay", Path::Bare),
     ] {
         let before = process_cpu_ms();
         for _ in 0..ROUNDS {
-            match proxy {
-                None => send_all(TcpStream::connect(("127.0.0.1", sink_port)).expect("connect")),
-                Some(p) => send_all(tunnel(p, sink_port)),
+            match path {
+                Path::Direct => {
+                    send_all(TcpStream::connect(("127.0.0.1", ports.sink)).expect("connect"))
+                }
+                Path::Proxy(p) => send_all(tunnel(p, ports.sink)),
+                Path::Bare => {
+                    send_all(TcpStream::connect(("127.0.0.1", ports.bare)).expect("connect"))
+                }
             }
         }
         let ms = (process_cpu_ms() - before) / u64::from(ROUNDS);
-        if proxy.is_none() {
+        if path == Path::Direct {
             direct_ms = ms.max(1);
         }
         line.push(format!(
@@ -240,9 +300,17 @@ fn cpu_report(sink_port: u16, spliced: u16, copied: u16) {
     println!("cpu per 64 MiB (all threads): {}", line.join(", "));
 }
 
+/// One way to the sink, for the CPU report.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Path {
+    Direct,
+    Proxy(u16),
+    Bare,
+}
+
 fn main() {
     let mut c = Criterion::default().configure_from_args();
     let ports = benches(&mut c);
-    cpu_report(ports.0, ports.1, ports.2);
+    cpu_report(&ports);
     c.final_summary();
 }

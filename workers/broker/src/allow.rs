@@ -15,24 +15,45 @@ struct Entry {
     port: u16,
 }
 
+/// Why a URL may not receive a credential.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum AllowError {
+    /// The URL does not parse or has no host.
     #[error("{url:?} is not a valid URL: {reason}")]
-    BadUrl { url: String, reason: String },
+    BadUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The URL carries a user name or password.
     #[error("{url:?} carries a user name or password; credentials come from the broker only")]
-    UserInfo { url: String },
+    UserInfo {
+        /// The URL as given.
+        url: String,
+    },
+    /// The URL is not `https://`, nor `http://` to a loopback address.
     #[error(
         "{url:?} uses {scheme}; only https is allowed, or http to a loopback address \
          (127.0.0.1, ::1, localhost)"
     )]
-    Insecure { url: String, scheme: String },
+    Insecure {
+        /// The URL as given.
+        url: String,
+        /// Its scheme.
+        scheme: String,
+    },
+    /// The URL's origin is not on the provider's allow-list.
     #[error(
         "{provider} credentials may not be sent to {origin}; allowed: {allowed}. \
          To use another endpoint, configure its base URL in the settings"
     )]
     NotAllowed {
+        /// The provider whose credential was to be sent.
         provider: ProviderId,
+        /// The URL's origin (scheme, host, port).
         origin: String,
+        /// The origins the provider's credential may go to, joined.
         allowed: String,
     },
 }
@@ -85,6 +106,8 @@ pub fn check_secure_url(url: &str) -> Result<Url, AllowError> {
     origin_of(url).map(|(u, ..)| u)
 }
 
+/// Which origins each provider's credential may be sent to: the provider table's hosts over
+/// https on 443 by default, plus endpoints from trusted configuration.
 #[derive(Debug, Clone)]
 pub struct AllowList {
     entries: Vec<Entry>,

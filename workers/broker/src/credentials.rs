@@ -30,10 +30,14 @@ pub enum CredentialKind {
     AccessToken,
 }
 
+/// One credential the broker holds for a provider.
 #[derive(Debug, Clone)]
 pub struct Credential {
+    /// The value; never leaves the broker except in the request it authorizes.
     pub secret: Secret,
+    /// How it is presented to the provider.
     pub kind: CredentialKind,
+    /// Where it came from.
     pub source: CredentialSource,
     /// Refresh state, for OAuth access tokens from the credential file.
     pub oauth: Option<OAuthState>,
@@ -44,19 +48,25 @@ pub struct Credential {
 /// authorization server that issued the refresh token).
 #[derive(Clone, Default, Serialize, Deserialize)]
 pub struct StoredCredential {
+    /// A static API key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
+    /// An OAuth access token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access_token: Option<String>,
+    /// The OAuth refresh token, if the server issued one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refresh_token: Option<String>,
     /// Seconds since the epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<f64>,
+    /// The scopes granted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scopes: Vec<String>,
+    /// The token endpoint that issued the tokens (refreshes go back to it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_endpoint: Option<String>,
+    /// The OAuth client the tokens were issued to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_id: Option<String>,
     /// Only for a dynamically registered confidential client (RFC 7591).
@@ -65,6 +75,7 @@ pub struct StoredCredential {
     /// How that client authenticates at the token endpoint (`client_secret_basic`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_endpoint_auth_method: Option<String>,
+    /// The authorization server's issuer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub issuer: Option<String>,
     /// RFC 8707 resource the tokens are for (remote MCP servers).
@@ -73,12 +84,14 @@ pub struct StoredCredential {
 }
 
 impl StoredCredential {
+    /// An entry holding only the API key `key`.
     pub fn from_api_key(key: impl Into<String>) -> Self {
         let mut c = StoredCredential::default();
         c.api_key = Some(key.into());
         c
     }
 
+    /// An entry holding only the access token `token` (no refresh).
     pub fn from_access_token(token: impl Into<String>) -> Self {
         let mut c = StoredCredential::default();
         c.access_token = Some(token.into());
@@ -111,29 +124,48 @@ impl std::fmt::Debug for StoredCredential {
 /// `credentials.json`: entries keyed by provider name (`hanzo`, `anthropic`, `openai`).
 pub type CredentialFile = BTreeMap<String, StoredCredential>;
 
+/// Why `credentials.json` was refused.
 #[derive(Debug, Error)]
 pub enum CredentialFileError {
+    /// Group or others may read or write it.
     #[error(
         "{path}: refused because it is readable or writable by group or others (mode {mode:o}); \
          run `chmod 600 {path}`"
     )]
-    TooOpen { path: String, mode: u32 },
+    TooOpen {
+        /// The file.
+        path: String,
+        /// Its permission bits.
+        mode: u32,
+    },
     // serde_json messages can quote values from the file, so only the position is reported.
+    /// It is not valid JSON of the expected shape (its content is never shown: it holds secrets).
     #[error(
         "{path}:{line}:{column}: refused because it is not a valid credential file ({category}); \
          fix or remove it (it holds secrets, so its content is not shown)"
     )]
     Corrupt {
+        /// The file.
         path: String,
+        /// The line of the error, from 1.
         line: usize,
+        /// The column of the error, from 1.
         column: usize,
+        /// What kind of error (`malformed JSON`, `truncated JSON`, `unexpected structure`).
         category: &'static str,
     },
+    /// It is larger than 1 MiB.
     #[error("{path}: refused because it is larger than {MAX_FILE_BYTES} bytes")]
-    TooLarge { path: String },
+    TooLarge {
+        /// The file.
+        path: String,
+    },
+    /// It could not be opened or read.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: String,
+        /// The system's error.
         #[source]
         source: std::io::Error,
     },
@@ -205,14 +237,21 @@ impl Drop for UserSettingsSecrets {
 /// What the broker needs to renew an OAuth access token.
 #[derive(Debug, Clone, Default)]
 pub struct OAuthState {
+    /// The refresh token, if one was issued.
     pub refresh_token: Option<Secret>,
     /// Seconds since the epoch.
     pub expires_at: Option<f64>,
+    /// The scopes granted.
     pub scopes: Vec<String>,
+    /// The token endpoint to refresh at.
     pub token_endpoint: Option<String>,
+    /// The client the tokens were issued to.
     pub client_id: Option<String>,
+    /// The client's secret (a dynamically registered confidential client only).
     pub client_secret: Option<Secret>,
+    /// The authorization server's issuer.
     pub issuer: Option<String>,
+    /// The RFC 8707 resource the tokens are bound to (remote MCP servers).
     pub resource: Option<String>,
 }
 
@@ -406,10 +445,12 @@ impl CredentialStore {
         }
     }
 
+    /// The credential for provider `p`, if held.
     pub fn get(&self, p: ProviderId) -> Option<&Credential> {
         self.creds.get(p.as_str())
     }
 
+    /// The credential stored under `name` (a custom provider, or `mcp:<server>`), if held.
     pub fn get_named(&self, name: &str) -> Option<&Credential> {
         self.creds.get(name)
     }
@@ -421,6 +462,7 @@ impl CredentialStore {
             .find(|p| self.creds.contains_key(p.as_str()))
     }
 
+    /// Problems met while loading; never contain a secret.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
     }
@@ -439,6 +481,7 @@ impl CredentialStore {
             .chain(self.retired.iter())
     }
 
+    /// Which providers have a credential and from where, without any value.
     pub fn report(&self) -> CredentialReport {
         CredentialReport {
             available: ProviderId::DETECT_ORDER

@@ -36,6 +36,8 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 /// A body that sends nothing for this long is abandoned.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// The broker's state: the credentials it holds, the allow-list they may go to, and the HTTP
+/// clients that carry them.
 pub struct Broker {
     creds: RwLock<CredentialStore>,
     allow: RwLock<AllowList>,
@@ -65,6 +67,8 @@ enum Sent {
 }
 
 impl Broker {
+    /// A broker holding `creds`, with the provider table's allow-list and its HTTP clients (no
+    /// redirects, no proxy). Fails only when an HTTP client cannot be built.
     pub fn new(creds: CredentialStore) -> Result<Broker, String> {
         let client = reqwest::Client::builder()
             .use_rustls_tls()
@@ -100,6 +104,7 @@ impl Broker {
         self
     }
 
+    /// The HTTP client for provider requests.
     pub fn http(&self) -> &reqwest::Client {
         &self.client
     }
@@ -139,6 +144,7 @@ impl Broker {
         self.read_creds().status()
     }
 
+    /// Problems met while loading the credentials; never contain a secret.
     pub fn warnings(&self) -> Vec<String> {
         self.read_creds().warnings().to_vec()
     }
@@ -157,6 +163,7 @@ impl Broker {
             })
     }
 
+    /// Let `provider`'s credential go to `base_url` too (from trusted configuration).
     pub fn allow(&self, provider: ProviderId, base_url: &str) -> Result<(), crate::AllowError> {
         self.allow
             .write()
@@ -474,18 +481,27 @@ impl Broker {
     }
 
     fn contains_secret(&self, hay: &[u8]) -> bool {
-        self.read_creds()
+        self.held_secrets()
+            .iter()
+            .any(|s| !s.is_empty() && find(hay, s.as_bytes()).is_some())
+    }
+
+    /// Every secret value the broker holds: its credentials', and the header values editors
+    /// gave for their remote MCP servers (any of which may be a credential).
+    pub(crate) fn held_secrets(&self) -> Vec<String> {
+        let mut all: Vec<String> = self
+            .read_creds()
             .secrets()
-            .any(|s| !s.is_empty() && find(hay, s.expose().as_bytes()).is_some())
+            .map(|s| s.expose().to_string())
+            .collect();
+        all.extend(self.mcp_servers().header_values());
+        all
     }
 
     /// Replace every held secret in `bytes` with `[redacted]` (error bodies that echo a key),
     /// through the project's one scrubber.
     pub fn scrub(&self, bytes: Vec<u8>) -> Vec<u8> {
-        let held = hanzo_policy::secret::SecretValues::new(
-            self.read_creds().secrets().map(|s| s.expose().to_string()),
-        );
-        held.scrub_bytes(bytes)
+        hanzo_policy::secret::SecretValues::new(self.held_secrets()).scrub_bytes(bytes)
     }
 
     pub(crate) fn scrub_text(&self, s: &str) -> String {

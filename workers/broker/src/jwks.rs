@@ -18,36 +18,62 @@ use std::time::Duration;
 /// published), never a body.
 #[derive(Debug, thiserror::Error)]
 pub enum JwksError {
+    /// The URL is not `https://` (nor `http://` to a loopback address).
     #[error("{what} {url:?} is refused: {reason}")]
     Insecure {
+        /// Which document (the OpenID discovery document, the JWKS).
         what: &'static str,
+        /// Its URL.
         url: String,
+        /// What rule it breaks.
         reason: String,
     },
+    /// The server answered with a redirect, which is not followed.
     #[error("{what} {url} answered with a redirect ({status}); redirects are not followed")]
     Redirect {
+        /// Which document (the OpenID discovery document, the JWKS).
         what: &'static str,
+        /// Its URL.
         url: String,
+        /// The redirect's HTTP status.
         status: u16,
     },
+    /// The server answered with a status other than 2xx.
     #[error("{what} {url} answered {status}")]
     Status {
+        /// Which document (the OpenID discovery document, the JWKS).
         what: &'static str,
+        /// Its URL.
         url: String,
+        /// The HTTP status.
         status: u16,
     },
+    /// The document exceeds [`MAX_JWKS_BYTES`].
     #[error("{what} {url} is larger than {MAX_JWKS_BYTES} bytes")]
-    TooLarge { what: &'static str, url: String },
+    TooLarge {
+        /// Which document (the OpenID discovery document, the JWKS).
+        what: &'static str,
+        /// Its URL.
+        url: String,
+    },
+    /// The document is not the JSON expected (or names another issuer).
     #[error("{what} {url} is not what was expected: {detail}")]
     Malformed {
+        /// Which document (the OpenID discovery document, the JWKS).
         what: &'static str,
+        /// Its URL.
         url: String,
+        /// What is wrong with it.
         detail: String,
     },
+    /// The request failed before an answer (connect, TLS, timeout).
     #[error("{what} {url} could not be fetched: {detail}")]
     Unreachable {
+        /// Which document (the OpenID discovery document, the JWKS).
         what: &'static str,
+        /// Its URL.
         url: String,
+        /// What failed.
         detail: String,
     },
 }

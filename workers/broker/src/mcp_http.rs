@@ -2,9 +2,11 @@
 //! mcp ↔ broker direct channel (`hanzo_ipc::roles::mcphttp`).
 //!
 //! Per exchange: the request names a configured server, its URL must have that server's
-//! configured origin ([`McpServers`], replaced by the supervisor from trusted settings only);
-//! credential and hop-by-hop headers from the mcp worker are dropped; the server's stored OAuth
-//! token (`mcp:<server>`) is added; a 401 refreshes it once (and, for
+//! configured origin ([`McpServers`], replaced by the supervisor from trusted settings and the
+//! `http` servers an editor passes over ACP); credential and hop-by-hop headers from the mcp
+//! worker are dropped; the server's stored OAuth token (`mcp:<server>`) is added, then the
+//! editor's headers for that server (checked by [`check_header`], and scrubbed from answers like
+//! every other secret the broker holds); a 401 refreshes it once (and, for
 //! [`McpLogin::Headless`], runs the whole MCP authorization flow of `oauth/mcp.rs`); redirects
 //! are never followed; the answer goes back with credential headers removed and every secret the
 //! broker holds replaced in headers and body (also across chunk boundaries).
@@ -37,30 +39,108 @@ const HEADLESS_REDIRECTS: usize = 10;
 /// Why a configured remote server or a request to one is refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum McpAllowError {
+    /// The server's URL does not parse.
     #[error("mcp_servers.{server}: {url:?} is not a valid URL: {reason}")]
     BadUrl {
+        /// The server's name in `mcp_servers`.
         server: String,
+        /// The URL as configured.
         url: String,
+        /// What is wrong with it.
         reason: String,
     },
+    /// The URL is not `https://`, nor `http://` to a literally named loopback address.
     #[error(
         "mcp_servers.{server}: {url:?} is refused: only https is allowed, or http to a loopback \
          address named literally (127.0.0.1, [::1], localhost)"
     )]
-    Insecure { server: String, url: String },
+    Insecure {
+        /// The server's name in `mcp_servers`.
+        server: String,
+        /// The URL as configured.
+        url: String,
+    },
+    /// The URL carries a user name or password.
     #[error("mcp_servers.{server}: {url:?} carries a user name or password; tokens come from the broker")]
-    UserInfo { server: String, url: String },
+    UserInfo {
+        /// The server's name in `mcp_servers`.
+        server: String,
+        /// The URL as configured.
+        url: String,
+    },
+    /// The mcp worker named a server the supervisor did not configure.
     #[error("no remote MCP server named {server:?} is configured; the broker reaches only the `url` servers in the settings")]
-    UnknownServer { server: String },
+    UnknownServer {
+        /// The name it gave.
+        server: String,
+    },
+    /// The mcp worker asked for a URL outside the server's configured origin.
     #[error(
         "{url:?} is not the configured address of MCP server {server:?} ({allowed}); the broker \
          reaches only the configured URL's origin"
     )]
     OtherOrigin {
+        /// The server's name in `mcp_servers`.
         server: String,
+        /// The URL asked for.
         url: String,
+        /// The configured origin.
         allowed: String,
     },
+    /// A header an editor asked for that cannot or may not be sent (its value is never named).
+    #[error("MCP server {server:?}: header {name:?} is refused: {reason}")]
+    BadHeader {
+        /// The server's name (the editor's `mcpServers[].name`).
+        server: String,
+        /// The header's name (its first 64 characters).
+        name: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+}
+
+/// Headers an editor may not set on a remote MCP server's requests: the connection's own, and
+/// the MCP transport's, which the mcp worker sets (an editor's would break the session).
+const RESERVED_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "upgrade",
+    "te",
+    "trailer",
+    "keep-alive",
+    "proxy-connection",
+    "accept",
+    "content-type",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
+];
+/// The most headers an editor may give one server, and the longest value.
+const MAX_HEADERS: usize = 32;
+const MAX_HEADER_VALUE: usize = 8 * 1024;
+
+/// Whether an editor's header `name: value` may be sent to MCP server `server`: a valid field
+/// name that is not [`RESERVED_HEADERS`], and a value that is a valid field value (no CR, LF or
+/// NUL) of at most 8 KiB. The error names the header, never its value (it may be a credential).
+pub fn check_header(server: &str, name: &str, value: &str) -> Result<(), McpAllowError> {
+    let bad = |reason| McpAllowError::BadHeader {
+        server: server.to_string(),
+        name: name.chars().take(64).collect(),
+        reason,
+    };
+    let parsed = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| bad("not a valid header name"))?;
+    if RESERVED_HEADERS.contains(&parsed.as_str()) {
+        return Err(bad("it belongs to the connection or the MCP transport"));
+    }
+    if value.len() > MAX_HEADER_VALUE {
+        return Err(bad("its value is longer than 8 KiB"));
+    }
+    reqwest::header::HeaderValue::from_str(value)
+        .map_err(|_| bad("its value holds a character a header cannot carry"))?;
+    Ok(())
 }
 
 /// One configured remote server.
@@ -121,9 +201,28 @@ impl McpServers {
         let mut servers = BTreeMap::new();
         for remote in remotes {
             let (_, origin) = origin(&remote.server, &remote.url)?;
+            if remote.headers.len() > MAX_HEADERS {
+                return Err(McpAllowError::BadHeader {
+                    server: remote.server.clone(),
+                    name: format!("(header {})", MAX_HEADERS + 1),
+                    reason: "a server gets at most 32 headers",
+                });
+            }
+            for h in &remote.headers {
+                check_header(&remote.server, &h.name, h.value.expose())?;
+            }
             servers.insert(remote.server.clone(), Allowed { remote, origin });
         }
         Ok(McpServers { servers })
+    }
+
+    /// The values of every editor-given header of every server (to be replaced in what comes
+    /// back, as the broker's other secrets are).
+    pub fn header_values(&self) -> impl Iterator<Item = String> + '_ {
+        self.servers
+            .values()
+            .flat_map(|a| a.remote.headers.iter())
+            .map(|h| h.value.expose().to_string())
     }
 
     /// The request's URL, parsed, if `server` is configured and the URL has its origin.
@@ -223,6 +322,7 @@ pub struct StreamScrubber {
 }
 
 impl StreamScrubber {
+    /// A scrubber replacing each of `secrets` (those long enough to be secrets) in the stream.
     pub fn new(secrets: Vec<Vec<u8>>) -> StreamScrubber {
         let text: Vec<String> = secrets
             .iter()
@@ -389,6 +489,17 @@ impl Broker {
                     self.scrub_text(&e.to_string()),
                 )
             })?;
+        // The editor's headers last: an `Authorization` it gives is the one its server expects.
+        for h in &remote.headers {
+            let (Ok(name), Ok(mut value)) = (
+                reqwest::header::HeaderName::from_bytes(h.name.as_bytes()),
+                reqwest::header::HeaderValue::from_str(h.value.expose()),
+            ) else {
+                continue; // checked when configured; unreachable
+            };
+            value.set_sensitive(true);
+            request.headers_mut().insert(name, value);
+        }
         self.mcp_http().execute(request).await.map_err(|e| {
             fail(
                 HttpFailureKind::Connect,
@@ -453,9 +564,9 @@ impl Broker {
     async fn stream_mcp(&self, mut resp: reqwest::Response, out: &mpsc::Sender<Item>) -> Response {
         let status = resp.status().as_u16();
         let secrets: Vec<Vec<u8>> = self
-            .read_creds()
-            .secrets()
-            .map(|s| s.expose().as_bytes().to_vec())
+            .held_secrets()
+            .into_iter()
+            .map(String::into_bytes)
             .collect();
         let headers = resp
             .headers()
@@ -538,6 +649,7 @@ mod tests {
             client_metadata_url: None,
             client_env: None,
             login: McpLogin::Never,
+            headers: Vec::new(),
         }
     }
 
@@ -601,6 +713,37 @@ mod tests {
             McpServers::new(vec![remote("s", "https://a:b@mcp.example/")]),
             Err(McpAllowError::UserInfo { .. })
         ));
+    }
+
+    #[test]
+    fn editor_headers_are_checked_and_refusals_never_name_the_value() {
+        use hanzo_ipc::roles::mcphttp::{McpHeader, SecretText};
+        let with = |name: &str, value: &str| {
+            let mut r = remote("ed", "http://127.0.0.1:1/mcp");
+            r.headers = vec![McpHeader {
+                name: name.into(),
+                value: SecretText::new(value.into()),
+            }];
+            McpServers::new(vec![r])
+        };
+        let set = with("Authorization", "Bearer s3cret-value").expect("valid");
+        assert_eq!(
+            set.header_values().collect::<Vec<_>>(),
+            ["Bearer s3cret-value"]
+        );
+        for (name, value) in [
+            ("Bad Name", "s3cret-value"),
+            ("X-Key", "s3cret\r\nX-Injected: 1"),
+            ("Host", "s3cret-value"),
+            ("mcp-session-id", "s3cret-value"),
+            ("Content-Length", "s3cret-value"),
+        ] {
+            let e = with(name, value).expect_err(name);
+            assert!(matches!(e, McpAllowError::BadHeader { .. }), "{e}");
+            assert!(!e.to_string().contains("s3cret"), "{e}");
+        }
+        let e = with("X-Key", &"v".repeat(9000)).expect_err("long");
+        assert!(e.to_string().contains("8 KiB"), "{e}");
     }
 
     fn scrub_all(secrets: &[&str], chunks: &[&[u8]]) -> (Vec<u8>, Vec<Vec<u8>>) {

@@ -11,6 +11,7 @@ use thiserror::Error;
 pub const METHOD: &str = "S256";
 /// RFC 7636 §4.1 bounds on the verifier's length.
 pub const MIN_VERIFIER: usize = 43;
+/// The longest verifier RFC 7636 allows, in characters.
 pub const MAX_VERIFIER: usize = 128;
 /// Length of the verifiers we generate (each character carries 6 bits: 384 bits of entropy).
 pub const GENERATED_VERIFIER: usize = 64;
@@ -18,12 +19,16 @@ pub const GENERATED_VERIFIER: usize = 64;
 /// The unreserved characters of RFC 3986, the alphabet of a verifier.
 const UNRESERVED: &[u8; 66] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~";
 
+/// Why a PKCE verifier cannot be used or made.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum PkceError {
+    /// The verifier is not 43 to 128 characters long; holds its length.
     #[error("code_verifier must be 43 to 128 characters long (it has {0})")]
     Length(usize),
+    /// The verifier has a character outside RFC 3986's unreserved set.
     #[error("code_verifier may contain only A-Z a-z 0-9 - . _ ~")]
     Charset,
+    /// The system's random number generator failed; holds its error.
     #[error("the operating system's random number generator failed: {0}")]
     Random(String),
 }
@@ -31,7 +36,9 @@ pub enum PkceError {
 /// A verifier and its S256 challenge. The verifier is a secret until the token exchange.
 #[derive(Debug, Clone)]
 pub struct PkcePair {
+    /// The verifier, sent with the token request.
     pub verifier: Secret,
+    /// Its S256 challenge (base64url of its SHA-256), sent with the authorization request.
     pub challenge: String,
 }
 

@@ -23,14 +23,23 @@ pub struct TraceSender {
 /// Why an export failed; the text never carries a header value.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
+    /// The endpoint is not an `http://` or `https://` URL; holds it.
     #[error("the traces endpoint {0:?} is not an http:// or https:// URL")]
     BadEndpoint(String),
+    /// The content type is neither OTLP/HTTP encoding; holds it.
     #[error("content type {0:?} is not OTLP/HTTP's (application/x-protobuf or application/json)")]
     BadContentType(String),
+    /// The collector could not be reached; holds what failed.
     #[error("the collector could not be reached: {0}")]
     Unreachable(String),
+    /// The collector answered with a status other than 2xx.
     #[error("the collector answered {status}{}", if *.retryable { " (retryable)" } else { "" })]
-    Status { status: u16, retryable: bool },
+    Status {
+        /// The HTTP status.
+        status: u16,
+        /// Whether a later attempt may succeed (429, 502, 503, 504).
+        retryable: bool,
+    },
 }
 
 /// The collector's headers from the broker's environment, as the OpenTelemetry specification
@@ -85,6 +94,8 @@ fn percent_decode(s: &str) -> Option<String> {
 }
 
 impl TraceSender {
+    /// A sender adding `headers` (values kept secret) to every export; fails only when the HTTP
+    /// client cannot be built.
     pub fn new(headers: Vec<(HeaderName, Secret)>) -> Result<TraceSender, String> {
         let client = reqwest::Client::builder()
             .use_rustls_tls()

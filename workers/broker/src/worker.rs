@@ -1,11 +1,11 @@
 //! The broker worker process: the supervisor channel (fd 3) configures it and asks what
 //! credentials exist; the direct channel (fd 4) carries the model worker's HTTP requests, the
-//! mcp worker's channel ([`BROKER_MCP_FD`], 5) the exchanges with remote MCP servers, and the
-//! egress control socket ([`transport::EGRESS_FD`], 6, only in a run that allows network for
-//! commands) the connections of the tools worker's commands, served once the supervisor sends
-//! `ConfigureEgress` (with the forwarder's pid, which only it can find); the mcp worker's egress
-//! control socket ([`transport::MCP_EGRESS_FD`], 7, only when a run's MCP stdio servers ask for
-//! network) likewise, once `ConfigureMcpEgress` names its forwarder and each server's list.
+//! mcp worker's channel (fd 5) the exchanges with remote MCP servers, and the egress control
+//! socket (fd 6, only in a run that allows network for commands) the connections of the tools
+//! worker's commands, served once the supervisor sends `ConfigureEgress` (with the forwarder's
+//! pid, which only it can find); the mcp worker's egress control socket (fd 7, only when a run's
+//! MCP stdio servers ask for network) likewise, once `ConfigureMcpEgress` names its forwarder and
+//! each server's list. The numbers are the role table's ([`hanzo_ipc::role::CHANNEL_ENDS`]).
 //!
 //! When the model or mcp worker restarts, the broker is not restarted with it: the supervisor
 //! sends it the new pair's end on its adopt socket ([`transport::ADOPT_FD`], 8), tagged `model`,
@@ -19,9 +19,10 @@ use crate::oauth::OAuthError;
 use hanzo_ipc::channel::{serve, EventSink, Handler, ItemSink, ServerWriter};
 use hanzo_ipc::frame::DEFAULT_MAX_FRAME;
 use hanzo_ipc::proto::{Protocol, RemoteError, RemoteErrorKind};
+use hanzo_ipc::role::{fd as role_fd, Channel, Role};
 use hanzo_ipc::roles::broker::{BrokerProtocol, EgressSettings, Item, Request, Response};
 use hanzo_ipc::roles::http::{self, direct_handshake, HttpProtocol};
-use hanzo_ipc::roles::mcphttp::{self, McpHttpProtocol, BROKER_MCP_FD};
+use hanzo_ipc::roles::mcphttp::{self, McpHttpProtocol};
 use hanzo_ipc::roles::{CommonEvent, LogLevel};
 use hanzo_ipc::transport;
 use hanzo_worker::{handle_common, WorkerContext, WorkerOptions};
@@ -36,13 +37,17 @@ use tokio::sync::mpsc;
 pub fn worker_main(opts: WorkerOptions) -> i32 {
     // Adopted (close-on-exec, checked to be a socket) before the runtime confines the process;
     // a broker started without the mcp worker has none.
-    let mcp_direct = hanzo_sandbox::confine::adopt_inherited_fd(BROKER_MCP_FD).ok();
+    // The numbers are the role table's (`hanzo_ipc::role::CHANNEL_ENDS`); a channel the table
+    // does not give the broker would not compile.
+    const MCP_DIRECT_FD: i32 = role_fd(Channel::McpBroker, Role::Broker);
+    const EGRESS_CONTROL_FD: i32 = role_fd(Channel::ToolsEgress, Role::Broker);
+    const MCP_EGRESS_CONTROL_FD: i32 = role_fd(Channel::McpEgress, Role::Broker);
+    let mcp_direct = hanzo_sandbox::confine::adopt_inherited_fd(MCP_DIRECT_FD).ok();
     // Adopted before confinement, like the channels: present only when the run allows network.
-    let egress_control = hanzo_sandbox::confine::adopt_inherited_fd(transport::EGRESS_FD).ok();
+    let egress_control = hanzo_sandbox::confine::adopt_inherited_fd(EGRESS_CONTROL_FD).ok();
     // The mcp worker's egress control socket: present only when a run's MCP servers ask for
     // network.
-    let mcp_egress_control =
-        hanzo_sandbox::confine::adopt_inherited_fd(transport::MCP_EGRESS_FD).ok();
+    let mcp_egress_control = hanzo_sandbox::confine::adopt_inherited_fd(MCP_EGRESS_CONTROL_FD).ok();
     // New ends of the direct channels, from the supervisor, while the broker runs.
     let adopt_socket = hanzo_sandbox::confine::adopt_inherited_fd(transport::ADOPT_FD).ok();
     hanzo_worker::run_with::<BrokerProtocol, _, _>(opts, |ctx: WorkerContext<BrokerProtocol>| {

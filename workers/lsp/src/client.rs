@@ -46,9 +46,13 @@ use std::time::{Duration, Instant};
 /// 4. `max_wait` — **unconfirmed**, the bound for everything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DiagnosticsWait {
+    /// The longest wait after a change, whatever the server does (rule 4).
     pub max_wait: Duration,
+    /// The shortest settle period after an unversioned publish (rule 2).
     pub settle_min: Duration,
+    /// The longest settle period after an unversioned publish (rule 2).
     pub settle_max: Duration,
+    /// The shortest quiet deadline once the server's latency is known (rule 3).
     pub quiet_min: Duration,
 }
 
@@ -75,13 +79,17 @@ pub struct ClientOptions {
     /// This many timeouts in a row and the server is considered hung: it is killed (and
     /// restarted by the manager on the next call).
     pub timeouts_before_kill: u32,
+    /// Bounds on the connection: frame sizes and how much output the server may flood us with.
     pub conn: ConnLimits,
+    /// Bounds on what the server can make us keep (diagnostics, registrations).
     pub store: StoreLimits,
+    /// How long to wait for fresh diagnostics after a change.
     pub wait: DiagnosticsWait,
     /// Larger files are not given to the server.
     pub max_document_bytes: u64,
     /// Open documents per server; the least recently used is closed beyond this.
     pub max_open_documents: usize,
+    /// The longest hover text kept, in bytes.
     pub max_hover_bytes: usize,
     /// Locations returned by one definition/references call.
     pub max_locations: usize,
@@ -114,6 +122,7 @@ pub struct ServerSetup {
     pub root: PathBuf,
     /// The language id for every file, instead of the one by extension.
     pub language_id: Option<String>,
+    /// Sent as `initializationOptions` in `initialize`.
     pub initialization_options: Option<Value>,
     /// Answers to `workspace/configuration`, by section (`{"python": {"analysis": …}}`).
     pub settings: Option<Value>,
@@ -300,10 +309,12 @@ impl LspClient {
         })
     }
 
+    /// The server's name in `lsp_servers`.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// The server process's pid while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.conn.pid()
     }
@@ -313,6 +324,7 @@ impl LspClient {
         self.conn.pending()
     }
 
+    /// Whether the server is still running and speaking the protocol.
     pub fn is_alive(&self) -> bool {
         self.conn.death().is_none()
     }

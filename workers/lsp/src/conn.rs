@@ -22,17 +22,24 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 /// JSON-RPC error codes we send or look at.
 pub mod codes {
+    /// The method does not exist (the answer to a server request we do not implement).
     pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// The params are invalid.
     pub const INVALID_PARAMS: i64 = -32602;
+    /// The request was cancelled by the client (LSP).
     pub const REQUEST_CANCELLED: i64 = -32800;
+    /// The document changed before the server finished; the request may be sent again (LSP).
     pub const CONTENT_MODIFIED: i64 = -32801;
+    /// The server cancelled the request (LSP 3.17).
     pub const SERVER_CANCELLED: i64 = -32802;
 }
 
 /// How much unasked output a server may produce: a burst, refilled at a steady rate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FloodLimits {
+    /// Bytes a server may send at once before the rate applies (a full bucket).
     pub burst_bytes: u64,
+    /// Bytes per second the bucket refills with.
     pub bytes_per_second: u64,
 }
 
@@ -88,11 +95,17 @@ pub enum Death {
 /// How a request failed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RpcError {
+    /// The connection ended before the answer; holds why.
     Died(Death),
+    /// No answer within the request's time; it was cancelled.
     Timeout,
+    /// The server answered with a JSON-RPC error.
     Response {
+        /// The JSON-RPC error code (see [`codes`]).
         code: i64,
+        /// The server's message, unfiltered.
         message: String,
+        /// The error's `data`, if any.
         data: Option<Value>,
     },
 }
@@ -102,6 +115,7 @@ pub enum RpcError {
 pub trait Inbound: Send + Sync + 'static {
     /// The result of a server request, or an error `(code, message)`.
     fn request(&self, method: &str, params: Value) -> Result<Value, (i64, String)>;
+    /// A notification from the server.
     fn notification(&self, method: &str, params: Value);
     /// A line the server wrote to stderr (already one line, bounded).
     fn stderr_line(&self, line: &str);
@@ -110,7 +124,9 @@ pub trait Inbound: Send + Sync + 'static {
 /// Bounds of one connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ConnLimits {
+    /// Bounds on one message's size.
     pub frames: FrameLimits,
+    /// Bounds on the server's unasked output over time.
     pub flood: FloodLimits,
 }
 
@@ -239,6 +255,7 @@ impl Connection {
         }
     }
 
+    /// The server process's pid, if it was known at start.
     pub fn pid(&self) -> Option<u32> {
         self.pid
     }

@@ -39,10 +39,15 @@ pub fn language_id(path: &Path) -> Option<&'static str> {
 /// A document as the server last heard of it.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
+    /// The file, absolute.
     pub path: PathBuf,
+    /// Its `file://` URI, as the server knows it.
     pub uri: String,
+    /// The LSP language id it was opened with.
     pub language_id: String,
+    /// The version last sent (1 at `didOpen`, one more per `didChange`).
     pub version: i32,
+    /// The text last sent.
     pub text: Arc<str>,
     /// When the last `didOpen`/`didChange` was queued.
     pub changed_at: Instant,
@@ -50,6 +55,8 @@ pub struct Snapshot {
     pub changed: bool,
 }
 
+/// The documents a client has open on its server, with their recency, and the files it has
+/// heard of (open or not).
 #[derive(Debug, Default)]
 pub struct Documents {
     open: HashMap<PathBuf, (Snapshot, u64)>,
@@ -60,6 +67,7 @@ pub struct Documents {
 const MAX_KNOWN: usize = 65_536;
 
 impl Documents {
+    /// The open document at `path`, marked as just used.
     pub fn get(&mut self, path: &Path) -> Option<Snapshot> {
         self.clock += 1;
         let clock = self.clock;
@@ -69,28 +77,34 @@ impl Documents {
         })
     }
 
+    /// The open document at `path`, without marking it used.
     pub fn peek(&self, path: &Path) -> Option<&Snapshot> {
         self.open.get(path).map(|(s, _)| s)
     }
 
+    /// Record `snap` as open (replacing an earlier one for its path), marked as just used.
     pub fn insert(&mut self, snap: Snapshot) {
         self.clock += 1;
         self.note_known(&snap.path);
         self.open.insert(snap.path.clone(), (snap, self.clock));
     }
 
+    /// Forget the open document at `path` (after `didClose`), returning it.
     pub fn remove(&mut self, path: &Path) -> Option<Snapshot> {
         self.open.remove(path).map(|(s, _)| s)
     }
 
+    /// How many documents are open.
     pub fn len(&self) -> usize {
         self.open.len()
     }
 
+    /// Whether no document is open.
     pub fn is_empty(&self) -> bool {
         self.open.is_empty()
     }
 
+    /// The paths of the open documents, in no order.
     pub fn paths(&self) -> Vec<PathBuf> {
         self.open.keys().cloned().collect()
     }
@@ -108,6 +122,7 @@ impl Documents {
         self.known.contains(path)
     }
 
+    /// Remember that `path` exists (bounded: beyond 65 536 paths the memory starts afresh).
     pub fn note_known(&mut self, path: &Path) {
         if self.known.len() >= MAX_KNOWN {
             // Forgetting only turns a later "changed" into "created", which servers accept.
@@ -116,6 +131,7 @@ impl Documents {
         self.known.insert(path.to_path_buf());
     }
 
+    /// Forget `path` (it was deleted).
     pub fn forget_known(&mut self, path: &Path) {
         self.known.remove(path);
     }

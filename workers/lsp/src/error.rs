@@ -11,91 +11,158 @@ use std::time::Duration;
 pub enum LspError {
     /// No configured server handles this kind of file.
     #[error("no language server is configured for {path}")]
-    NoServer { path: String },
+    NoServer {
+        /// The file, as the caller named it.
+        path: String,
+    },
 
     /// The server's program is not installed. Reported once per server; later calls get
     /// [`LspError::Unavailable`].
     #[error("language server {server} is not installed ({program} not found); {hint}")]
     ServerMissing {
+        /// The server's name in `lsp_servers`.
         server: String,
+        /// The program that was not found.
         program: String,
+        /// How to install it.
         hint: String,
     },
 
     /// The server cannot be used in this session (missing, failed to start, or crashed too often).
     #[error("language server {server} is unavailable: {reason}")]
-    Unavailable { server: String, reason: String },
+    Unavailable {
+        /// The server's name in `lsp_servers`.
+        server: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
 
     /// The server is installed where its sandbox may not read (its installation prefix would be
     /// the home directory, a directory of secrets, or was not granted at the worker's start).
     #[error("language server {server} is refused: {detail}")]
-    Refused { server: String, detail: String },
+    Refused {
+        /// The server's name in `lsp_servers`.
+        server: String,
+        /// Where it is installed and why that is refused.
+        detail: String,
+    },
 
     /// The server process could not be started.
     #[error("could not start language server {server}: {detail}")]
-    Spawn { server: String, detail: String },
+    Spawn {
+        /// The server's name in `lsp_servers`.
+        server: String,
+        /// The system's error.
+        detail: String,
+    },
 
     /// The server exited (or was killed) while the request was in flight or before it was sent.
     #[error("language server {server} exited: {detail}")]
-    ServerExited { server: String, detail: String },
+    ServerExited {
+        /// The server's name in `lsp_servers`.
+        server: String,
+        /// How it ended, sanitised.
+        detail: String,
+    },
 
     /// The server broke the protocol (framing, an absurd message) and was stopped.
     #[error("language server {server} broke the protocol and was stopped: {detail}")]
-    Protocol { server: String, detail: String },
+    Protocol {
+        /// The server's name in `lsp_servers`.
+        server: String,
+        /// What it sent that is not the protocol.
+        detail: String,
+    },
 
     /// The server wrote more output than its bounds allow and was stopped.
     #[error("language server {server} flooded its output and was stopped: {detail}")]
-    Flooded { server: String, detail: String },
+    Flooded {
+        /// The server's name in `lsp_servers`.
+        server: String,
+        /// Which bound it exceeded.
+        detail: String,
+    },
 
     /// The server did not answer in time. The request was cancelled; the server keeps running
     /// unless it keeps timing out.
     #[error("language server {server} did not answer {method} within {} ms", after.as_millis())]
     Timeout {
+        /// The server's name in `lsp_servers`.
         server: String,
+        /// The LSP method that went unanswered.
         method: String,
+        /// How long it was given.
         after: Duration,
     },
 
     /// The server does not offer this request.
     #[error("language server {server} does not support {method}")]
-    NotSupported { server: String, method: String },
+    NotSupported {
+        /// The server's name in `lsp_servers`.
+        server: String,
+        /// The LSP method it does not offer.
+        method: String,
+    },
 
     /// The server answered with an error.
     #[error("language server {server} answered {method} with error {code}: {message}")]
     ServerError {
+        /// The server's name in `lsp_servers`.
         server: String,
+        /// The LSP method.
         method: String,
+        /// The JSON-RPC error code.
         code: i64,
+        /// The server's error message, sanitised.
         message: String,
     },
 
     /// The server answered with something that is not the protocol's result type.
     #[error("language server {server} sent an invalid answer to {method}: {detail}")]
     BadResponse {
+        /// The server's name in `lsp_servers`.
         server: String,
+        /// The LSP method.
         method: String,
+        /// What is wrong with the answer.
         detail: String,
     },
 
     /// The path is not inside the workspace (after resolving links).
     #[error("{} is outside the workspace; language servers only see workspace files", path.display())]
-    OutsideWorkspace { path: PathBuf },
+    OutsideWorkspace {
+        /// The path as given.
+        path: PathBuf,
+    },
 
     /// The file could not be read.
     #[error("cannot read {}: {detail}", path.display())]
-    Read { path: PathBuf, detail: String },
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The system's error.
+        detail: String,
+    },
 
     /// The file is bigger than a language server is given.
     #[error("{} has {size} bytes, more than the {limit} bytes given to a language server", path.display())]
     FileTooLarge {
+        /// The file.
         path: PathBuf,
+        /// Its size, in bytes.
         size: u64,
+        /// The most a server is given, in bytes.
         limit: u64,
     },
 
     /// A position the caller gave (1-based line and column) is not valid.
     #[error("invalid position {line}:{column}: lines and columns start at 1")]
-    InvalidPosition { line: u32, column: u32 },
+    InvalidPosition {
+        /// The line given.
+        line: u32,
+        /// The column given.
+        column: u32,
+    },
 }
 
 impl LspError {

@@ -36,20 +36,36 @@ impl Default for FrameLimits {
 /// Why the input stream is no longer usable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FrameError {
+    /// A header block without `Content-Length`.
     #[error("a message header has no Content-Length")]
     MissingLength,
+    /// A `Content-Length` that is not a decimal byte count; holds the value.
     #[error("Content-Length {0:?} is not a byte count")]
     BadLength(String),
+    /// Two `Content-Length` headers with different values.
     #[error("two different Content-Length headers in one message")]
     ConflictingLength,
+    /// A message longer than allowed, refused before it is read.
     #[error("a message of {len} bytes is over the limit of {limit} bytes")]
-    TooLarge { len: u64, limit: usize },
+    TooLarge {
+        /// Its `Content-Length`, in bytes.
+        len: u64,
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// A header line longer than the limit.
     #[error("a malformed line inside a message header")]
     MalformedHeader,
+    /// Too much output between messages that is not a message.
     #[error("more than {limit} bytes of output that is not a message")]
-    Garbage { limit: usize },
+    Garbage {
+        /// The most such output tolerated, in bytes.
+        limit: usize,
+    },
+    /// The output ended inside a message.
     #[error("the output ended inside a message")]
     Truncated,
+    /// Reading the output failed; holds the system's error.
     #[error("reading the output failed: {0}")]
     Io(String),
 }
@@ -90,6 +106,7 @@ pub struct FrameReader<R> {
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
+    /// Read messages from `inner` under `limits`.
     pub fn new(inner: R, limits: FrameLimits) -> Self {
         FrameReader {
             inner: BufReader::with_capacity(64 << 10, inner),

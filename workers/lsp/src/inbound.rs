@@ -18,19 +18,27 @@ use tokio::sync::watch;
 /// One line of what a server said, for the log callback.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerLog {
+    /// The server's name in `lsp_servers`.
     pub server: String,
+    /// What kind of message it was.
     pub kind: LogKind,
     /// One line, sanitised, at most [`MAX_LOG_LINE`] bytes.
     pub message: String,
 }
 
+/// The longest log line passed on, in bytes.
 pub const MAX_LOG_LINE: usize = 1024;
 
+/// Where a [`ServerLog`] line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogKind {
+    /// `window/logMessage` or `showMessage` of type Error.
     Error,
+    /// `window/logMessage` or `showMessage` of type Warning.
     Warning,
+    /// `window/logMessage` or `showMessage` of type Info.
     Info,
+    /// Any other `logMessage`/`showMessage`, or `$/logTrace`.
     Log,
     /// `$/progress` (begin, report, end).
     Progress,
@@ -66,21 +74,29 @@ impl Default for StoreLimits {
 /// `relatedInformation` (which we do not use) must not cost the whole publish.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct RawDiagnostic {
+    /// Where in the file.
     pub range: lsp_types::Range,
+    /// How bad (`None`: the server did not say).
     #[serde(default)]
     pub severity: Option<lsp_types::DiagnosticSeverity>,
+    /// The rule's code, a number or a string.
     #[serde(default)]
     pub code: Option<Value>,
+    /// Who produced it (`Pyright`, `typescript`).
     #[serde(default)]
     pub source: Option<String>,
+    /// The message, unfiltered.
     pub message: String,
 }
 
 /// The latest publish for one file.
 #[derive(Debug, Clone)]
 pub struct Pushed {
+    /// The document version the publish named, if it named one.
     pub version: Option<i32>,
+    /// The diagnostics, at most [`StoreLimits::max_diagnostics_per_file`].
     pub items: Vec<RawDiagnostic>,
+    /// When the publish arrived.
     pub at: Instant,
     /// When the last few publishes for the file arrived, oldest first (`at` is the last).
     pub recent: VecDeque<Instant>,
@@ -108,22 +124,30 @@ struct Registration {
 /// The document selector of a pull-diagnostics provider, and its identifier.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PullProvider {
+    /// The provider's `identifier`, sent back in each pull request.
     pub identifier: Option<String>,
+    /// The files it handles; `None`: every file.
     pub selector: Option<Vec<lsp_types::DocumentFilter>>,
 }
 
 /// Kinds of file change for `workspace/didChangeWatchedFiles`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileChange {
+    /// The file was created.
     Created = 1,
+    /// The file changed.
     Changed = 2,
+    /// The file was deleted.
     Deleted = 3,
 }
 
 /// The server-facing state of one client; the connection's reader calls into it.
 pub struct Inbox {
+    /// The server's name in `lsp_servers`.
     pub name: String,
+    /// The workspace root the server was started for.
     pub root: PathBuf,
+    /// The root's `file://` URI.
     pub root_uri: String,
     settings: Value,
     log: LogSink,
@@ -140,6 +164,8 @@ pub struct Inbox {
 }
 
 impl Inbox {
+    /// The state for server `name` at `root`, answering `workspace/configuration` from `settings`
+    /// and passing log lines to `log`.
     pub fn new(
         name: String,
         root: PathBuf,
@@ -164,6 +190,7 @@ impl Inbox {
         }
     }
 
+    /// Pass one line to the log callback (made one line, bounded, sanitised; empty lines dropped).
     pub fn log(&self, kind: LogKind, message: &str) {
         let message = sanitize::bounded(sanitize::one_line(message), MAX_LOG_LINE, "…");
         if message.is_empty() {
@@ -181,6 +208,7 @@ impl Inbox {
         lock(&self.pushed).get(path).cloned()
     }
 
+    /// Drop the pushed diagnostics of `path` (its document was closed).
     pub fn forget(&self, path: &Path) {
         lock(&self.pushed).remove(path);
     }
@@ -566,6 +594,7 @@ impl Inbound for Inbox {
     }
 }
 
+/// The name of the workspace folder: the root's last component, or `workspace`.
 pub fn folder_name(root: &Path) -> String {
     root.file_name()
         .map(|n| n.to_string_lossy().into_owned())

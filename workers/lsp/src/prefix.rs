@@ -68,8 +68,11 @@ fn covered_by_system(real: &Path) -> bool {
     prefix.display()
 )]
 pub struct PrefixRefused {
+    /// The server's program, links resolved.
     pub program: PathBuf,
+    /// The installation prefix that would have to be granted.
     pub prefix: PathBuf,
+    /// Why that prefix is refused (it is the home directory, holds secrets, …).
     pub why: String,
 }
 

@@ -18,15 +18,24 @@ pub type LspServers = BTreeMap<String, LspServerEntry>;
 /// A server definition after settings were applied.
 #[derive(Debug, Clone)]
 pub struct ServerSpec {
+    /// Its name in `lsp_servers` (or the built-in name).
     pub name: String,
+    /// The program: a name looked up on the search path, or a path relative to the workspace.
     pub command: String,
+    /// Its arguments.
     pub args: Vec<String>,
+    /// Globs, relative to the workspace, of the files it handles.
     pub files: Vec<String>,
     matcher: GlobSet,
+    /// The language id for every file, instead of the one by extension.
     pub language_id: Option<String>,
+    /// It applies only if one of these exists at the workspace root (empty: always).
     pub root_markers: Vec<String>,
+    /// Sent as `initializationOptions` in `initialize`.
     pub initialization_options: Option<Value>,
+    /// The answers to its `workspace/configuration` requests, by section.
     pub settings: Option<Value>,
+    /// What to tell the user when the program is not installed.
     pub install_hint: String,
     /// typescript-language-server: `tsserver` must be found in the workspace or beside it.
     pub needs_typescript: bool,
@@ -47,12 +56,22 @@ impl ServerSpec {
 /// Why settings could not be turned into servers.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RegistryError {
+    /// An added (not built-in) server lacks a required field.
     #[error("lsp_servers.{server}: {field} is required for a server that is not built in")]
-    Missing { server: String, field: &'static str },
+    Missing {
+        /// The server's name.
+        server: String,
+        /// The missing field (`command`, `files`).
+        field: &'static str,
+    },
+    /// A `files` glob does not compile.
     #[error("lsp_servers.{server}.files: invalid glob {glob:?}: {detail}")]
     BadGlob {
+        /// The server's name.
         server: String,
+        /// The glob as written.
         glob: String,
+        /// What is wrong with it.
         detail: String,
     },
 }
@@ -210,6 +229,7 @@ impl Registry {
         Ok(Registry { servers })
     }
 
+    /// Every server, in the order they are consulted (added ones first).
     pub fn servers(&self) -> &[ServerSpec] {
         &self.servers
     }
@@ -292,9 +312,12 @@ pub enum TypeScriptLib {
     Workspace,
     /// Beside the server (a `lib` directory), passed as `tsserver.path`.
     Beside(PathBuf),
+    /// Nowhere: the server cannot start.
     Missing,
 }
 
+/// Where typescript-language-server (at `server_program`) will find TypeScript for the
+/// workspace at `root`.
 pub fn find_typescript(root: &Path, server_program: &Path) -> TypeScriptLib {
     let tsserver = |nm: &Path| nm.join("typescript/lib/tsserver.js");
     if tsserver(&root.join("node_modules")).is_file() {

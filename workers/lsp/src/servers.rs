@@ -22,9 +22,11 @@ use std::time::{Duration, Instant};
 pub struct RestartPolicy {
     /// Backoff before a restart: full jitter between zero and `base · 2ⁿ`, at most `max`.
     pub base: Duration,
+    /// The longest backoff.
     pub max: Duration,
     /// More crashes than this within `window` and the server is unavailable for the session.
     pub max_crashes: usize,
+    /// The period in which `max_crashes` is counted.
     pub window: Duration,
     /// A server that ran this long before it crashed starts its backoff over.
     pub healthy_after: Duration,
@@ -51,12 +53,16 @@ impl Default for RestartPolicy {
 pub struct LanguageServersConfig {
     /// The workspace root.
     pub root: PathBuf,
+    /// The server definitions (built-in and from settings).
     pub registry: Registry,
     /// Where server programs are looked up (the lsp worker's `PATH`, plus what the user adds).
     pub search_path: Vec<PathBuf>,
+    /// Limits and timeouts of each client.
     pub client: ClientOptions,
+    /// When and how often a crashed server is started again.
     pub restart: RestartPolicy,
-    /// Directories expanded by [`LanguageServers::check`] yield at most this many files.
+    /// Directories expanded by [`LanguageServers::expand`] (for `lsp check`) yield at most this
+    /// many files.
     pub max_check_files: usize,
     /// Under a sandbox, the installation prefixes it was given (`ProfileContext::toolchains`):
     /// a server outside the system directories and the workspace starts only when its prefixes
@@ -68,6 +74,8 @@ pub struct LanguageServersConfig {
 }
 
 impl LanguageServersConfig {
+    /// Servers for the workspace at `root`: the built-in registry, `PATH` from this process's
+    /// environment, default limits, no sandbox prefixes checked.
     pub fn new(root: impl Into<PathBuf>) -> Self {
         LanguageServersConfig {
             root: root.into(),
@@ -85,9 +93,13 @@ impl LanguageServersConfig {
 /// What happened to a server, for the supervisor's event stream and the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServerEvent {
+    /// A server process started and initialized.
     Started {
+        /// The server's name.
         server: String,
+        /// Its pid, if known.
         pid: Option<u32>,
+        /// Times it was started in this session, this one included.
         starts: u32,
         /// The installation prefixes its sandbox reads it from, beyond the system directories
         /// and the workspace (empty for most servers).
@@ -95,29 +107,41 @@ pub enum ServerEvent {
     },
     /// The program is not installed: sent once per server and session.
     Missing {
+        /// The server's name.
         server: String,
+        /// The program that was not found.
         program: String,
+        /// How to install it.
         hint: String,
     },
     /// It ended without being asked to (crash, kill, protocol violation, flood, hang).
     Exited {
+        /// The server's name.
         server: String,
+        /// How it ended, sanitised.
         detail: String,
     },
     /// It will be started again after `delay`, on the next call that needs it.
     Restarting {
+        /// The server's name.
         server: String,
+        /// Which restart this is (1-based).
         attempt: u32,
+        /// The backoff before it.
         delay: Duration,
     },
     /// It will not be started again in this session.
     Unavailable {
+        /// The server's name.
         server: String,
+        /// Why, sanitised.
         reason: String,
     },
+    /// A line the server logged.
     Log(ServerLog),
 }
 
+/// Receives every [`ServerEvent`]; called from the servers' tasks, so it must not block.
 pub type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
 
 struct SlotState {
@@ -298,11 +322,14 @@ impl LanguageServers {
         out
     }
 
+    /// Where the symbol at `pos` in `path` is defined, from the file's server.
     pub async fn definition(&self, path: &Path, pos: Position) -> Result<Vec<Location>, LspError> {
         let (client, abs) = self.route(path).await?;
         client.definition(&abs, pos).await
     }
 
+    /// Where the symbol at `pos` in `path` is used, from the file's server (with its declaration
+    /// when `include_declaration`).
     pub async fn references(
         &self,
         path: &Path,
@@ -313,6 +340,7 @@ impl LanguageServers {
         client.references(&abs, pos, include_declaration).await
     }
 
+    /// The file's server's description of the symbol at `pos`, if it has one.
     pub async fn hover(&self, path: &Path, pos: Position) -> Result<Option<HoverInfo>, LspError> {
         let (client, abs) = self.route(path).await?;
         client.hover(&abs, pos).await

@@ -26,11 +26,17 @@ use std::path::{Path, PathBuf};
 /// The variables the resolution reads (from the start environment in the supervisor).
 #[derive(Debug, Clone, Default)]
 pub struct ShimEnv {
+    /// `HOME`.
     pub home: Option<PathBuf>,
+    /// `RUSTUP_HOME`, if set.
     pub rustup_home: Option<PathBuf>,
+    /// `RUSTUP_TOOLCHAIN`: a toolchain chosen for this process.
     pub rustup_toolchain: Option<String>,
+    /// `PYENV_ROOT`, if set.
     pub pyenv_root: Option<PathBuf>,
+    /// `PYENV_VERSION`: a version chosen for this process.
     pub pyenv_version: Option<String>,
+    /// `ASDF_DATA_DIR`, if set.
     pub asdf_data_dir: Option<PathBuf>,
     /// `PATH`'s directories (for pyenv's `system`).
     pub search_path: Vec<PathBuf>,
@@ -62,8 +68,11 @@ impl ShimEnv {
 /// Which manager a stand-in belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Manager {
+    /// rustup's toolchain proxies (a link to `rustup` named like the tool).
     Rustup,
+    /// pyenv's shims.
     Pyenv,
+    /// asdf's shims.
     Asdf,
 }
 
@@ -80,9 +89,11 @@ impl std::fmt::Display for Manager {
 /// The program a stand-in stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
+    /// The manager whose stand-in it was.
     pub manager: Manager,
     /// The toolchain or version chosen, and where the choice came from.
     pub version: String,
+    /// Where the choice came from (a variable, a version file, the default).
     pub source: String,
     /// The real program (absolute, executable).
     pub program: PathBuf,
@@ -91,34 +102,48 @@ pub struct Resolved {
 /// Why a stand-in could not be resolved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ShimError {
+    /// No version is chosen for the workspace.
     #[error(
         "{} is a {manager} {kind}, and no {manager} version is chosen for this workspace ({tried})",
         program.display(),
         kind = if *manager == Manager::Rustup { "proxy" } else { "shim" }
     )]
     NoVersion {
+        /// The stand-in found on `PATH`.
         program: PathBuf,
+        /// Its manager.
         manager: Manager,
+        /// Where a choice was looked for.
         tried: String,
     },
+    /// The chosen version lacks the program.
     #[error(
         "{} is a {manager} stand-in, and {manager} {version} (from {from}) has no {name}: \
          {hint}",
         program.display()
     )]
     NotInstalled {
+        /// The stand-in found on `PATH`.
         program: PathBuf,
+        /// Its manager.
         manager: Manager,
+        /// The version chosen.
         version: String,
         /// Where the version was chosen.
         from: String,
+        /// The program's name.
         name: String,
+        /// How to install it for that version.
         hint: String,
     },
+    /// The manager's files could not be used (unreadable, malformed, or outside what may be read).
     #[error("{} is a {manager} stand-in, and {detail}", program.display())]
     Refused {
+        /// The stand-in found on `PATH`.
         program: PathBuf,
+        /// Its manager.
         manager: Manager,
+        /// What went wrong.
         detail: String,
     },
 }

@@ -16,6 +16,7 @@ pub struct LaunchSpec {
     pub server: String,
     /// The program, already resolved to an absolute path.
     pub program: PathBuf,
+    /// Its arguments.
     pub args: Vec<String>,
     /// The workspace root.
     pub cwd: PathBuf,
@@ -24,7 +25,9 @@ pub struct LaunchSpec {
 /// How a server process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerExit {
+    /// Its exit status, if it exited.
     pub code: Option<i32>,
+    /// The signal that killed it, if one did.
     pub signal: Option<i32>,
 }
 
@@ -38,6 +41,7 @@ impl std::fmt::Display for ServerExit {
     }
 }
 
+/// A boxed, sendable future (what [`ServerProcess`] methods return).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The running process behind a server's streams.
@@ -52,15 +56,20 @@ pub trait ServerProcess: Send {
 
 /// A started server: its three streams and its process.
 pub struct SpawnedServer {
+    /// Where we write to the server.
     pub stdin: Box<dyn AsyncWrite + Send + Unpin>,
+    /// What the server writes to us (the protocol).
     pub stdout: Box<dyn AsyncRead + Send + Unpin>,
+    /// Its stderr, when it is a pipe.
     pub stderr: Option<Box<dyn AsyncRead + Send + Unpin>>,
+    /// The process, to wait for or kill.
     pub process: Box<dyn ServerProcess>,
 }
 
 /// Starts server processes. `Err` with [`io::ErrorKind::NotFound`] means the program is not
 /// installed (reported to the user once, with how to install it).
 pub trait ServerSpawner: Send + Sync {
+    /// Start the server `spec` describes.
     fn spawn(&self, spec: &LaunchSpec) -> io::Result<SpawnedServer>;
 }
 

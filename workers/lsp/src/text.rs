@@ -51,9 +51,12 @@ fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
 /// How a server counts columns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Encoding {
+    /// Columns count UTF-8 bytes.
     Utf8,
+    /// Columns count UTF-16 code units (the protocol's default).
     #[default]
     Utf16,
+    /// Columns count Unicode scalar values.
     Utf32,
 }
 

@@ -23,9 +23,18 @@ pub const POLICY_DENIAL_CODES: RangeInclusive<i64> = -32005..=-32000;
 /// The three outcomes of a tool call.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CallOutcome {
+    /// The call reached the tool; its result (which may report the tool's own error).
     Allowed(ToolResult),
-    Denied { reason: String },
-    Fault { reason: String },
+    /// A policy refused the call (a JSON-RPC policy code, HTTP 401/403, or no JSON-RPC answer).
+    Denied {
+        /// What refused it, for the record.
+        reason: String,
+    },
+    /// The server failed the call with another JSON-RPC error.
+    Fault {
+        /// The server's error, for the record.
+        reason: String,
+    },
 }
 
 impl CallOutcome {
@@ -49,6 +58,7 @@ pub struct ToolResult {
     pub is_error: bool,
     /// The serialized size of the full result, and whether it was cut.
     pub bytes: usize,
+    /// Whether `value` was cut to the cap.
     pub truncated: bool,
 }
 
@@ -87,9 +97,17 @@ impl ToolResult {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     /// HTTP 401 or 403.
-    Status { status: u16 },
+    Status {
+        /// The HTTP status.
+        status: u16,
+    },
     /// The body held no JSON-RPC answer to the request.
-    NoDocument { status: u16, why: NoDocument },
+    NoDocument {
+        /// The HTTP status.
+        status: u16,
+        /// What the body looked like.
+        why: NoDocument,
+    },
 }
 
 impl fmt::Display for Refusal {
@@ -106,10 +124,13 @@ impl fmt::Display for Refusal {
 /// What a body without a JSON-RPC answer looked like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoDocument {
+    /// An empty body.
     Empty,
     /// JSON (or an event stream) cut off before its end.
     Truncated,
+    /// An HTML page (a login page, a proxy's error page).
     Html,
+    /// Bytes that are not UTF-8.
     NotUtf8,
     /// Something else that is not JSON.
     NotJson,
@@ -136,8 +157,11 @@ impl fmt::Display for NoDocument {
 /// What came back for one request, before classification.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
+    /// A JSON-RPC `result`.
     Result(Value),
+    /// A JSON-RPC error.
     Error(RpcError),
+    /// No JSON-RPC answer could be read.
     Refused(Refusal),
 }
 

@@ -23,8 +23,11 @@ use tokio::task::JoinHandle;
 /// One `notifications/progress` of a call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Progress {
+    /// Work done so far, in the server's own unit.
     pub progress: f64,
+    /// The total in the same unit, when the server knows it.
     pub total: Option<f64>,
+    /// The server's description of the step, unfiltered.
     pub message: Option<String>,
 }
 
@@ -35,9 +38,17 @@ pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServerEvent {
     /// The tool cache was refreshed after `notifications/tools/list_changed`.
-    ToolsChanged { count: usize },
+    ToolsChanged {
+        /// How many tools the server lists now.
+        count: usize,
+    },
     /// `notifications/message` (bounded, control characters removed).
-    Log { level: String, message: String },
+    Log {
+        /// The server's log level (`info`, `error`, …).
+        level: String,
+        /// The message.
+        message: String,
+    },
     /// The connection ended.
     Closed(CloseReason),
 }
@@ -54,6 +65,7 @@ pub struct ClientOptions {
     pub sampling: Option<Arc<dyn SamplingHandler>>,
     /// `None` (the default): `elicitation/create` is refused and not declared.
     pub elicitation: Option<Arc<dyn ElicitationHandler>>,
+    /// Time from start to `initialize`'s answer.
     pub initialize_timeout: Duration,
     /// Default per-call timeout (a call may set its own).
     pub request_timeout: Duration,
@@ -63,7 +75,9 @@ pub struct ClientOptions {
     pub max_result_bytes: usize,
     /// How long a stdio server may take to exit after its stdin closes before it is killed.
     pub shutdown_grace: Duration,
+    /// Receives the server's events (tool list changes, log messages, the end).
     pub on_event: Option<EventFn>,
+    /// Receives the lines of a stdio server's stderr.
     pub on_stderr: Option<StderrFn>,
 }
 
@@ -96,17 +110,24 @@ pub struct CallOptions {
 /// A tool as the server lists it (untrusted text, passed on as is).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tool {
+    /// The tool's name, as the server calls it.
     pub name: String,
+    /// A name for people, if the server gave one.
     pub title: Option<String>,
+    /// What the tool does, unfiltered.
     pub description: Option<String>,
+    /// JSON Schema of its arguments.
     pub input_schema: Value,
+    /// The tool's annotations (`readOnlyHint`, …), untrusted hints.
     pub annotations: Option<Value>,
 }
 
 /// The cached tool list of a server; `generation` counts refreshes.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ToolSet {
+    /// The tools, in the server's order.
     pub tools: Vec<Tool>,
+    /// How many times the list was fetched (0 before the first listing).
     pub generation: u64,
     /// The `list_changed` notifications that had arrived when this list was asked for: a later
     /// one makes the set stale until the refresh it started is published.
@@ -116,10 +137,15 @@ pub struct ToolSet {
 /// What `initialize` told us.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerInfo {
+    /// `serverInfo.name`.
     pub name: String,
+    /// `serverInfo.version`.
     pub version: String,
+    /// The protocol version both sides agreed on.
     pub protocol_version: String,
+    /// The server's `capabilities` object.
     pub capabilities: Value,
+    /// The server's `instructions` for the model, unfiltered.
     pub instructions: Option<String>,
 }
 
@@ -293,10 +319,12 @@ impl McpClient {
         Ok(info)
     }
 
+    /// The server's name in `mcp_servers`.
     pub fn name(&self) -> &str {
         &self.peer.name
     }
 
+    /// What `initialize` told us.
     pub fn server_info(&self) -> &ServerInfo {
         &self.info
     }

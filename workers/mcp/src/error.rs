@@ -14,11 +14,20 @@ pub enum CloseReason {
     /// The server process exited (or closed its output and then exited).
     Exited(Option<ServerExit>),
     /// One message from the server was larger than the configured limit.
-    MessageTooLarge { limit: usize },
+    MessageTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// The server sent bytes that are not a JSON-RPC 2.0 message.
-    Malformed { detail: String },
+    Malformed {
+        /// What was wrong with it (a short excerpt at most).
+        detail: String,
+    },
     /// Reading from or writing to the server failed.
-    Transport { detail: String },
+    Transport {
+        /// The system's or the HTTP layer's error.
+        detail: String,
+    },
     /// The HTTP server no longer knows our session (404 on a request carrying `Mcp-Session-Id`).
     SessionExpired,
     /// The client shut the connection down.
@@ -60,25 +69,40 @@ pub enum McpError {
     Closed(CloseReason),
     /// `initialize` got no answer in time.
     #[error("the MCP server did not answer `initialize` within {}s; check that the command (or URL) really serves MCP, or raise the server's `startup_timeout_ms` setting", .after.as_secs_f64())]
-    InitializeTimeout { after: Duration },
+    InitializeTimeout {
+        /// The time it was given.
+        after: Duration,
+    },
     /// A request got no answer in time (`notifications/cancelled` was sent).
     #[error("the MCP server did not answer `{method}` within {}s (the request was cancelled)", .after.as_secs_f64())]
-    Timeout { method: String, after: Duration },
+    Timeout {
+        /// The request's method.
+        method: String,
+        /// The time it was given.
+        after: Duration,
+    },
     /// The server answered `initialize` with a protocol version this client does not speak.
     #[error("the MCP server speaks protocol version {offered:?}, which hanzo-dev does not support (supported: {}); upgrade the server or hanzo-dev", crate::SUPPORTED_PROTOCOL_VERSIONS.join(", "))]
-    UnsupportedProtocolVersion { offered: String },
+    UnsupportedProtocolVersion {
+        /// The version the server offered.
+        offered: String,
+    },
     /// The server answered a lifecycle request (`initialize`, `tools/list`, `ping`) with a
     /// JSON-RPC error.
     #[error("the MCP server refused `{method}`: {error}")]
     Rpc {
+        /// The request's method.
         method: String,
+        /// The server's error.
         error: Box<RpcError>,
     },
     /// The server's answer to a lifecycle request was refused at the HTTP level or had no
     /// JSON-RPC document in it.
     #[error("the MCP server's answer to `{method}` is unusable: {refusal}")]
     Refused {
+        /// The request's method.
         method: String,
+        /// How the answer was refused.
         refusal: crate::classify::Refusal,
     },
     /// The server's answer does not have the shape the protocol requires.

@@ -10,10 +10,12 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 pub enum LineError {
     /// The line grew past the limit before its newline arrived.
     TooLarge {
+        /// The limit, in bytes.
         limit: usize,
     },
     /// The input ended in the middle of a line.
     Truncated,
+    /// Reading failed.
     Io(io::Error),
 }
 

@@ -25,16 +25,22 @@ use tokio::task::JoinHandle;
 /// One credential-free HTTP request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpRequest {
+    /// The HTTP method (`POST`, `GET`, `DELETE`).
     pub method: String,
+    /// The server's endpoint.
     pub url: String,
+    /// Request headers as (name, value); credentials are added by the broker, not here.
     pub headers: Vec<(String, String)>,
+    /// The request body.
     pub body: Vec<u8>,
 }
 
 /// Status and headers of a response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpHead {
+    /// The HTTP status code.
     pub status: u16,
+    /// Response headers as (name, value).
     pub headers: Vec<(String, String)>,
 }
 
@@ -54,13 +60,17 @@ pub trait HttpBody: Send {
     fn next_chunk(&mut self) -> BoxFuture<'_, Option<Result<Vec<u8>, HttpError>>>;
 }
 
+/// A response: its head now, its body as it arrives.
 pub struct HttpResponse {
+    /// Status and headers.
     pub head: HttpHead,
+    /// The body, chunk by chunk.
     pub body: Box<dyn HttpBody>,
 }
 
 /// Sends one request and returns the head and the streamed body.
 pub trait HttpClient: Send + Sync {
+    /// Send `request`; the answer's head arrives before the body is read.
     fn send(&self, request: HttpRequest) -> BoxFuture<'_, Result<HttpResponse, HttpError>>;
 }
 
@@ -68,11 +78,13 @@ pub trait HttpClient: Send + Sync {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("{message}")]
 pub struct HttpError {
+    /// What failed, which decides whether a retry may help.
     pub kind: HttpErrorKind,
     /// Says what failed and what to do; never contains a secret.
     pub message: String,
 }
 
+/// The class of an [`HttpError`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HttpErrorKind {
     /// The destination is not on the allow-list.

@@ -4,16 +4,23 @@
 use serde_json::{json, Map, Value};
 use std::fmt;
 
+/// The JSON sent is not valid JSON.
 pub const PARSE_ERROR: i64 = -32700;
+/// The JSON is not a valid request object.
 pub const INVALID_REQUEST: i64 = -32600;
+/// The method does not exist.
 pub const METHOD_NOT_FOUND: i64 = -32601;
+/// The params are invalid.
 pub const INVALID_PARAMS: i64 = -32602;
+/// An internal error of the answering side.
 pub const INTERNAL_ERROR: i64 = -32603;
 
 /// A request id. We send integers; servers echo them, and may use strings for their own.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Id {
+    /// An integer id (the ones we send).
     Num(i64),
+    /// A string id (servers may use them for their own requests).
     Str(String),
 }
 
@@ -27,6 +34,7 @@ impl Id {
         }
     }
 
+    /// The id as JSON.
     pub fn to_value(&self) -> Value {
         match self {
             Id::Num(n) => Value::from(*n),
@@ -47,12 +55,16 @@ impl fmt::Display for Id {
 /// A JSON-RPC error object.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RpcError {
+    /// The error code (see the constants in this module).
     pub code: i64,
+    /// The message, unfiltered.
     pub message: String,
+    /// The error's `data`, if any.
     pub data: Option<Value>,
 }
 
 impl RpcError {
+    /// An error with `code` and `message`, no data.
     pub fn new(code: i64, message: impl Into<String>) -> Self {
         RpcError {
             code,
@@ -75,6 +87,7 @@ impl RpcError {
         })
     }
 
+    /// The error as a JSON-RPC `error` object.
     pub fn to_value(&self) -> Value {
         let mut obj = Map::new();
         obj.insert("code".into(), self.code.into());
@@ -97,18 +110,26 @@ impl fmt::Display for RpcError {
 pub enum Incoming {
     /// A request the client must answer (`id` echoed as sent, whatever its type).
     Request {
+        /// The request's id, to echo in the answer.
         id: Value,
+        /// The method.
         method: String,
+        /// The params, if any.
         params: Option<Value>,
     },
+    /// A message that expects no answer.
     Notification {
+        /// The method.
         method: String,
+        /// The params, if any.
         params: Option<Value>,
     },
     /// An answer; `id` is `None` when the server answered with `id: null` (it could not read our
     /// request).
     Response {
+        /// The id of the request answered.
         id: Option<Id>,
+        /// The result, or the error.
         outcome: Result<Value, RpcError>,
     },
 }

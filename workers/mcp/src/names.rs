@@ -13,13 +13,24 @@ const KEEP_BYTES: usize = 55;
 /// Why a server name or a server's tool list cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum NameError {
+    /// A server name that cannot be part of a tool name (`mcp__<server>__<tool>`).
     #[error("MCP server name {name:?} {why}; use letters, digits, `-` and single `_` (e.g. \"github\", \"my-server\")")]
-    InvalidServerName { name: String, why: &'static str },
+    InvalidServerName {
+        /// The name as configured.
+        name: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// Two of a server's tools normalise to the same qualified name.
     #[error("MCP server {server:?}: tools {first:?} and {second:?} both become {name:?}; rename one on the server, or disable one of them")]
     Collision {
+        /// The server's name.
         server: String,
+        /// The first tool's own name.
         first: String,
+        /// The second tool's own name.
         second: String,
+        /// The qualified name both become.
         name: String,
     },
 }

@@ -66,8 +66,11 @@ fn defaults_answer(params: &Value) -> Value {
 /// What the client answers with, per server.
 #[derive(Clone, Default)]
 pub struct ServerRequests {
+    /// The absolute roots answered to `roots/list` (the workspace).
     pub roots: Vec<PathBuf>,
+    /// Answers `sampling/createMessage`; `None`: refused and not declared.
     pub sampling: Option<Arc<dyn SamplingHandler>>,
+    /// Answers `elicitation/create`; `None`: refused and not declared.
     pub elicitation: Option<Arc<dyn ElicitationHandler>>,
 }
 
@@ -85,6 +88,8 @@ impl ServerRequests {
         Value::Object(caps)
     }
 
+    /// The answer to the server's request `method`: `ping`, `roots/list`, and what a handler is
+    /// set for; anything else is `METHOD_NOT_FOUND`.
     pub async fn answer(&self, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
         let params = params.unwrap_or(Value::Null);
         match method {

@@ -19,17 +19,22 @@ use tokio::sync::{mpsc, oneshot, watch};
 /// How to start a stdio server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StdioSpec {
+    /// The program.
     pub command: String,
+    /// Its arguments.
     pub args: Vec<String>,
     /// The whole environment of the server (the runner starts from an empty one).
     pub env: Vec<(String, String)>,
+    /// Its working directory (`None`: the spawner's default).
     pub cwd: Option<PathBuf>,
 }
 
 /// How a server process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerExit {
+    /// Its exit status, if it exited.
     pub code: Option<i32>,
+    /// The signal that killed it, if one did.
     pub signal: Option<i32>,
 }
 
@@ -53,9 +58,13 @@ pub trait ServerProcess: Send {
 
 /// A started server's streams and process.
 pub struct ServerIo {
+    /// Where we write messages to the server.
     pub stdin: Box<dyn AsyncWrite + Send + Unpin>,
+    /// Where the server writes messages to us.
     pub stdout: Box<dyn AsyncRead + Send + Unpin>,
+    /// Its stderr, when it is a pipe.
     pub stderr: Option<Box<dyn AsyncRead + Send + Unpin>>,
+    /// The process, to wait for or kill.
     pub process: Box<dyn ServerProcess>,
 }
 
@@ -66,6 +75,7 @@ pub struct SpawnError(pub String);
 
 /// Starts stdio servers.
 pub trait ServerSpawner: Send + Sync {
+    /// Start the server `spec` describes.
     fn spawn<'a>(&'a self, spec: &'a StdioSpec) -> BoxFuture<'a, Result<ServerIo, SpawnError>>;
 }
 

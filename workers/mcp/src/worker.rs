@@ -90,10 +90,12 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
         IsolationMode::Strict => true,
         IsolationMode::Auto => hanzo_sandbox::doctor::probe_kernel().tier_b().is_ok(),
     };
-    // The egress control socket (fd 6): given only when a run's stdio servers ask for network.
-    // Pid 1 hands it to the forwarder it forks first; no other process here keeps a copy.
-    let mut egress_control =
-        hanzo_sandbox::confine::adopt_inherited_fd(hanzo_ipc::transport::EGRESS_FD).ok();
+    // The egress control socket (its number from the role table): given only when a run's stdio
+    // servers ask for network. Pid 1 hands it to the forwarder it forks first; no other process
+    // here keeps a copy.
+    const EGRESS_CONTROL_FD: i32 =
+        hanzo_ipc::role::fd(hanzo_ipc::role::Channel::McpEgress, hanzo_ipc::Role::Mcp);
+    let mut egress_control = hanzo_sandbox::confine::adopt_inherited_fd(EGRESS_CONTROL_FD).ok();
     let mut egress_port: Option<Result<u16, String>> = None;
     let mut tier = Tier::A;
     if want_b {
@@ -946,7 +948,9 @@ pub fn command_profile(
 
 /// Starts stdio servers through the sandboxed command runner.
 pub struct SandboxSpawner {
+    /// The worker's command launcher, which starts each server.
     pub runner: Arc<Runner>,
+    /// The sandbox each server runs in.
     pub profile: CommandProfile,
     /// Where a server whose spec names no directory starts.
     pub fallback_cwd: PathBuf,

@@ -20,7 +20,7 @@ use hanzo_ipc::proto::{Protocol, RemoteError, RemoteErrorKind};
 #[cfg(feature = "test-support")]
 use hanzo_ipc::roles::CommonItem;
 use hanzo_ipc::roles::{CommonRequest, CommonResponse, HasCommon, WorkerStatus};
-use hanzo_ipc::transport::{self, IpcError, DIRECT_FD, SUPERVISOR_FD};
+use hanzo_ipc::transport::{self, IpcError, SUPERVISOR_FD};
 use hanzo_ipc::Role;
 use hanzo_policy::isolation::IsolationMode;
 use hanzo_policy::profile::{profile_for, ProfileContext};
@@ -273,8 +273,10 @@ where
             return exit::NO_CHANNEL;
         }
     };
-    // The direct channel is optional: only roles that talk to a peer worker receive one.
-    let direct = hanzo_sandbox::confine::adopt_inherited_fd(DIRECT_FD).ok();
+    // The direct channel is optional: only roles the role table gives one that the runtime
+    // adopts receive it, and only when the peer worker runs.
+    let direct = hanzo_ipc::role::runtime_channel(role)
+        .and_then(|end| hanzo_sandbox::confine::adopt_inherited_fd(end.fd).ok());
     #[cfg(feature = "test-support")]
     if opts.fault == Some(Fault::CrashAtStart) {
         return exit::FAULT;

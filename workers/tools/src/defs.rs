@@ -5,14 +5,24 @@
 use hanzo_ipc::roles::tools::ToolDefinition;
 use serde_json::{json, Value};
 
+/// Name of the tool that reads a text file, with numbered lines.
 pub const READ_FILE: &str = "read_file";
+/// Name of the tool that creates or overwrites a file.
 pub const WRITE_FILE: &str = "write_file";
+/// Name of the tool that replaces an exact string in a file.
 pub const EDIT_FILE: &str = "edit_file";
+/// Name of the tool that lists a directory.
 pub const LIST_DIR: &str = "list_dir";
+/// Name of the tool that finds files by glob pattern.
 pub const GLOB: &str = "glob";
+/// Name of the tool that searches file contents by regular expression.
 pub const GREP: &str = "grep";
+/// Name of the tool that runs a shell command in the sandbox.
 pub const BASH: &str = "bash";
+/// Name of the tool that applies a unified diff.
 pub const APPLY_PATCH: &str = "apply_patch";
+/// Name of the tool that runs one git subcommand (status, diff, log, show, add, commit, branch,
+/// switch) without a shell.
 pub const GIT: &str = "git";
 
 /// Every built-in tool's name, description and schema (as a JSON value).

@@ -40,10 +40,13 @@ const IN_FLIGHT_PATIENCE: Duration = Duration::from_secs(2);
 /// Why the forwarder stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ForwardError {
+    /// The broker closed its end of the control socket; holds the socket's error.
     #[error("the broker closed the egress control socket ({0}); commands have no network now")]
     BrokerGone(#[source] io::Error),
+    /// Accepting a command's connection on the proxy endpoint failed.
     #[error("accepting on the egress proxy endpoint: {0}")]
     Accept(#[source] io::Error),
+    /// Handing an accepted connection to the broker failed.
     #[error("passing a connection to the broker: {0}")]
     Send(#[source] io::Error),
 }
@@ -51,8 +54,10 @@ pub enum ForwardError {
 /// Why the forwarder could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// The proxy endpoint on the namespace's `127.0.0.1` could not be bound.
     #[error("cannot listen on the egress proxy endpoint 127.0.0.1 in tier B's namespace: {0}")]
     Bind(#[source] io::Error),
+    /// The forwarder process could not be forked.
     #[error("cannot start the egress forwarder: {0}")]
     Fork(#[source] io::Error),
 }

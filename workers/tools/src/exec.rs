@@ -17,7 +17,9 @@ use std::time::Duration;
 
 pub use crate::runner::{Capture, Exit};
 
+/// How long a `bash` command may run when the call names no timeout: 120 s.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// The longest timeout a `bash` call may ask for: 600 s (longer requests are cut to it).
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
 /// Combined output kept per command (head and tail halves).
 pub const DEFAULT_OUTPUT_CAP: usize = 64 * 1024;
@@ -40,6 +42,7 @@ pub fn keeper() -> Result<(), &'static str> {
 /// The fixed part of every command's environment and profile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecConfig {
+    /// The shell commands run with (`/bin/sh -c`).
     pub shell: PathBuf,
     /// The command's working directory: the workspace.
     pub cwd: PathBuf,
@@ -52,7 +55,10 @@ pub struct ExecConfig {
     pub extra_env: Vec<(String, String)>,
     /// `PATH`, `LANG`, `TERM` as the worker received them (from the supervisor's allow-list).
     pub inherited: Vec<(String, String)>,
+    /// Resource limits each command starts with.
     pub rlimits: Rlimits,
+    /// Combined output kept per command, in bytes (head and tail halves; see
+    /// [`DEFAULT_OUTPUT_CAP`]).
     pub output_cap: usize,
     /// The egress forwarder's port on tier B's loopback, when the run allows network: `bash`
     /// commands then get [`NetAccess::Egress`] and the proxy environment
@@ -65,6 +71,8 @@ pub const INHERITED_ENV: &[&str] = &["PATH", "LANG", "LC_ALL", "TERM", "TZ"];
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 impl ExecConfig {
+    /// Commands in `cwd` with the private directory `run_dir`, in tier A, `/bin/sh`, the default
+    /// output cap, no egress, and [`INHERITED_ENV`] taken from this process's environment.
     pub fn new(cwd: PathBuf, run_dir: PathBuf, rlimits: Rlimits) -> ExecConfig {
         let inherited = std::env::vars()
             .filter(|(k, _)| INHERITED_ENV.contains(&k.as_str()))
@@ -82,10 +90,12 @@ impl ExecConfig {
         }
     }
 
+    /// The commands' `HOME`: `<run_dir>/home`.
     pub fn home(&self) -> PathBuf {
         self.run_dir.join("home")
     }
 
+    /// The commands' `TMPDIR`: `<run_dir>/tmp` in tier A, the private `/tmp` in tier B.
     pub fn tmp(&self) -> PathBuf {
         match self.tier {
             Tier::A => self.run_dir.join("tmp"),

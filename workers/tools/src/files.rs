@@ -27,6 +27,7 @@ pub struct Deadline {
 }
 
 impl Deadline {
+    /// A deadline `limit` from now.
     pub fn after(limit: Duration) -> Deadline {
         Deadline {
             at: Instant::now() + limit,
@@ -34,6 +35,7 @@ impl Deadline {
         }
     }
 
+    /// The time the call was given, for the error message.
     pub fn limit(&self) -> Duration {
         self.limit
     }
@@ -72,13 +74,18 @@ pub const MAX_DIR_ENTRIES: usize = 2000;
 /// How much of a file's start is checked for NUL bytes to decide it is binary.
 const BINARY_SNIFF: usize = 8192;
 
+/// A file tool's answer: the text for the model, or the error for the model.
 pub type Outcome = Result<String, String>;
 
+/// The `read_file` tool's input.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReadInput {
+    /// The file, relative to the workspace (or absolute inside it).
     pub path: String,
+    /// The first line to show, from 1 (default 1).
     pub offset: Option<usize>,
+    /// How many lines to show (default: up to the output cap).
     pub limit: Option<usize>,
 }
 
@@ -230,10 +237,13 @@ pub fn is_binary(bytes: &[u8]) -> bool {
     bytes[..bytes.len().min(BINARY_SNIFF)].contains(&0)
 }
 
+/// The `write_file` tool's input.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WriteInput {
+    /// The file, relative to the workspace (or absolute inside it).
     pub path: String,
+    /// The file's whole new content.
     pub content: String,
 }
 
@@ -256,12 +266,17 @@ pub fn write_file_within(roots: &Roots, input: WriteInput, deadline: &Deadline) 
     Ok(format!("wrote {} bytes to {shown}", input.content.len()))
 }
 
+/// The `edit_file` tool's input.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EditInput {
+    /// The file, relative to the workspace (or absolute inside it).
     pub path: String,
+    /// The exact text to replace, whitespace included.
     pub old_string: String,
+    /// The text to put in its place.
     pub new_string: String,
+    /// Replace every occurrence instead of failing when there are several.
     #[serde(default)]
     pub replace_all: bool,
 }
@@ -308,9 +323,11 @@ pub fn edit_file_within(roots: &Roots, input: EditInput, deadline: &Deadline) ->
     ))
 }
 
+/// The `list_dir` tool's input.
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ListInput {
+    /// The directory (default: the workspace root).
     #[serde(default)]
     pub path: Option<String>,
 }

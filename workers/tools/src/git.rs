@@ -38,18 +38,22 @@ pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 pub const MAX_PATHS: usize = 1000;
 /// Default and largest `max_count` for `log`.
 pub const DEFAULT_LOG_COUNT: u32 = 20;
+/// The largest `max_count` a `log` call may ask for.
 pub const MAX_LOG_COUNT: u32 = 1000;
 
 /// Who commits when the repository's own configuration names nobody (global configuration is
 /// not read). The supervisor can pass the user's identity with `Tools::with_git_identity`.
 pub const FALLBACK_NAME: &str = "hanzo-dev agent";
+/// The commit e-mail used when the repository's configuration names none.
 pub const FALLBACK_EMAIL: &str = "agent@hanzo-dev.invalid";
 
 /// The tool's input (see its schema in `defs.rs`).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GitInput {
+    /// One of `status`, `diff`, `log`, `show`, `add`, `commit`, `branch`, `switch`.
     pub subcommand: String,
+    /// Paths to limit the command to, relative to the workspace.
     #[serde(default)]
     pub paths: Vec<String>,
     /// `diff`: compare the index with HEAD (`--cached`).
@@ -334,7 +338,9 @@ pub fn sh_quote(arg: &str) -> String {
 /// Who commits: the identity configured for the tools (the user's), else the fallback.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GitIdentity {
+    /// `user.name`.
     pub name: String,
+    /// `user.email`.
     pub email: String,
 }
 
@@ -350,8 +356,11 @@ impl Default for GitIdentity {
 /// Everything one git command needs besides the subcommand: global arguments and environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GitInvocation {
+    /// The git program to run.
     pub program: PathBuf,
+    /// Options before the subcommand (`--no-pager`, the safe `-c` settings).
     pub global_args: Vec<String>,
+    /// The command's complete environment.
     pub env: Vec<(String, String)>,
 }
 

@@ -30,7 +30,9 @@ const DRAIN_GRACE: Duration = Duration::from_millis(500);
 /// The result of a pre-tool-use pass: the verdict, and which hook decided if one denied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PreHookResult {
+    /// Whether the call may proceed, and why not.
     pub verdict: PreHookVerdict,
+    /// The hook that denied it (or failed), if one did.
     pub denied_by: Option<HookConfig>,
 }
 

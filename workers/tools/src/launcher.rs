@@ -15,7 +15,7 @@
 //!
 //! Per command the worker sends one message ([`crate::runner::Runner::start`]): the spawn as
 //! JSON, with the keeper's line and the pipes attached. The launcher compiles the command's own
-//! confinement from its [`CommandProfile`](hanzo_policy::profile::CommandProfile) (once per
+//! confinement from its [`CommandProfile`] (once per
 //! distinct profile), nested in its own, and spawns it under a keeper whose line is the one
 //! received: the worker shuts its end down (timeout) or drops it (cancellation, or the worker
 //! died) to have the keeper kill every process of the command; the keeper answers with the
@@ -42,12 +42,16 @@ use std::path::PathBuf;
 use std::sync::Arc as StdArc;
 use std::sync::{Arc, Mutex, OnceLock};
 
+/// Why the command launcher could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum LauncherError {
+    /// The socketpair to the launcher could not be made.
     #[error("launcher socket: {0}")]
     Socket(#[source] std::io::Error),
+    /// The launcher process could not be forked.
     #[error("forking the launcher: {0}")]
     Fork(#[source] std::io::Error),
+    /// The launcher's attestation of its own confinement did not arrive or does not decode.
     #[error("the launcher did not attest its confinement: {0}")]
     Attestation(String),
 }
@@ -174,7 +178,8 @@ impl Pending {
     }
 
     /// In the worker, before it confines itself: wait for the launcher's attestation and keep
-    /// the runner for [`crate::runner::runner`]. Returns the attestation (for the worker's own).
+    /// the runner for [`crate::runner::launcher_runner`] (or [`crate::runner::git_runner`]).
+    /// Returns the attestation (for the worker's own).
     pub fn finish(mut self) -> Result<Attestation, String> {
         drop(self.theirs.take());
         let result = (|| {

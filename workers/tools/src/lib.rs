@@ -14,6 +14,7 @@
     clippy::cast_sign_loss,
     clippy::cast_lossless
 )]
+#![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod defs;
@@ -51,19 +52,27 @@ use std::time::Duration;
 /// Why the tools cannot be set up at all (as opposed to one call failing).
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
+    /// The worker was started without a workspace directory.
     #[error("the tools worker has no workspace")]
     NoWorkspace,
+    /// The worker was started without its private run directory (commands' `HOME`).
     #[error("the tools worker has no private run directory")]
     NoRunDir,
+    /// The workspace cannot be opened or resolved.
     #[error("workspace {path}: {source}")]
     Workspace {
+        /// The workspace path as given.
         path: PathBuf,
+        /// The system's error.
         #[source]
         source: std::io::Error,
     },
+    /// The private run directory cannot be opened or resolved.
     #[error("run directory {path}: {source}")]
     RunDir {
+        /// The run directory's path as given.
         path: PathBuf,
+        /// The system's error.
         #[source]
         source: std::io::Error,
     },
@@ -162,10 +171,12 @@ impl Tools {
         self
     }
 
+    /// The workspace and run directory every path is resolved against.
     pub fn roots(&self) -> &Roots {
         &self.roots
     }
 
+    /// How commands run (tier, limits, profile context, egress).
     pub fn exec_config(&self) -> &ExecConfig {
         &self.exec
     }

@@ -14,8 +14,10 @@ use hanzo_policy::profile::{
 };
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 
+/// The resource limits a command runs under, as this worker applies them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
+    /// Most open file descriptors per command (`RLIMIT_NOFILE`).
     pub open_files: u64,
     /// Largest file a command may write, bytes.
     pub file_size: Option<u64>,

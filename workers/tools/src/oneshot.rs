@@ -39,52 +39,81 @@ use std::sync::Arc;
 
 pub use hanzo_policy::profile::COMMAND_DEVICES;
 
+/// Why `hanzo-dev sandbox` could not run its command (the command's own failure is its exit
+/// status, not an error).
 #[derive(Debug, thiserror::Error)]
 pub enum OneShotError {
+    /// No command was given.
     #[error("nothing to run: give a command after `--`")]
     NoCommand,
+    /// The workspace cannot be opened or resolved.
     #[error("workspace {path}: {source}")]
     Workspace {
+        /// The workspace path as given.
         path: PathBuf,
+        /// The system's error.
         #[source]
         source: std::io::Error,
     },
+    /// An `--allow-read` or `--allow-write` path cannot be opened or resolved.
     #[error("--allow-write/--allow-read {path}: {source}")]
     Grant {
+        /// The path as given.
         path: PathBuf,
+        /// The system's error.
         #[source]
         source: std::io::Error,
     },
+    /// The private directory (tier A's `HOME` and `TMPDIR`) could not be created.
     #[error("cannot create the private directory: {0}")]
     RunDir(#[source] std::io::Error),
+    /// A resource limit could not be set on this process.
     #[error("cannot set resource limits: {0}")]
     Limits(#[from] nix::Error),
+    /// The workspace holds one of hanzo's own directories, which a tier A grant cannot exclude.
     #[error(
         "the workspace {workspace} contains {hidden}, which tier A cannot keep out of the \
          command's reach (a Landlock grant cannot have a hole); use tier B (--isolation auto or \
          strict, where user namespaces work), choose another workspace, or pass \
          --allow-dangerous-workspace to run anyway"
     )]
-    DangerousWorkspace { workspace: PathBuf, hidden: String },
+    DangerousWorkspace {
+        /// The workspace.
+        workspace: PathBuf,
+        /// The hidden directory inside it.
+        hidden: String,
+    },
+    /// Landlock or seccomp could not be applied; the command is never run unconfined.
     #[error(
         "the sandbox could not be applied ({0}); refusing to run the command unconfined. \
          `hanzo-dev doctor` says what the kernel lacks"
     )]
     NotConfined(String),
+    /// Tier B's namespaces could not be entered.
     #[error("cannot enter tier B: {0}")]
     Namespaces(#[source] hanzo_sandbox::namespaces::NamespaceError),
+    /// Network was asked for, but tier B (where egress is served) is unavailable.
     #[error(
         "network was asked for ({hosts}), but commands get network only in tier B, through the \
          broker's proxy in its namespace, and tier B is unavailable here ({why}); refusing to run \
          the command. Run where user namespaces work (`hanzo-dev doctor` says what is missing), \
          or drop --network-allow / sandbox.network_allow"
     )]
-    EgressNeedsTierB { hosts: String, why: String },
+    EgressNeedsTierB {
+        /// The allow-list's entries, joined.
+        hosts: String,
+        /// Why tier B is unavailable.
+        why: String,
+    },
+    /// The egress set-up failed (control socket, forwarder, proxy).
     #[error("egress: {0}")]
     Egress(String),
+    /// The command could not be started.
     #[error("cannot run {program}: {source}")]
     Spawn {
+        /// The program as given.
         program: String,
+        /// The system's error.
         #[source]
         source: std::io::Error,
     },
@@ -96,6 +125,7 @@ pub const TIER_ENV: &str = "HANZO_SANDBOX_TIER";
 /// What to run and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OneShot {
+    /// The directory the command works in and may write.
     pub workspace: PathBuf,
     /// Extra read-write roots (`--allow-write`).
     pub allow_write: Vec<PathBuf>,
@@ -103,13 +133,16 @@ pub struct OneShot {
     pub allow_read: Vec<PathBuf>,
     /// Extra environment variables for the command (secrets are dropped).
     pub extra_env: Vec<(String, String)>,
+    /// Resource limits for the command and its tree.
     pub limits: Limits,
+    /// The isolation the user asked for (`auto` picks tier B where it works).
     pub isolation: IsolationMode,
     /// hanzo's configuration and data directories: never reachable (see
     /// `ProfileContext::hidden`).
     pub hidden: Vec<PathBuf>,
     /// Run in tier A even when the workspace contains a hidden path.
     pub allow_dangerous_workspace: bool,
+    /// The program and its arguments.
     pub command: Vec<OsString>,
 }
 
@@ -125,6 +158,7 @@ pub type EgressServe =
 pub struct OneShotEgress {
     /// The allow-list's entries (not empty).
     pub hosts: Vec<String>,
+    /// Starts the proxy side once the namespaces exist.
     pub serve: EgressServe,
 }
 

@@ -26,9 +26,11 @@ use serde::Deserialize;
 use std::fs;
 use std::path::PathBuf;
 
+/// The `apply_patch` tool's input.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PatchInput {
+    /// A unified diff (`---`/`+++` headers and `@@` hunks), for one or more files.
     pub patch: String,
 }
 

@@ -22,40 +22,79 @@ use std::path::{Component, Path, PathBuf};
 /// Why a path was refused. Every variant names the path as the model wrote it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PathError {
+    /// The path is empty.
     #[error("path {path:?} refused: it is empty")]
-    Empty { path: String },
+    Empty {
+        /// The path as the tool call gave it.
+        path: String,
+    },
+    /// `..` components lead above the workspace.
     #[error(
         "path {path:?} refused: `..` leads outside the workspace {root} (rule: paths stay \
          inside the workspace)"
     )]
-    DotDot { path: String, root: String },
+    DotDot {
+        /// The path as the tool call gave it.
+        path: String,
+        /// The workspace.
+        root: String,
+    },
+    /// An absolute path outside the workspace and every extra root.
     #[error(
         "path {path:?} refused: absolute path outside the workspace {root} (rule: paths stay \
          inside the workspace)"
     )]
-    Absolute { path: String, root: String },
+    Absolute {
+        /// The path as the tool call gave it.
+        path: String,
+        /// The workspace.
+        root: String,
+    },
+    /// A symlink on the way resolves outside the workspace and every extra root.
     #[error(
         "path {path:?} refused: a symlink leads outside the workspace, to {target} (rule: \
          symlinks may not lead outside the workspace)"
     )]
-    Symlink { path: String, target: String },
+    Symlink {
+        /// The path as the tool call gave it.
+        path: String,
+        /// Where it resolves to.
+        target: String,
+    },
+    /// A write to a file with more than one hard link (it may be a file outside the workspace).
     #[error(
         "path {path:?} refused: the file has {links} hard links and may be shared with a file \
          outside the workspace (rule: no writing through hard links)"
     )]
-    HardLink { path: String, links: u64 },
+    HardLink {
+        /// The path as the tool call gave it.
+        path: String,
+        /// Its link count.
+        links: u64,
+    },
+    /// A write to a path that runs or configures programs later, outside the sandbox (the git
+    /// directory, git hooks and configuration, `.hanzo/`).
     #[error(
         "path {path:?} refused: it is {protected} ({why}), which runs or configures programs \
          later, outside the sandbox (rule: no writing to the git directory, git hooks and \
          configuration, or .hanzo/)"
     )]
     Protected {
+        /// The path as the tool call gave it.
         path: String,
+        /// The protected path it is or lies under.
         protected: String,
+        /// Why that path is protected.
         why: String,
     },
+    /// Resolving the path failed in the filesystem.
     #[error("path {path:?}: {message}")]
-    Io { path: String, message: String },
+    Io {
+        /// The path as the tool call gave it.
+        path: String,
+        /// The system's error.
+        message: String,
+    },
 }
 
 /// The roots a tool may use: the workspace, plus extra read-write roots the user allowed.
@@ -68,7 +107,9 @@ pub struct Roots {
 /// Whether the path will be written (hard links are then refused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Intent {
+    /// The path is only read.
     Read,
+    /// The path will be written.
     Write,
 }
 
@@ -84,6 +125,7 @@ impl Roots {
         })
     }
 
+    /// The workspace, canonical.
     pub fn workspace(&self) -> &Path {
         &self.workspace
     }
@@ -204,6 +246,7 @@ impl Roots {
 /// How a file tool opens a file it resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpenFor {
+    /// Read only.
     Read,
     /// Write, creating the file if it does not exist (then with mode 0666 less the umask).
     Write,
@@ -336,7 +379,9 @@ fn completes_bare_repository(root: &Path, target: &Path) -> Option<PathBuf> {
 /// A path no tool or command may write, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProtectedPath {
+    /// The absolute path (as named, or as resolved when it is a symlink).
     pub path: PathBuf,
+    /// Why it is protected (what would run or obey it).
     pub why: String,
 }
 
@@ -423,6 +468,7 @@ pub fn protected_detail(workspace: &Path) -> Vec<ProtectedPath> {
 /// Where git looks for configuration besides the repository, when it is readable.
 #[derive(Debug, Clone, Default)]
 pub struct GitEnv {
+    /// The user's home, for `~/` in `include.path` and `core.hooksPath`.
     pub home: Option<PathBuf>,
     /// Global and system configuration files to read (`~/.gitconfig`, XDG, `/etc/gitconfig`).
     pub extra_configs: Vec<PathBuf>,

@@ -61,12 +61,17 @@ use tokio::io::AsyncReadExt;
 /// What to run, and under what profile.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Spawn {
+    /// The program to execute.
     pub program: PathBuf,
+    /// Its arguments, without the program name.
     pub args: Vec<OsString>,
     /// The complete environment.
     pub env: Vec<(String, String)>,
+    /// Its working directory.
     pub cwd: PathBuf,
+    /// Resource limits set before exec.
     pub rlimits: Rlimits,
+    /// What it may reach: its Landlock domain and seccomp filter, nested in the launcher's.
     pub profile: CommandProfile,
 }
 
@@ -94,6 +99,7 @@ impl Spawn {
 /// Where a child's stderr goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Stderr {
+    /// `/dev/null`.
     Null,
     /// A pipe of its own.
     Pipe,
@@ -104,8 +110,11 @@ pub enum Stderr {
 /// Which of the child's standard streams are pipes to the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pipes {
+    /// Whether stdin is a pipe from the caller (otherwise `/dev/null`).
     pub stdin: bool,
+    /// Whether stdout is a pipe to the caller (otherwise `/dev/null`).
     pub stdout: bool,
+    /// Where stderr goes.
     pub stderr: Stderr,
 }
 
@@ -128,8 +137,11 @@ impl Pipes {
 /// one-shot).
 #[derive(Debug, Default)]
 pub struct ChildStdio {
+    /// The fd to make the child's stdin, if any.
     pub stdin: Option<OwnedFd>,
+    /// The fd to make the child's stdout, if any.
     pub stdout: Option<OwnedFd>,
+    /// The fd to make the child's stderr, if any.
     pub stderr: Option<OwnedFd>,
     /// Leave the caller's stdio as it is where no fd is given (the one-shot: the command talks
     /// to the caller's terminal) instead of `/dev/null`.
@@ -187,14 +199,24 @@ pub fn command(
 /// Why a spawn through the launcher failed before the command ran.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The worker forked no launcher (or it failed to start); holds why.
     #[error("this worker has no command launcher ({0})")]
     NoLauncher(String),
+    /// The launcher process ended; no command can start until the worker restarts.
     #[error("the command launcher is gone; the worker must be restarted")]
     LauncherGone,
+    /// The spawn request exceeds one launcher message; holds its size in bytes.
     #[error("the command is too long for the launcher ({0} bytes)")]
     TooLong(usize),
+    /// The launcher could not start the command (exec failed, confinement failed).
     #[error("cannot start {program}: {reason}")]
-    Start { program: String, reason: String },
+    Start {
+        /// The program as given.
+        program: String,
+        /// What the launcher reported.
+        reason: String,
+    },
+    /// Talking to the launcher (or, locally, spawning) failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -317,8 +339,11 @@ pub(crate) const MAX_REQUEST: usize = 1 << 20;
 /// A started command, seen from the worker: its pipes and its keeper's line.
 #[derive(Debug)]
 pub struct Running {
+    /// The write end of the command's stdin, when [`Pipes::stdin`] asked for it.
     pub stdin: Option<tokio::net::unix::pipe::Sender>,
+    /// The read end of its stdout, when asked for.
     pub stdout: Option<tokio::net::unix::pipe::Receiver>,
+    /// The read end of its stderr, when it has a pipe of its own.
     pub stderr: Option<tokio::net::unix::pipe::Receiver>,
     /// A local runner's keeper process (our child, reaped by tokio once it exits).
     _keeper: Option<tokio::process::Child>,
@@ -523,13 +548,16 @@ impl Runner {
 /// How a command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
+    /// It exited with this status code.
     Code(i32),
+    /// It was killed by this signal number.
     Signal(i32),
     /// Killed (with everything it started) at the timeout.
     TimedOut,
 }
 
 impl Exit {
+    /// How a process ended, from its wait status and whether the timeout killed it.
     pub fn of(status: ExitStatus, timed_out: bool) -> Exit {
         if timed_out {
             Exit::TimedOut
@@ -544,6 +572,7 @@ impl Exit {
 /// A command run to completion.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
+    /// How it ended.
     pub exit: Exit,
     /// Combined output, capped: head, a marker, tail.
     pub output: String,
@@ -561,6 +590,7 @@ pub struct Capture {
 }
 
 impl Capture {
+    /// A capture keeping at most `cap` bytes (at least 2): the first half and the last half.
     pub fn new(cap: usize) -> Capture {
         Capture {
             cap: cap.max(2),
@@ -570,6 +600,7 @@ impl Capture {
         }
     }
 
+    /// Take more bytes of the stream.
     pub fn push(&mut self, mut bytes: &[u8]) {
         let head_cap = self.cap / 2;
         if self.head.len() < head_cap {
@@ -586,6 +617,8 @@ impl Capture {
         }
     }
 
+    /// The kept text (invalid UTF-8 replaced) with a marker where bytes were left out, and how
+    /// many were.
     pub fn finish(self) -> (String, u64) {
         let mut out = String::from_utf8_lossy(&self.head).into_owned();
         if self.omitted > 0 {

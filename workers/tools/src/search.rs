@@ -12,7 +12,9 @@ use serde::Deserialize;
 use std::fmt::Write as _;
 use std::path::Path;
 
+/// Paths `glob` lists when the call names no `max_results`.
 pub const DEFAULT_GLOB_RESULTS: usize = 1000;
+/// Matching lines `grep` shows when the call names no `max_matches`.
 pub const DEFAULT_GREP_MATCHES: usize = 200;
 /// Hard ceilings, whatever the model asks for.
 pub const MAX_RESULTS: usize = 10_000;
@@ -38,11 +40,15 @@ fn glob_matcher(pattern: &str) -> Result<globset::GlobMatcher, String> {
         .map_err(|e| format!("bad glob {pattern:?}: {e}"))
 }
 
+/// The `glob` tool's input.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GlobInput {
+    /// The glob to match paths against (`src/**/*.rs`), relative to `path`.
     pub pattern: String,
+    /// The directory to search (default: the workspace root).
     pub path: Option<String>,
+    /// Most paths to list (default [`DEFAULT_GLOB_RESULTS`], at most [`MAX_RESULTS`]).
     pub max_results: Option<usize>,
 }
 
@@ -92,14 +98,20 @@ pub fn glob_within(roots: &Roots, input: GlobInput, deadline: &Deadline) -> Outc
     Ok(out)
 }
 
+/// The `grep` tool's input.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GrepInput {
+    /// The regular expression (Rust regex syntax).
     pub pattern: String,
+    /// The directory or file to search (default: the workspace root).
     pub path: Option<String>,
+    /// Only files whose path matches this glob are searched.
     pub glob: Option<String>,
+    /// Match regardless of case.
     #[serde(default)]
     pub case_insensitive: bool,
+    /// Most matching lines to show (default [`DEFAULT_GREP_MATCHES`], at most [`MAX_RESULTS`]).
     pub max_matches: Option<usize>,
 }
 

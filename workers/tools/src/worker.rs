@@ -43,6 +43,7 @@ impl ToolsHandler {
         ToolsHandler { tools }
     }
 
+    /// A handler over tools already set up.
     pub fn from_tools(tools: Tools) -> ToolsHandler {
         ToolsHandler { tools: Ok(tools) }
     }
@@ -192,10 +193,14 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
         IsolationMode::Strict => true,
         IsolationMode::Auto => hanzo_sandbox::doctor::probe_kernel().tier_b().is_ok(),
     };
-    // The egress control socket (fd 5): given only when the run allows network for commands.
-    // Pid 1 hands it to the forwarder it forks first; no other process here keeps a copy.
-    let mut egress_control =
-        hanzo_sandbox::confine::adopt_inherited_fd(hanzo_ipc::transport::EGRESS_FD).ok();
+    // The egress control socket (its number from the role table): given only when the run allows
+    // network for commands. Pid 1 hands it to the forwarder it forks first; no other process here
+    // keeps a copy.
+    const EGRESS_CONTROL_FD: i32 = hanzo_ipc::role::fd(
+        hanzo_ipc::role::Channel::ToolsEgress,
+        hanzo_ipc::Role::Tools,
+    );
+    let mut egress_control = hanzo_sandbox::confine::adopt_inherited_fd(EGRESS_CONTROL_FD).ok();
     let mut egress_port: Option<Result<u16, String>> = None;
     let mut launcher = match crate::launcher::prepare() {
         Ok(l) => l,

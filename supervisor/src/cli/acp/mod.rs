@@ -18,10 +18,13 @@ use super::host::{prepare, Host, Prepared, Ready};
 use super::run::{self as run_cmd};
 use crate::agent::approval::{approval_parser, ApprovalMode};
 use crate::agent::session::placeholder;
+use crate::mcp::ExtraServers;
 use crate::secrets::StartEnv;
+use hanzo_broker::mcp_http::McpAllowError;
 use hanzo_ipc::roles::mcp::{
     EnvValue, McpFilesystem, McpServerConfig, McpServerProfile, McpTransport,
 };
+use hanzo_ipc::roles::mcphttp::{McpHeader, McpLogin, McpRemote, SecretText};
 use hanzo_store::{NewSession, RunStatus, SessionId};
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
@@ -75,6 +78,13 @@ impl Args {
 
 /// An error answer: the code and the message.
 type Refusal = (i64, String);
+
+/// The store session an ACP session opens: one to create once its workers are ready, or a
+/// stored one (`session/load`).
+enum SessionTarget {
+    New(NewSession),
+    Stored(SessionId),
+}
 
 fn refuse<T>(code: i64, message: impl Into<String>) -> Result<T, Refusal> {
     Err((code, message.into()))
@@ -134,7 +144,7 @@ pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
         let msg = match queue.pop_front() {
             Some(m) => m,
             None => match in_rx.recv().await {
-                Some(Incoming::Line(l)) => wire::parse(&l),
+                Some(Incoming::Line(l)) => wire::parse_owned(l),
                 Some(Incoming::TooLong) => {
                     server.too_long();
                     continue;
@@ -149,8 +159,12 @@ pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
                     .await;
                 server.reply(&id, answer);
             }
-            Message::Request { id, method, params } => {
-                let answer = server.request(&method, &params).await;
+            Message::Request {
+                id,
+                method,
+                mut params,
+            } => {
+                let answer = server.request(&method, &mut params).await;
                 server.reply(&id, answer);
             }
             Message::Notification { method, params } => server.notification(&method, &params),
@@ -221,12 +235,13 @@ impl Server<'_> {
         }
     }
 
-    async fn request(&mut self, method: &str, params: &Value) -> Result<Value, Refusal> {
+    async fn request(&mut self, method: &str, params: &mut Value) -> Result<Value, Refusal> {
         match method {
             "initialize" => self.initialize(params).await,
             "authenticate" => self.authenticate(params).await,
             "session/new" => self.new_session(params).await,
             "session/load" => self.load_session(params).await,
+            "session/set_mode" => self.set_mode(params),
             _ => refuse(
                 wire::METHOD_NOT_FOUND,
                 format!("method not found: {method}"),
@@ -273,7 +288,7 @@ impl Server<'_> {
             "agentCapabilities": {
                 "loadSession": true,
                 "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
-                "mcpCapabilities": {"http": false, "sse": false},
+                "mcpCapabilities": {"http": true, "sse": false},
             },
             "authMethods": methods,
             "agentInfo": {"name": "hanzo-dev", "version": env!("CARGO_PKG_VERSION")},
@@ -374,13 +389,15 @@ impl Server<'_> {
         }
     }
 
-    /// Start the worker tree of a prepared session and register it.
+    /// Start the worker tree of a prepared session and register it. A new session's row is
+    /// created only once its workers are ready, so a session whose workers fail leaves nothing
+    /// in the store (there would be nothing to load: no turn, and no worker tree to run one).
     async fn open(
         &mut self,
         rargs: run_cmd::Args,
         prep: Prepared,
-        store_session: SessionId,
-        mcp: Vec<McpServerConfig>,
+        target: SessionTarget,
+        mcp: ExtraServers,
     ) -> Result<String, Refusal> {
         let internal = |e: anyhow::Error| (wire::INTERNAL_ERROR, format!("{e:#}"));
         let mut host = Host::start(prep, &rargs, self.env)
@@ -399,6 +416,16 @@ impl Server<'_> {
                 host.shutdown().await;
                 return Err(internal(e));
             }
+        };
+        let store_session = match target {
+            SessionTarget::Stored(id) => id,
+            SessionTarget::New(new) => match host.prep.store.create_session(&new) {
+                Ok(s) => s.id,
+                Err(e) => {
+                    host.shutdown().await;
+                    return refuse(wire::INTERNAL_ERROR, format!("the store: {e}"));
+                }
+            },
         };
         let id = store_session.0.to_string();
         let current = Current::default();
@@ -424,28 +451,27 @@ impl Server<'_> {
         Ok(id)
     }
 
-    async fn new_session(&mut self, params: &Value) -> Result<Value, Refusal> {
+    async fn new_session(&mut self, params: &mut Value) -> Result<Value, Refusal> {
         let cwd = Self::cwd(params)?;
-        let mcp = mcp_servers(&params["mcpServers"], self.env)?;
-        let (rargs, mut prep) = self.prepare(&cwd, None)?;
-        let session = prep
-            .store
-            .create_session(&NewSession {
-                agent: prep.agent_name.clone(),
-                workspace: prep.workspace.display().to_string(),
-                title: None,
-            })
-            .map_err(|e| (wire::INTERNAL_ERROR, format!("the store: {e}")))?;
-        let id = self.open(rargs, prep, session.id, mcp).await?;
-        Ok(json!({"sessionId": id}))
+        let mcp = mcp_servers(&mut params["mcpServers"], self.env)?;
+        let (rargs, prep) = self.prepare(&cwd, None)?;
+        let new = NewSession {
+            agent: prep.agent_name.clone(),
+            workspace: prep.workspace.display().to_string(),
+            title: None,
+        };
+        let id = self.open(rargs, prep, SessionTarget::New(new), mcp).await?;
+        let modes = self.modes_of(&id);
+        Ok(json!({"sessionId": id, "modes": modes}))
     }
 
-    async fn load_session(&mut self, params: &Value) -> Result<Value, Refusal> {
-        let Some(id) = params["sessionId"].as_str() else {
+    async fn load_session(&mut self, params: &mut Value) -> Result<Value, Refusal> {
+        let Some(id) = params["sessionId"].as_str().map(str::to_string) else {
             return refuse(wire::INVALID_PARAMS, "sessionId is a string");
         };
+        let id = id.as_str();
         let cwd = Self::cwd(params)?;
-        let mcp = mcp_servers(&params["mcpServers"], self.env)?;
+        let mcp = mcp_servers(&mut params["mcpServers"], self.env)?;
         let Ok(n) = id.parse::<i64>() else {
             return refuse(wire::NOT_FOUND, format!("no session {id:?}"));
         };
@@ -466,7 +492,8 @@ impl Server<'_> {
             }
             drop(probe);
             let (rargs, prep) = self.prepare(&cwd, Some(stored.agent.clone()))?;
-            self.open(rargs, prep, stored.id, mcp).await?;
+            self.open(rargs, prep, SessionTarget::Stored(stored.id), mcp)
+                .await?;
         }
         let live = self.sessions.get(id).expect("opened above");
         if cwd.canonicalize().ok().as_deref() != Some(live.host.prep.workspace.as_path()) {
@@ -480,11 +507,50 @@ impl Server<'_> {
         }
         replay_history(live, id, &self.out)
             .map_err(|e| (wire::INTERNAL_ERROR, format!("the store: {e:#}")))?;
-        Ok(json!({}))
+        Ok(json!({"modes": self.modes_of(id)}))
+    }
+
+    /// The modes a session can be in: the approval modes; `allow` only when this agent was started
+    /// with `--approval allow` (it approves without asking, so only the person who launched the
+    /// agent can enable it).
+    fn available_modes(&self) -> Vec<ApprovalMode> {
+        ApprovalMode::ALL
+            .into_iter()
+            .filter(|m| {
+                *m != ApprovalMode::Allow || self.args.approval == Some(ApprovalMode::Allow)
+            })
+            .collect()
+    }
+
+    /// ACP's `SessionModeState` of live session `id`.
+    fn modes_of(&self, id: &str) -> Value {
+        let current = self
+            .sessions
+            .get(id)
+            .map_or(ApprovalMode::Prompt, |l| l.prompter.mode.get());
+        mode_state(&self.available_modes(), current)
+    }
+
+    /// `session/set_mode` between turns (during one, [`Self::prompt`] answers it at once).
+    fn set_mode(&self, params: &Value) -> Result<Value, Refusal> {
+        let Some(id) = params["sessionId"].as_str() else {
+            return refuse(wire::INVALID_PARAMS, "sessionId is a string");
+        };
+        let Some(live) = self.sessions.get(id) else {
+            return refuse(wire::NOT_FOUND, format!("no session {id:?} here"));
+        };
+        change_mode(
+            &self.out,
+            id,
+            &live.prompter.mode,
+            &self.available_modes(),
+            params,
+        )
     }
 
     /// `session/prompt`: one turn, while the client's other messages are served: answers to our
-    /// permission requests and `session/cancel` at once, other requests after the turn.
+    /// permission requests, `session/cancel` and `session/set_mode` of this session at once, other
+    /// requests after the turn.
     async fn prompt(
         &mut self,
         params: &Value,
@@ -496,6 +562,7 @@ impl Server<'_> {
             return refuse(wire::INVALID_PARAMS, "sessionId is a string");
         };
         let task = prompt_text(&params["prompt"])?;
+        let available = self.available_modes();
         let Server {
             sessions,
             out,
@@ -525,6 +592,7 @@ impl Server<'_> {
             .iter()
             .map(|s| s.name.clone())
             .collect();
+        let mode = live.prompter.mode.clone();
         let sink = AcpEvents::new(id.clone(), out.clone(), live.current.clone(), stages);
         let (cancel_tx, cancel_rx) = watch::channel(false);
         let model = live.ready.model.clone();
@@ -543,7 +611,7 @@ impl Server<'_> {
             tokio::select! {
                 r = &mut fut => break r,
                 m = in_rx.recv(), if !*ended => match m {
-                    Some(Incoming::Line(l)) => match wire::parse(&l) {
+                    Some(Incoming::Line(l)) => match wire::parse_owned(l) {
                         Message::Response { id, outcome } => {
                             let known = asks
                                 .lock()
@@ -566,6 +634,16 @@ impl Server<'_> {
                         Message::Notification { .. } => {}
                         Message::Invalid { id, code, message } => {
                             updates::send(out, &wire::error(&id, code, &message));
+                        }
+                        Message::Request { id: rid, method, params }
+                            if method == "session/set_mode" && params["sessionId"].as_str() == Some(id.as_str()) =>
+                        {
+                            let answer = change_mode(out, &id, &mode, &available, &params);
+                            let v = match answer {
+                                Ok(result) => wire::response(&rid, result),
+                                Err((code, message)) => wire::error(&rid, code, &message),
+                            };
+                            updates::send(out, &v);
                         }
                         Message::Request { id, .. } if queue.len() >= MAX_QUEUED => {
                             updates::send(out, &wire::error(&id, wire::INTERNAL_ERROR, &format!(
@@ -613,6 +691,65 @@ impl Server<'_> {
         };
         Ok(json!({"stopReason": stop}))
     }
+}
+
+/// ACP's `SessionModeState`: the approval modes as session modes.
+fn mode_state(available: &[ApprovalMode], current: ApprovalMode) -> Value {
+    let modes: Vec<Value> = available
+        .iter()
+        .map(|m| {
+            let (name, description) = match m {
+                ApprovalMode::Prompt => (
+                    "Ask",
+                    "ask the editor about each call the permission rules leave open",
+                ),
+                ApprovalMode::AllowListed => (
+                    "Read-only",
+                    "approve the read-only tools the rules leave open; deny the rest",
+                ),
+                ApprovalMode::Deny => ("Deny", "deny every call the rules leave open"),
+                ApprovalMode::Allow => (
+                    "Allow",
+                    "approve every call the rules do not deny (still sandboxed)",
+                ),
+            };
+            json!({"id": m.as_str(), "name": name, "description": description})
+        })
+        .collect();
+    json!({"currentModeId": current.as_str(), "availableModes": modes})
+}
+
+/// Set session `id`'s mode to `params.modeId` (one of `available`) and tell the editor with a
+/// `current_mode_update`.
+fn change_mode(
+    out: &Out,
+    id: &str,
+    mode: &updates::ModeHandle,
+    available: &[ApprovalMode],
+    params: &Value,
+) -> Result<Value, Refusal> {
+    let Some(asked) = params["modeId"].as_str() else {
+        return refuse(wire::INVALID_PARAMS, "modeId is a string");
+    };
+    let Some(m) = available.iter().find(|m| m.as_str() == asked) else {
+        let ids: Vec<&str> = available.iter().map(|m| m.as_str()).collect();
+        return refuse(
+            wire::INVALID_PARAMS,
+            format!(
+                "no mode {:?} here; the modes are {} (allow only when the agent was started \
+                 with --approval allow)",
+                crate::term::sanitize_line_for_terminal(asked),
+                ids.join(", ")
+            ),
+        );
+    };
+    mode.set(*m);
+    update(
+        out,
+        id,
+        json!({"sessionUpdate": "current_mode_update", "currentModeId": m.as_str()}),
+    );
+    Ok(json!({}))
 }
 
 /// The text of a prompt: its text blocks, embedded text resources and resource links, in order.
@@ -663,27 +800,44 @@ fn prompt_text(prompt: &Value) -> Result<String, Refusal> {
     Ok(text)
 }
 
-/// The editor's MCP servers as the mcp worker's configuration: stdio servers only, in the
-/// profile of configured ones (workspace read-only, no network). An environment variable with
-/// a secret's name is refused: secrets reach a server from the broker (`${secret:NAME}` in
-/// settings), never through the supervisor.
-fn mcp_servers(list: &Value, env: &StartEnv) -> Result<Vec<McpServerConfig>, Refusal> {
-    let Some(list) = list.as_array() else {
+/// The editor's MCP servers: stdio servers as the mcp worker's configuration, in the profile of
+/// configured ones (workspace read-only, no network); `http` (streamable-HTTP) servers by URL,
+/// reached through the broker under the URL rules of settings (`https`, or `http` to a loopback
+/// address named literally), their headers for the broker alone. An environment variable with a
+/// secret's name is refused: secrets reach a stdio server from the broker (`${secret:NAME}` in
+/// settings), never through the supervisor. Header values are moved out of `list` (not copied)
+/// into zeroizing [`SecretText`]s; no error names one.
+fn mcp_servers(list: &mut Value, env: &StartEnv) -> Result<ExtraServers, Refusal> {
+    let Some(list) = list.as_array_mut() else {
         return refuse(wire::INVALID_PARAMS, "mcpServers is an array");
     };
     let configured = env.extra_secret_names();
-    let mut out = Vec::new();
+    let mut out = ExtraServers::default();
     for s in list {
-        let name = s["name"].as_str().unwrap_or_default();
+        let name = s["name"].as_str().unwrap_or_default().to_string();
         let bad = |m: String| (wire::INVALID_PARAMS, format!("mcpServers {name:?}: {m}"));
-        if let Some(t) = s["type"].as_str() {
-            if t != "stdio" {
-                return Err(bad(format!(
-                    "{t} servers are not supported (mcpCapabilities says so); give a stdio server"
-                )));
-            }
+        hanzo_mcp::validate_server_name(&name).map_err(|e| bad(e.to_string()))?;
+        if out.servers.iter().any(|c| c.name == name) {
+            return Err(bad("two servers have this name".into()));
         }
-        hanzo_mcp::validate_server_name(name).map_err(|e| bad(e.to_string()))?;
+        match s["type"].as_str() {
+            None | Some("stdio") => {}
+            Some("http") => {
+                let (config, headers) = http_server(&name, s).map_err(bad)?;
+                out.servers.push(config);
+                out.headers.push((name, headers));
+                continue;
+            }
+            Some("sse") => {
+                return Err(bad(
+                    "sse servers (the deprecated HTTP+SSE transport) are not supported \
+                     (mcpCapabilities.sse is false); give the server's streamable-HTTP endpoint \
+                     as type http"
+                        .into(),
+                ))
+            }
+            Some(t) => return Err(bad(format!("unknown server type {t:?}"))),
+        }
         let Some(command) = s["command"].as_str() else {
             return Err(bad("command is a string".into()));
         };
@@ -709,7 +863,7 @@ fn mcp_servers(list: &Value, env: &StartEnv) -> Result<Vec<McpServerConfig>, Ref
             }
             vars.push((k.to_string(), EnvValue::Plain(v.to_string())));
         }
-        out.push(McpServerConfig {
+        out.servers.push(McpServerConfig {
             name: name.to_string(),
             transport: McpTransport::Stdio {
                 command: command.to_string(),
@@ -729,6 +883,66 @@ fn mcp_servers(list: &Value, env: &StartEnv) -> Result<Vec<McpServerConfig>, Ref
         });
     }
     Ok(out)
+}
+
+/// One `{"type": "http", name, url, headers: [{name, value}]}` server: its configuration for the
+/// mcp worker (the URL, no header), and its headers, each checked as the broker checks them.
+fn http_server(name: &str, s: &mut Value) -> Result<(McpServerConfig, Vec<McpHeader>), String> {
+    let Some(url) = s["url"].as_str().map(str::to_string) else {
+        return Err("url is a string".into());
+    };
+    // The same URL rules as settings' `url` servers, with the broker's own check.
+    let probe = McpRemote {
+        server: name.to_string(),
+        url: url.clone(),
+        client_id: None,
+        scopes: Vec::new(),
+        client_metadata_url: None,
+        client_env: None,
+        login: McpLogin::Never,
+        headers: Vec::new(),
+    };
+    if let Err(e) = hanzo_broker::mcp_http::McpServers::new(vec![probe]) {
+        return Err(match e {
+            McpAllowError::Insecure { .. } => format!(
+                "{url:?} is refused: only https is allowed, or http to a loopback address named \
+                 literally (127.0.0.1, [::1], localhost)"
+            ),
+            McpAllowError::UserInfo { .. } => {
+                format!("{url:?} carries a user name or password; give credentials as headers")
+            }
+            other => other.to_string(),
+        });
+    }
+    let mut headers = Vec::new();
+    let list = match s.get_mut("headers") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => std::mem::take(a),
+        Some(_) => return Err("headers is an array of {name, value}".into()),
+    };
+    for mut h in list {
+        let (Some(hname), Some(Value::String(value))) = (
+            h["name"].as_str().map(str::to_string),
+            h.get_mut("value").map(Value::take),
+        ) else {
+            return Err("headers are {name, value} strings".into());
+        };
+        let value = SecretText::new(value);
+        hanzo_broker::mcp_http::check_header(name, &hname, value.expose())
+            .map_err(|e| e.to_string())?;
+        headers.push(McpHeader { name: hname, value });
+    }
+    let config = McpServerConfig {
+        name: name.to_string(),
+        transport: McpTransport::Http {
+            url,
+            credential: None,
+        },
+        initialize_timeout_ms: crate::mcp::INITIALIZE_TIMEOUT_MS,
+        call_timeout_ms: crate::mcp::CALL_TIMEOUT_MS,
+        elicitation_defaults: false,
+    };
+    Ok((config, headers))
 }
 
 /// A loaded session's history as `session/update` notifications: each turn's message, its tool

@@ -228,7 +228,9 @@ pub struct AcpPrompter {
     pub session: String,
     pub out: Out,
     pub asks: Arc<Mutex<Asks>>,
-    pub mode: ApprovalMode,
+    /// The session's mode (`session/set_mode`), shared so that it can change during a turn; each
+    /// call reads it when it needs approval.
+    pub mode: ModeHandle,
     pub current: Current,
     /// "Allow always" answers: the tool and its exact input, never a pattern wider than what the
     /// person saw (as chat's "allow for this session").
@@ -251,10 +253,24 @@ impl AcpPrompter {
             session,
             out,
             asks,
-            mode,
+            mode: ModeHandle(Arc::new(Mutex::new(mode))),
             current,
             always: Mutex::new(HashSet::new()),
         }
+    }
+}
+
+/// An ACP session's approval mode, shared between the turn and the request loop.
+#[derive(Clone)]
+pub struct ModeHandle(Arc<Mutex<ApprovalMode>>);
+
+impl ModeHandle {
+    pub fn get(&self) -> ApprovalMode {
+        *lock(&self.0)
+    }
+
+    pub fn set(&self, mode: ApprovalMode) {
+        *lock(&self.0) = mode;
     }
 }
 
@@ -286,8 +302,9 @@ impl PermissionPrompter for AcpPrompter {
         input: &Value,
         why: &str,
     ) -> PermissionDecision {
-        if self.mode != ApprovalMode::Prompt {
-            return decide_unattended(self.mode, tool_name, why);
+        let mode = self.mode.get();
+        if mode != ApprovalMode::Prompt {
+            return decide_unattended(mode, tool_name, why);
         }
         let key = crate::tui::bridge::ChatPrompter::session_key(tool_name, input);
         if lock(&self.always).contains(&key) {
@@ -319,7 +336,7 @@ impl PermissionPrompter for AcpPrompter {
     }
 
     fn mode(&self) -> ApprovalMode {
-        self.mode
+        self.mode.get()
     }
 }
 

@@ -104,6 +104,15 @@ pub enum Message {
     },
 }
 
+/// [`parse`], then zero the line's bytes: a line may carry the values of an editor's MCP
+/// headers (credentials), which are moved where they belong and must not stay behind in freed
+/// memory.
+pub fn parse_owned(mut line: Vec<u8>) -> Message {
+    let m = parse(&line);
+    zeroize::Zeroize::zeroize(&mut line);
+    m
+}
+
 /// Classify one line.
 pub fn parse(line: &[u8]) -> Message {
     let invalid = |id: Value, code, message: &str| Message::Invalid {

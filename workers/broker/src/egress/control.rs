@@ -27,17 +27,26 @@ use tokio::io::Interest;
 /// Most descriptors accepted in one message (the forwarder sends one).
 const MAX_FDS: usize = 4;
 
+/// Why the egress control channel stopped serving.
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
+    /// The inherited fd is not a unix `SOCK_SEQPACKET` socket; holds what it is.
     #[error("the egress control socket is not a unix SOCK_SEQPACKET socket: {0}")]
     NotSeqpacket(String),
+    /// Receiving on the control socket failed.
     #[error("the egress control socket: {0}")]
     Io(#[from] io::Error),
+    /// A message came from a process other than the configured forwarder.
     #[error(
         "a message on the egress control socket came from pid {got:?}, not from the forwarder \
          (pid {expected}); the channel was refused"
     )]
-    PeerMismatch { expected: u32, got: Option<u32> },
+    PeerMismatch {
+        /// The forwarder's pid, as the broker sees it.
+        expected: u32,
+        /// The sender's pid (`None`: the kernel named no sender).
+        got: Option<u32>,
+    },
 }
 
 fn receive(fd: BorrowedFd<'_>) -> io::Result<Message> {

@@ -71,33 +71,49 @@ const MAX_DRAIN: usize = 256 * 1024;
 /// The proxy's configuration for one channel.
 #[derive(Debug, Clone)]
 pub struct EgressConfig {
+    /// The allow-list every connection is judged by when there are no `sources`.
     pub allow: AllowList,
     /// Per-address lists (the mcp worker's channel); empty: `allow` for every connection.
     pub sources: Vec<Source>,
     /// The only sender accepted on the control socket (its pid as the broker sees it).
     pub forwarder_pid: u32,
+    /// Most connections served at once; more are refused with `tunnel_cap`.
     pub max_tunnels: usize,
+    /// Time to connect to one resolved address.
     pub connect_timeout: Duration,
+    /// Time a client has to send its whole request (HTTP head or SOCKS5 handshake).
     pub request_timeout: Duration,
+    /// A tunnel with no byte in either direction for this long is closed.
     pub idle_timeout: Duration,
+    /// How tunnels move bytes.
     pub relay: RelayMode,
 }
 
 /// One MCP server's share of a channel: connections made to `address` are its.
 #[derive(Debug, Clone)]
 pub struct Source {
+    /// The server's name (`mcp_servers.NAME`), carried into each record.
     pub name: String,
+    /// The loopback address its proxy variables point at.
     pub address: IpAddr,
+    /// Its allow-list.
     pub allow: AllowList,
 }
 
 /// Why the sources of a configuration were refused.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
+    /// An allow-list entry does not parse.
     #[error(transparent)]
     Entry(#[from] EntryError),
+    /// A source's address is not a loopback address other than `127.0.0.1`.
     #[error("egress source {name:?}: {address:?} is not a loopback address other than 127.0.0.1")]
-    Address { name: String, address: String },
+    Address {
+        /// The source's name.
+        name: String,
+        /// The address as given.
+        address: String,
+    },
 }
 
 impl EgressConfig {
@@ -281,6 +297,7 @@ impl Egress {
         })
     }
 
+    /// The configuration being served.
     pub fn config(&self) -> &EgressConfig {
         &self.config
     }

@@ -34,13 +34,16 @@ const PIPE_SIZE: usize = 1024 * 1024;
 #[derive(Debug)]
 pub struct Traffic {
     start: Instant,
+    /// Bytes moved from the client to the destination.
     pub up: AtomicU64,
+    /// Bytes moved from the destination to the client.
     pub down: AtomicU64,
     /// Milliseconds after `start` of the last byte moved.
     last: AtomicU64,
 }
 
 impl Traffic {
+    /// Counters at zero, starting now.
     pub fn new() -> Traffic {
         Traffic {
             start: Instant::now(),

@@ -17,9 +17,11 @@ const MAX_HEADERS: usize = 96;
 /// A request the proxy can act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientRequest {
+    /// How the client spoke to the proxy.
     pub protocol: EgressProtocol,
     /// The host exactly as the client sent it (not yet validated).
     pub host: String,
+    /// The port it asked for.
     pub port: u16,
     /// For [`EgressProtocol::HttpForward`]: the head to send to the destination.
     pub forward_head: Option<Vec<u8>>,
@@ -30,10 +32,15 @@ pub struct ClientRequest {
 /// A request the proxy refuses while reading it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
+    /// How the client spoke (`Unknown` when nothing recognisable arrived).
     pub protocol: EgressProtocol,
+    /// The host as the client asked for it (empty when no request was read).
     pub host: String,
+    /// The port it asked for (0 when no request was read).
     pub port: u16,
+    /// Why it is refused.
     pub reason: EgressDenial,
+    /// What happened, in a sentence, for the record.
     pub detail: String,
     /// How the client is told (or not: the connection is just closed).
     pub answer: Answer,
@@ -42,12 +49,16 @@ pub struct Refusal {
 /// The dialect a refusal is answered in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Answer {
+    /// No answer: the connection is closed.
     None,
+    /// An HTTP error response.
     Http,
+    /// A SOCKS5 reply with a failure code.
     Socks,
 }
 
 impl Answer {
+    /// The dialect the client spoke, to answer it in.
     pub fn for_protocol(p: EgressProtocol) -> Answer {
         match p {
             EgressProtocol::HttpConnect | EgressProtocol::HttpForward => Answer::Http,
@@ -107,14 +118,23 @@ const SOCKS5: u8 = 5;
 
 /// SOCKS5 reply codes (RFC 1928 §6).
 pub mod socks_reply {
+    /// The request was granted.
     pub const SUCCEEDED: u8 = 0x00;
+    /// A failure the other codes do not name.
     pub const GENERAL_FAILURE: u8 = 0x01;
+    /// The rule set refuses the connection (the allow-list).
     pub const NOT_ALLOWED: u8 = 0x02;
+    /// The network is unreachable.
     pub const NETWORK_UNREACHABLE: u8 = 0x03;
+    /// The host is unreachable (or its name did not resolve).
     pub const HOST_UNREACHABLE: u8 = 0x04;
+    /// The destination refused the connection.
     pub const CONNECTION_REFUSED: u8 = 0x05;
+    /// TTL expired (what the proxy answers when connecting timed out).
     pub const TTL_EXPIRED: u8 = 0x06;
+    /// `BIND` and `UDP ASSOCIATE` are not served.
     pub const COMMAND_NOT_SUPPORTED: u8 = 0x07;
+    /// The address type is not IPv4, a domain name or IPv6.
     pub const ADDRESS_TYPE_NOT_SUPPORTED: u8 = 0x08;
 }
 
@@ -447,6 +467,7 @@ pub fn http_error(status: u16, reason_phrase: &str, text: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// The answer to an HTTP `CONNECT` once the tunnel is open.
 pub const HTTP_ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection Established\r\n\r\n";
 
 #[cfg(test)]

@@ -11,7 +11,9 @@ use std::pin::Pin;
 /// The addresses a name resolves to.
 pub type Resolution<'a> = Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send + 'a>>;
 
+/// Resolves host names for the proxy (the system's resolver, or a fixed table in tests).
 pub trait Resolve: Send + Sync + 'static {
+    /// The addresses `name` resolves to (`port` is the one the client asked for).
     fn resolve<'a>(&'a self, name: &'a str, port: u16) -> Resolution<'a>;
 }
 
@@ -37,6 +39,7 @@ pub struct StaticResolver {
 }
 
 impl StaticResolver {
+    /// A resolver that knows no name yet.
     pub fn new() -> StaticResolver {
         StaticResolver::default()
     }

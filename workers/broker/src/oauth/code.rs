@@ -29,6 +29,7 @@ pub struct LoopbackListener {
 }
 
 impl LoopbackListener {
+    /// Listen on a free port of `127.0.0.1` for the login's redirect.
     pub async fn bind() -> Result<LoopbackListener, OAuthError> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await.map_err(|e| {
             OAuthError::Config(format!(
@@ -42,10 +43,12 @@ impl LoopbackListener {
         Ok(LoopbackListener { listener, port })
     }
 
+    /// The port listened on.
     pub fn port(&self) -> u16 {
         self.port
     }
 
+    /// The redirect URI to register and send: `http://127.0.0.1:<port>/callback`.
     pub fn redirect_uri(&self) -> String {
         format!("http://127.0.0.1:{}{CALLBACK_PATH}", self.port)
     }
@@ -298,9 +301,13 @@ async fn handle(
 
 /// The parameters of one authorization request.
 pub struct AuthorizationRequest {
+    /// The authorization URL to open in the browser.
     pub url: String,
+    /// The random `state` the redirect must carry back.
     pub state: String,
+    /// The PKCE verifier (kept for the token request) and its challenge (in `url`).
     pub pkce: PkcePair,
+    /// The redirect URI sent (the token request repeats it).
     pub redirect_uri: String,
 }
 

@@ -18,19 +18,30 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
 /// Everything a login needs, resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedProvider {
+    /// The provider's name (`hanzo`, a custom entry, or `mcp:<server>`).
     pub name: String,
+    /// The authorization server's issuer, if known.
     pub issuer: Option<String>,
+    /// Where the user authorizes (the browser flow needs it).
     pub authorization_endpoint: Option<String>,
+    /// Where codes and refresh tokens are exchanged.
     pub token_endpoint: String,
+    /// Where a device-grant login starts (the device flow needs it).
     pub device_authorization_endpoint: Option<String>,
+    /// Where a client can be registered dynamically (RFC 7591).
     pub registration_endpoint: Option<String>,
+    /// The client id; `None` until registered.
     pub client_id: Option<String>,
     /// A pre-registered confidential client's secret (remote MCP servers only, from a secret
     /// variable the broker holds), and how it authenticates (`client_secret_basic`, `_post`).
     pub client_secret: Option<crate::Secret>,
+    /// The token endpoint authentication method of that client.
     pub client_auth_method: Option<String>,
+    /// Scopes to ask for.
     pub scopes: Vec<String>,
+    /// The RFC 8707 resource indicator the tokens are for.
     pub resource: Option<String>,
+    /// Time between device-grant polls when the server names none.
     pub device_poll_interval: Duration,
 }
 

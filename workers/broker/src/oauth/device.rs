@@ -13,12 +13,14 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+/// The `grant_type` of a device-code token request (RFC 8628 §3.4).
 pub const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:device_code";
 /// RFC 8628 §3.5: `slow_down` adds this to the interval.
 pub const SLOW_DOWN_STEP: Duration = Duration::from_secs(5);
 
 /// How the poll loop waits.
 pub trait Pacer: Send + Sync {
+    /// A future that completes after `d`.
     fn sleep(&self, d: Duration) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
 }
 
@@ -34,12 +36,18 @@ impl Pacer for RealPacer {
 /// The device authorization response (RFC 8628 §3.2).
 #[derive(Deserialize)]
 pub struct DeviceAuthorization {
+    /// The code the client polls with; a secret, zeroized on drop.
     pub device_code: String,
+    /// The code the user types in.
     pub user_code: String,
+    /// Where the user types it.
     pub verification_uri: String,
+    /// A URL with the code filled in, when the server offers one.
     #[serde(default)]
     pub verification_uri_complete: Option<String>,
+    /// Seconds until the codes expire.
     pub expires_in: u64,
+    /// Seconds between polls, when the server names it.
     #[serde(default)]
     pub interval: Option<u64>,
 }

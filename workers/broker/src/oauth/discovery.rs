@@ -9,25 +9,34 @@ use serde::Deserialize;
 /// What an authorization server publishes about itself (the fields we use).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 pub struct AuthServerMetadata {
+    /// The issuer identifier; must equal the issuer the metadata was fetched for.
     pub issuer: String,
+    /// Where the user authorizes.
     #[serde(default)]
     pub authorization_endpoint: Option<String>,
+    /// Where codes and refresh tokens are exchanged.
     #[serde(default)]
     pub token_endpoint: Option<String>,
+    /// Where a device-grant login starts (RFC 8628).
     #[serde(default)]
     pub device_authorization_endpoint: Option<String>,
+    /// Where clients register dynamically (RFC 7591).
     #[serde(default)]
     pub registration_endpoint: Option<String>,
+    /// PKCE methods the server accepts (`S256` is required of it).
     #[serde(default)]
     pub code_challenge_methods_supported: Option<Vec<String>>,
+    /// Scopes the server knows.
     #[serde(default)]
     pub scopes_supported: Option<Vec<String>>,
     /// The server accepts an `https` URL as `client_id`, naming the client's metadata document
     /// (OAuth Client ID Metadata Documents; MCP 2025-11-25).
     #[serde(default)]
     pub client_id_metadata_document_supported: Option<bool>,
+    /// How clients may authenticate at the token endpoint.
     #[serde(default)]
     pub token_endpoint_auth_methods_supported: Option<Vec<String>>,
+    /// Grant types the server accepts.
     #[serde(default)]
     pub grant_types_supported: Option<Vec<String>>,
 }
@@ -35,9 +44,12 @@ pub struct AuthServerMetadata {
 /// What a protected resource (a remote MCP server) publishes (RFC 9728 §2).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 pub struct ResourceMetadata {
+    /// The resource identifier; must match the server's URL.
     pub resource: String,
+    /// Issuers of the authorization servers that grant tokens for it.
     #[serde(default)]
     pub authorization_servers: Vec<String>,
+    /// Scopes the resource knows.
     #[serde(default)]
     pub scopes_supported: Option<Vec<String>>,
     /// The server accepts an `https` URL as `client_id`, naming the client's metadata document
@@ -49,8 +61,11 @@ pub struct ResourceMetadata {
 /// A `Bearer` challenge from `WWW-Authenticate` (RFC 6750 §3, RFC 9728 §5.1).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BearerChallenge {
+    /// `resource_metadata`: where the resource's metadata is (RFC 9728 §5.1).
     pub resource_metadata: Option<String>,
+    /// `scope`: the scopes the request needs.
     pub scope: Option<String>,
+    /// `error`: why the token was refused (`invalid_token`, `insufficient_scope`).
     pub error: Option<String>,
 }
 
@@ -289,7 +304,9 @@ pub fn canonical_resource(url: &str) -> Result<String, OAuthError> {
 /// A client registered dynamically (RFC 7591).
 #[derive(Debug, Clone)]
 pub struct RegisteredClient {
+    /// The client id the server assigned.
     pub client_id: String,
+    /// The client secret, when the server registered a confidential client.
     pub client_secret: Option<crate::Secret>,
     /// `token_endpoint_auth_method` the server registered (`none`, `client_secret_post`,
     /// `client_secret_basic`).

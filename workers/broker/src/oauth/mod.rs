@@ -35,46 +35,82 @@ pub const MAX_RESPONSE_BYTES: usize = 256 * 1024;
 /// every secret the request carried and stripped of control characters.
 #[derive(Debug, Error)]
 pub enum OAuthError {
+    /// The configuration cannot work (no endpoint known, no client, no listener); says what to do.
     #[error("{0}")]
     Config(String),
+    /// An endpoint is not `https://` (nor `http://` to a loopback address).
     #[error("{what}: {url:?} is refused: {reason}")]
     Insecure {
+        /// Which endpoint (`the token endpoint`, …).
         what: &'static str,
+        /// Its URL, sanitised.
         url: String,
+        /// What rule it breaks.
         reason: String,
     },
+    /// A request failed before an answer (connect, TLS, timeout, size).
     #[error("{what} at {url} failed: {detail}")]
     Http {
+        /// What was being asked (`the token request`, `the authorization server metadata`, …).
         what: &'static str,
+        /// The URL, sanitised.
         url: String,
+        /// What failed, with secrets scrubbed.
         detail: String,
     },
+    /// The server answered with an OAuth error.
     #[error("{what} at {url} was refused (HTTP {status}, {error}){}", description.as_deref().map(|d| format!(": {d}")).unwrap_or_default())]
     Server {
+        /// What was being asked (`the token request`, `the authorization server metadata`, …).
         what: &'static str,
+        /// The URL, sanitised.
         url: String,
+        /// The HTTP status.
         status: u16,
+        /// The OAuth `error` code.
         error: String,
+        /// The `error_description`, scrubbed and sanitised.
         description: Option<String>,
     },
+    /// The server's answer is not the JSON expected.
     #[error("{what} at {url} answered something that is not a valid response: {detail}")]
     Malformed {
+        /// What was being asked (`the token request`, `the authorization server metadata`, …).
         what: &'static str,
+        /// The URL, sanitised.
         url: String,
+        /// What is wrong, without quoting the body.
         detail: String,
     },
+    /// The user did not finish in time.
     #[error("the login timed out after {secs} s without an answer; run `hanzo-dev login` again")]
-    Timeout { secs: u64 },
+    Timeout {
+        /// The time allowed, in seconds.
+        secs: u64,
+    },
+    /// The user (or the server) denied the authorization.
     #[error("the login was denied at the provider{}; run `hanzo-dev login` again to retry", description.as_deref().map(|d| format!(" ({d})")).unwrap_or_default())]
-    Denied { description: Option<String> },
+    Denied {
+        /// The server's description, sanitised.
+        description: Option<String>,
+    },
+    /// The device code expired before the user approved it.
     #[error(
         "the device code expired before it was approved; run `hanzo-dev login --device` again"
     )]
     Expired,
+    /// A stored login cannot be refreshed (gone from the file, refresh refused); log in again.
     #[error("{name}: {reason}; log in again: `hanzo-dev login --provider {name}`")]
-    ReLogin { name: String, reason: String },
+    ReLogin {
+        /// The credential's name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The credential file could not be read or written.
     #[error(transparent)]
     Store(#[from] CredentialFileError),
+    /// A PKCE verifier could not be made.
     #[error(transparent)]
     Pkce(#[from] PkceError),
 }
@@ -82,10 +118,13 @@ pub enum OAuthError {
 /// An access token and what came with it.
 #[derive(Debug, Clone)]
 pub struct TokenSet {
+    /// The access token.
     pub access_token: Secret,
+    /// The refresh token, if one was issued.
     pub refresh_token: Option<Secret>,
     /// Seconds since the epoch.
     pub expires_at: Option<f64>,
+    /// The scopes granted.
     pub scopes: Vec<String>,
 }
 

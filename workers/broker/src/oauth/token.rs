@@ -11,6 +11,7 @@ use zeroize::Zeroizing;
 /// An OAuth error response (RFC 6749 §5.2).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErrorResponse {
+    /// The HTTP status it came with.
     pub status: u16,
     /// The `error` code, restricted to its RFC character set.
     pub error: String,
@@ -27,7 +28,9 @@ struct RawError {
 
 /// The body and status of a JSON endpoint's answer; the body is zeroized when dropped.
 pub struct JsonAnswer {
+    /// The HTTP status.
     pub status: u16,
+    /// The body, at most the endpoint's bound.
     pub body: Zeroizing<Vec<u8>>,
 }
 
@@ -114,6 +117,8 @@ impl JsonAnswer {
         })
     }
 
+    /// The body as `T`; a body that does not parse is `Malformed` naming `what` at `url`, with
+    /// only the error's category and position (the body may hold secrets).
     pub fn parse<T: for<'de> Deserialize<'de>>(
         &self,
         what: &'static str,
@@ -134,6 +139,7 @@ impl JsonAnswer {
 }
 
 impl ErrorResponse {
+    /// The error as an [`OAuthError::Server`] naming `what` at `url`.
     pub fn into_error(self, what: &'static str, url: &str) -> OAuthError {
         OAuthError::Server {
             what,
@@ -226,12 +232,16 @@ pub fn parse_token(
 /// in an `Authorization: Basic` header (`client_secret_basic`).
 #[derive(Debug, Clone, Copy)]
 pub struct ClientAuth<'a> {
+    /// The client id.
     pub id: &'a str,
+    /// The client secret; `None` for a public client.
     pub secret: Option<&'a Secret>,
+    /// Send the secret in `Authorization: Basic` (`client_secret_basic`) instead of the form.
     pub basic: bool,
 }
 
 impl<'a> ClientAuth<'a> {
+    /// A public client: only its id, in the form.
     pub fn public(id: &'a str) -> ClientAuth<'a> {
         ClientAuth {
             id,
