@@ -12,7 +12,7 @@ use hanzo_ipc::roles::mcp::{
     EnvValue, McpConfig, McpFilesystem, McpServerConfig, McpServerProfile, McpTransport,
 };
 use hanzo_ipc::roles::mcphttp::{McpHeader, McpLogin, McpRemote};
-use hanzo_policy::settings::{Config, Source};
+use hanzo_policy::settings::{Config, McpFilesystemSetting, Source};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -115,6 +115,29 @@ pub fn wants_egress(
         Ok(mut plan) => !assign_egress(&mut plan, allowed).0.is_empty(),
         Err(_) => false,
     }
+}
+
+impl McpPlan {
+    /// Whether a stdio server of the plan asks for the workspace read-write: the mcp worker is
+    /// then started with write access to it
+    /// ([`ProfileContext::mcp_workspace_write`](hanzo_policy::profile::ProfileContext)).
+    pub fn wants_workspace_write(&self) -> bool {
+        self.config.servers.iter().any(|s| {
+            matches!(
+                &s.transport,
+                McpTransport::Stdio { profile, .. }
+                    if profile.filesystem == McpFilesystem::WorkspaceRw
+            )
+        })
+    }
+}
+
+/// [`McpPlan::wants_workspace_write`] for `loaded`'s servers in `workspace`.
+pub fn wants_workspace_write(
+    loaded: &hanzo_policy::settings::LoadedSettings,
+    workspace: &Path,
+) -> bool {
+    plan_for(loaded, workspace).is_ok_and(|p| p.wants_workspace_write())
 }
 
 /// Why the servers cannot be configured at all.
@@ -239,7 +262,11 @@ pub fn mcp_plan_with(
                     .collect(),
                 cwd: s.cwd.clone(),
                 profile: McpServerProfile {
-                    filesystem: McpFilesystem::WorkspaceRo,
+                    filesystem: match s.filesystem.unwrap_or_default() {
+                        McpFilesystemSetting::None => McpFilesystem::None,
+                        McpFilesystemSetting::WorkspaceRo => McpFilesystem::WorkspaceRo,
+                        McpFilesystemSetting::WorkspaceRw => McpFilesystem::WorkspaceRw,
+                    },
                     extra_read: Vec::new(),
                     network: !s.network_allow.is_empty(),
                     egress_address: None,
@@ -479,6 +506,8 @@ pub async fn start_for_run_with(
     let generation = sup.mcp.info().map(|i| i.generation).unwrap_or(0);
     match sup.mcp.call_within(request, within).await {
         Ok(hanzo_ipc::roles::mcp::Response::Servers(statuses)) => {
+            // Calls wait for a restarted worker to be configured again (`keep_configured`).
+            sup.mcp.mark_configured(generation);
             tokio::spawn(keep_configured(
                 sup.mcp.clone(),
                 sup.broker.clone(),
@@ -536,7 +565,10 @@ async fn keep_configured(
         let within = configure_limit(&config);
         let request = hanzo_ipc::roles::mcp::Request::Configure(config.clone());
         match mcp.call_within(request, within).await {
-            Ok(_) => tracing::info!(generation, "mcp worker reconfigured after a restart"),
+            Ok(_) => {
+                mcp.mark_configured(generation);
+                tracing::info!(generation, "mcp worker reconfigured after a restart")
+            }
             Err(e) => tracing::error!("mcp worker not reconfigured after a restart: {e}"),
         }
     }

@@ -145,6 +145,7 @@ pub fn supervisor_config(
             hidden: hidden_paths(env),
             allow_dangerous_workspace: false,
             toolchains: Vec::new(),
+            mcp_workspace_write: false,
         },
         env: env.vars.clone(),
         secret_names: env.extra_secret_names(),

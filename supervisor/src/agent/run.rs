@@ -424,10 +424,6 @@ where
         input: &str,
         progress: &mut Progress,
     ) -> anyhow::Result<Result<String, Stop>> {
-        let tools = match self.offered_tools(agent).await {
-            Ok(t) => t,
-            Err(why) => return Ok(Err(Stop::Failed(why))),
-        };
         let mut conv = Conversation {
             messages: Vec::new(),
             tokens: Vec::new(),
@@ -443,6 +439,12 @@ where
             if let Some(stop) = self.maybe_compact(agent, &mut conv, progress).await? {
                 return Ok(Err(stop));
             }
+            // Asked again at every step: an MCP server may have changed its tools
+            // (`notifications/tools/list_changed`) since the last one.
+            let tools = match self.offered_tools(agent).await {
+                Ok(t) => t,
+                Err(why) => return Ok(Err(Stop::Failed(why))),
+            };
             progress.steps += 1;
             let step_no = progress.steps;
             let span = tracing::info_span!(

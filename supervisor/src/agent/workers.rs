@@ -258,6 +258,8 @@ impl<'a> McpTools<'a> {
 
     /// The definitions of every ready server's tools (the server's description and schema).
     pub async fn definitions(&self, deadline: Duration) -> Result<Vec<ToolDef>, String> {
+        // A restarted worker knows its servers once configured again.
+        self.mcp.wait_configured(deadline).await;
         let reply = within(
             Role::Mcp,
             "the request for MCP tools",
@@ -310,6 +312,9 @@ impl<'a> McpTools<'a> {
             timeout_ms: None,
         });
         let run = async {
+            // A restarted worker knows its servers once configured again (a call sent before
+            // would find no server).
+            self.mcp.wait_configured(self.call_limit).await;
             // Dropping the stream (cancellation, the run's limit) cancels the call in the
             // worker, which sends `notifications/cancelled` to the server.
             let mut stream = match self.mcp.call_stream(request).await {

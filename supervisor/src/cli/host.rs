@@ -230,6 +230,9 @@ impl Host {
             supervisor_config(Some(prep.workspace.clone()), env, prep.kernel_landlock_abi)?;
         cfg.isolation = prep.isolation;
         cfg.secret_names = env.secret_names();
+        // A `workspace-rw` server needs an mcp worker (and launcher) that may write the workspace.
+        cfg.ctx.mcp_workspace_write =
+            crate::mcp::wants_workspace_write(&prep.loaded, &prep.workspace);
         let lsp_table = crate::agent::lsp::prepare_servers(
             &mut cfg.ctx,
             &serde_json::to_string(&prep.loaded.merged.config.lsp_servers)

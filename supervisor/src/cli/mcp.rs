@@ -136,6 +136,7 @@ pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     }
     let kernel = hanzo_sandbox::doctor::probe_kernel();
     let (mut cfg, _run_dir) = supervisor_config(Some(cwd.clone()), &env, kernel.landlock_abi)?;
+    cfg.ctx.mcp_workspace_write = plan.wants_workspace_write();
     // Remote servers are reached through the broker: it runs only when one is configured.
     cfg.roles = Some(if crate::mcp::has_remote(&plan.config) {
         vec![Role::Broker, Role::Mcp]
