@@ -32,6 +32,24 @@ pub const EGRESS_FD: i32 = fd(Channel::ToolsEgress, Role::Tools);
 /// run's MCP stdio servers ask for network.
 pub const MCP_EGRESS_FD: i32 = fd(Channel::McpEgress, Role::Broker);
 
+/// The fd number of the broker's **adopt socket** (`SOCK_SEQPACKET`, to the supervisor, not a
+/// channel between workers, so not in the role table): each message is a tag (`model`, `mcp`,
+/// `mcp-egress`) and a new end of that channel, sent when the peer worker restarted, which the
+/// broker serves in place of the dead one instead of being restarted itself.
+pub const ADOPT_FD: i32 = 8;
+
+// No end of the role table may take the adopt socket's number.
+const _: () = {
+    let mut i = 0;
+    while i < crate::role::CHANNEL_ENDS.len() {
+        assert!(
+            crate::role::CHANNEL_ENDS[i].fd != ADOPT_FD,
+            "an end on ADOPT_FD"
+        );
+        i += 1;
+    }
+};
+
 // The names above stand for more than one end each; the table must agree.
 const _: () = {
     assert!(fd(Channel::ModelBroker, Role::Broker) == DIRECT_FD);

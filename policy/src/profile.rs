@@ -468,6 +468,12 @@ pub struct ProfileContext {
     /// servers. Computed and vetted by `hanzo_lsp::prefix` (never `$HOME` itself, a directory
     /// holding secrets, or one that contains the workspace or a hidden path).
     pub toolchains: Vec<PathBuf>,
+    /// A configured MCP stdio server asks for the workspace read-write (`filesystem:
+    /// "workspace-rw"`). The mcp worker and its launcher then hold the workspace read-write (each
+    /// server narrows it again with its own profile), and in tier B the mcp worker's mount
+    /// namespace keeps the workspace writable with the protected paths bound read-only, as the
+    /// tools worker's does. `false`: the mcp role reads the workspace only.
+    pub mcp_workspace_write: bool,
 }
 
 impl ProfileContext {
@@ -734,8 +740,10 @@ pub fn profile_for(role: Role, ctx: &ProfileContext) -> SandboxProfile {
         // Asks its launcher to start MCP servers (node, python), each confined with its own
         // `CommandProfile`: the system read-only, the workspace read-only, its run directory for
         // server state; it neither executes a program nor creates a socket itself.
+        // With `mcp_workspace_write`, the workspace read-write instead (a `workspace-rw` server's
+        // grant must lie within its launcher's, and the launcher's within this one's).
         Role::Mcp => SandboxProfile {
-            fs: reader_grants(ctx, "server programs"),
+            fs: mcp_grants(ctx),
             launcher: true,
             ..base(role, Syscalls::AllowList(allow_list("mcp")))
         },
@@ -748,6 +756,22 @@ pub fn profile_for(role: Role, ctx: &ProfileContext) -> SandboxProfile {
             ..base(role, Syscalls::AllowList(allow_list("lsp")))
         },
     }
+}
+
+/// What the mcp worker reaches: [`reader_grants`], with the workspace read-write when a server
+/// asks for it ([`ProfileContext::mcp_workspace_write`]).
+fn mcp_grants(ctx: &ProfileContext) -> Vec<PathGrant> {
+    let mut fs = reader_grants(ctx, "server programs");
+    if let (true, Some(ws)) = (ctx.mcp_workspace_write, &ctx.workspace) {
+        for g in fs.iter_mut().filter(|g| &g.path == ws) {
+            *g = grant(
+                ws,
+                FsAccess::ReadWrite,
+                "the workspace (a workspace-rw server)",
+            );
+        }
+    }
+    fs
 }
 
 /// What the lsp worker reads: [`reader_grants`] and the vetted installation prefixes of its
@@ -923,7 +947,23 @@ pub fn command_profile(
         ));
     }
     if tier == Tier::B {
-        fs.push(grant("/tmp", FsAccess::ReadWrite, "tier B's private /tmp"));
+        // A grant reaches every mount beneath its path: a workspace under `/tmp` is bound back
+        // into the private `/tmp`, so there `/tmp` is granted no wider than the workspace.
+        let ws_in_tmp = ctx
+            .workspace
+            .as_ref()
+            .is_some_and(|ws| ws.starts_with("/tmp"));
+        match (ws_in_tmp, cmd.fs) {
+            (false, _) | (true, FsScope::WorkspaceRw) => {
+                fs.push(grant("/tmp", FsAccess::ReadWrite, "tier B's private /tmp"))
+            }
+            (true, FsScope::WorkspaceRo) => fs.push(grant(
+                "/tmp",
+                FsAccess::ReadExec,
+                "tier B's private /tmp, read-only: the workspace lies beneath it",
+            )),
+            (true, FsScope::None) => {}
+        }
     }
     fs.extend(
         cmd.extra_read
@@ -950,6 +990,7 @@ pub fn launcher_profile(role: Role, ctx: &ProfileContext, tier: Tier) -> Sandbox
     let widest = CommandProfile {
         fs: match role {
             Role::Tools => FsScope::WorkspaceRw,
+            Role::Mcp if ctx.mcp_workspace_write => FsScope::WorkspaceRw,
             _ => FsScope::WorkspaceRo,
         },
         // The lsp role's servers may read their installation prefixes (and nothing else does).
@@ -987,6 +1028,7 @@ mod tests {
             ],
             allow_dangerous_workspace: false,
             toolchains: Vec::new(),
+            mcp_workspace_write: false,
         }
     }
 
@@ -1286,6 +1328,72 @@ mod tests {
             .fs
             .iter()
             .any(|g| g.path == Path::new("/w") && g.access == FsAccess::ReadWrite));
+    }
+
+    #[test]
+    fn the_mcp_role_writes_the_workspace_only_when_a_server_asks_for_it() {
+        let ws = |fs: &[PathGrant]| {
+            fs.iter()
+                .filter(|g| g.path == Path::new("/w"))
+                .map(|g| g.access)
+                .collect::<Vec<_>>()
+        };
+        // By default the worker and its launcher read the workspace only.
+        assert_eq!(ws(&profile_for(Role::Mcp, &ctx()).fs), [FsAccess::ReadExec]);
+        for tier in [Tier::A, Tier::B] {
+            assert_eq!(
+                ws(&launcher_profile(Role::Mcp, &ctx(), tier).fs),
+                [FsAccess::ReadExec]
+            );
+        }
+        let rw = ProfileContext {
+            mcp_workspace_write: true,
+            ..ctx()
+        };
+        assert_eq!(ws(&profile_for(Role::Mcp, &rw).fs), [FsAccess::ReadWrite]);
+        for tier in [Tier::A, Tier::B] {
+            assert_eq!(
+                ws(&launcher_profile(Role::Mcp, &rw, tier).fs),
+                [FsAccess::ReadWrite]
+            );
+        }
+        // The flag is the mcp role's alone; the hidden paths stay ungranted.
+        for role in [Role::Lsp, Role::Model, Role::Broker] {
+            assert_eq!(profile_for(role, &rw), profile_for(role, &ctx()), "{role}");
+        }
+        assert!(!profile_for(Role::Mcp, &rw)
+            .fs
+            .iter()
+            .any(|g| rw.hidden.iter().any(|h| g.path.starts_with(h))));
+    }
+
+    #[test]
+    fn in_tier_b_a_workspace_under_tmp_is_not_reached_through_the_private_tmp() {
+        let in_tmp = ProfileContext {
+            workspace: Some("/tmp/ws".into()),
+            ..ctx()
+        };
+        let tmp = |fs: FsScope, ctx: &ProfileContext| {
+            let cmd = CommandProfile {
+                fs,
+                ..CommandProfile::hook()
+            };
+            command_profile(Role::Mcp, &cmd, ctx, Tier::B)
+                .expect("profile")
+                .fs
+                .into_iter()
+                .filter(|g| g.path == Path::new("/tmp"))
+                .map(|g| g.access)
+                .collect::<Vec<_>>()
+        };
+        // Elsewhere, every command writes its private /tmp.
+        for fs in [FsScope::None, FsScope::WorkspaceRo, FsScope::WorkspaceRw] {
+            assert_eq!(tmp(fs, &ctx()), [FsAccess::ReadWrite], "{fs:?}");
+        }
+        // Under /tmp, no wider than the workspace.
+        assert_eq!(tmp(FsScope::WorkspaceRw, &in_tmp), [FsAccess::ReadWrite]);
+        assert_eq!(tmp(FsScope::WorkspaceRo, &in_tmp), [FsAccess::ReadExec]);
+        assert!(tmp(FsScope::None, &in_tmp).is_empty());
     }
 
     #[test]

@@ -26,6 +26,9 @@ pub struct McpLaunch {
     pub env: Option<BTreeMap<String, String>>,
     /// Its working directory, if the entry sets it.
     pub cwd: Option<String>,
+    /// Left out when unset, so that the hash of an entry without it is what it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filesystem: Option<crate::settings::McpFilesystemSetting>,
 }
 
 /// What needs trust in one workspace file.
@@ -66,6 +69,7 @@ impl FileTrustContent {
                             args: e.args.clone(),
                             env: e.env.clone(),
                             cwd: e.cwd.clone(),
+                            filesystem: e.filesystem,
                         },
                     )
                 })

@@ -28,6 +28,7 @@ use hanzo_ipc::roles::model::{
 };
 use hanzo_ipc::roles::tools::{PreHookReply, ToolResult};
 use hanzo_model::script::{anthropic_cassette, ScriptTurn};
+use hanzo_policy::hooks::HookConfig;
 use hanzo_policy::permission::TieredPolicy;
 use hanzo_store::{AgentDef, RunStore};
 use serde_json::json;
@@ -143,12 +144,12 @@ impl ToolExecutor for InProcessTools {
     async fn execute(&self, _call: &ToolInvocation, _session: &str) -> ToolResult {
         ToolResult::ok("(empty directory)")
     }
-    async fn pre_hooks(&self, _h: &str, _c: &ToolInvocation, _s: &str) -> PreHookReply {
+    async fn pre_hooks(&self, _h: &[HookConfig], _c: &ToolInvocation, _s: &str) -> PreHookReply {
         unreachable!("no hooks are configured")
     }
     async fn post_hooks(
         &self,
-        _h: &str,
+        _h: &[HookConfig],
         _c: &ToolInvocation,
         _s: &str,
         _r: &ToolResult,

@@ -86,7 +86,10 @@ pub struct EgressEvent {
     pub id: u64,
     /// `http_connect`, `http_forward`, `socks5`, `unknown`.
     pub protocol: String,
+    /// The host the command asked for, sanitised and cut to 300 characters (empty when no request
+    /// was read).
     pub host: String,
+    /// The port the command asked for (0 when no request was read).
     pub port: u16,
     /// `allowed` or `denied`.
     pub decision: String,
@@ -102,10 +105,14 @@ pub struct EgressEvent {
     /// Why it was refused: `not_listed`, `private_address`, `ip_literal`, … (denied only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// What happened, in a sentence, sanitised (denied only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// Bytes sent to the destination for the command (the request to the proxy itself not counted).
     pub bytes_up: u64,
+    /// Bytes from the destination to the command (the proxy's own replies not counted).
     pub bytes_down: u64,
+    /// Milliseconds from the connection's arrival at the broker to its end.
     pub duration_ms: u64,
     /// The MCP stdio server the connection was made for (`None`: a command's).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -126,6 +133,8 @@ fn clean(s: &str) -> String {
 }
 
 impl EgressEvent {
+    /// The broker's record as a run shows it: strings sanitised for a terminal and cut, the
+    /// outcome spread over `decision`, `rule`, `address`, `end`, `reason` and `detail`.
     pub fn from_record(r: &EgressRecord) -> EgressEvent {
         let mut e = EgressEvent {
             id: r.id,
@@ -174,16 +183,21 @@ const FORWARDER_PATIENCE: Duration = Duration::from_secs(5);
 /// a proxy).
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigureError {
+    /// No tools worker is running to forward the commands' connections.
     #[error("the tools worker is not running")]
     NoToolsWorker,
+    /// The tools worker (this pid) runs, but its forwarder did not appear in its namespace in time.
     #[error(
         "the egress forwarder was not found in the tools worker's namespace (tools worker pid {0})"
     )]
     NoForwarder(u32),
+    /// The broker answered the configuration with an error or an unexpected reply (the text).
     #[error("the broker refused the egress configuration: {0}")]
     Broker(String),
+    /// No mcp worker is running to forward its servers' connections.
     #[error("the mcp worker is not running")]
     NoMcpWorker,
+    /// The mcp worker (this pid) runs, but its forwarder did not appear in its namespace in time.
     #[error(
         "the egress forwarder was not found in the mcp worker's namespace (mcp worker pid {0})"
     )]
@@ -337,6 +351,8 @@ struct RecorderState {
 const RECORD_PATIENCE: Duration = Duration::from_secs(3);
 
 impl<'a> EgressRecorder<'a> {
+    /// Wraps `inner`: records arriving on `records` are stored through `store` (the run store, its
+    /// own connection) once the run has begun, and passed on to `inner` as events.
     pub fn new(
         inner: &'a dyn EventSink,
         records: tokio::sync::mpsc::UnboundedReceiver<EgressRecord>,

@@ -1,6 +1,7 @@
 //! The `hanzo-dev` supervisor: command line, supervision tree, worker lifecycle. The binary (`main.rs`)
 //! is a thin entry over this library so that integration tests can drive the same code.
 #![deny(unsafe_code)]
+#![deny(missing_docs)]
 // The cast lints (issue 11), as in the other crates.
 #![deny(
     clippy::cast_possible_truncation,

@@ -12,7 +12,7 @@ use hanzo_ipc::roles::mcp::{
     EnvValue, McpConfig, McpFilesystem, McpServerConfig, McpServerProfile, McpTransport,
 };
 use hanzo_ipc::roles::mcphttp::{McpHeader, McpLogin, McpRemote};
-use hanzo_policy::settings::{Config, Source};
+use hanzo_policy::settings::{Config, McpFilesystemSetting, Source};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -28,6 +28,7 @@ pub const MAX_MESSAGE_BYTES: u64 = 8 << 20;
 /// What the mcp worker is configured with, and what is left out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpPlan {
+    /// The servers the mcp worker starts, with their resolved commands, environments and limits.
     pub config: McpConfig,
     /// `(name, transport, state, reason)` of each configured server that is not started.
     pub not_started: Vec<(String, String, String, String)>,
@@ -116,11 +117,36 @@ pub fn wants_egress(
     }
 }
 
+impl McpPlan {
+    /// Whether a stdio server of the plan asks for the workspace read-write: the mcp worker is
+    /// then started with write access to it
+    /// ([`ProfileContext::mcp_workspace_write`](hanzo_policy::profile::ProfileContext)).
+    pub fn wants_workspace_write(&self) -> bool {
+        self.config.servers.iter().any(|s| {
+            matches!(
+                &s.transport,
+                McpTransport::Stdio { profile, .. }
+                    if profile.filesystem == McpFilesystem::WorkspaceRw
+            )
+        })
+    }
+}
+
+/// [`McpPlan::wants_workspace_write`] for `loaded`'s servers in `workspace`.
+pub fn wants_workspace_write(
+    loaded: &hanzo_policy::settings::LoadedSettings,
+    workspace: &Path,
+) -> bool {
+    plan_for(loaded, workspace).is_ok_and(|p| p.wants_workspace_write())
+}
+
 /// Why the servers cannot be configured at all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("settings `mcp_servers.{server}`: {message}")]
 pub struct McpSettingsError {
+    /// The server's name under `mcp_servers` in the settings.
     pub server: String,
+    /// What is wrong with its entry.
     pub message: String,
 }
 
@@ -236,7 +262,11 @@ pub fn mcp_plan_with(
                     .collect(),
                 cwd: s.cwd.clone(),
                 profile: McpServerProfile {
-                    filesystem: McpFilesystem::WorkspaceRo,
+                    filesystem: match s.filesystem.unwrap_or_default() {
+                        McpFilesystemSetting::None => McpFilesystem::None,
+                        McpFilesystemSetting::WorkspaceRo => McpFilesystem::WorkspaceRo,
+                        McpFilesystemSetting::WorkspaceRw => McpFilesystem::WorkspaceRw,
+                    },
                     extra_read: Vec::new(),
                     network: !s.network_allow.is_empty(),
                     egress_address: None,
@@ -381,6 +411,7 @@ pub fn configure_limit(config: &McpConfig) -> std::time::Duration {
 /// send. `Debug` shows header names, never values.
 #[derive(Debug, Default)]
 pub struct ExtraServers {
+    /// Their configurations for the mcp worker (a remote one by its URL only, no headers).
     pub servers: Vec<McpServerConfig>,
     /// (server name, headers); the values may be credentials, for the broker only.
     pub headers: Vec<(String, Vec<McpHeader>)>,
@@ -475,6 +506,8 @@ pub async fn start_for_run_with(
     let generation = sup.mcp.info().map(|i| i.generation).unwrap_or(0);
     match sup.mcp.call_within(request, within).await {
         Ok(hanzo_ipc::roles::mcp::Response::Servers(statuses)) => {
+            // Calls wait for a restarted worker to be configured again (`keep_configured`).
+            sup.mcp.mark_configured(generation);
             tokio::spawn(keep_configured(
                 sup.mcp.clone(),
                 sup.broker.clone(),
@@ -532,7 +565,10 @@ async fn keep_configured(
         let within = configure_limit(&config);
         let request = hanzo_ipc::roles::mcp::Request::Configure(config.clone());
         match mcp.call_within(request, within).await {
-            Ok(_) => tracing::info!(generation, "mcp worker reconfigured after a restart"),
+            Ok(_) => {
+                mcp.mark_configured(generation);
+                tracing::info!(generation, "mcp worker reconfigured after a restart")
+            }
             Err(e) => tracing::error!("mcp worker not reconfigured after a restart: {e}"),
         }
     }

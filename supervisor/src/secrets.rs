@@ -21,6 +21,7 @@ use hanzo_store::SecretValues;
 
 /// The environment as it was, secrets included, for building worker environments.
 pub struct StartEnv {
+    /// Every variable of the environment the process started with, in its order, secrets included.
     pub vars: Vec<(String, String)>,
 }
 

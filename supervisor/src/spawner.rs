@@ -14,6 +14,8 @@ use tokio::sync::oneshot;
 
 /// What one worker process is started with.
 pub struct SpawnRequest {
+    /// The worker's role, sandbox profile context and isolation, written on its command line after
+    /// the hidden `__worker` entry.
     pub opts: WorkerOptions,
     /// The complete environment (already filtered by the role's allow-list).
     pub env: Vec<(String, String)>,
@@ -28,6 +30,8 @@ pub struct SpawnRequest {
     /// The `cgroup.procs` files of the worker's cgroup (one per hierarchy), which the child joins
     /// in its pre-exec step, before the worker runs an instruction of its own.
     pub cgroup: Vec<std::fs::File>,
+    /// Resource limits the child sets with `setrlimit` before exec (core dumps off, open files,
+    /// file size).
     pub rlimits: hanzo_policy::profile::Rlimits,
 }
 

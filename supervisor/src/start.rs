@@ -6,7 +6,7 @@
 //! its channel ends, it misses a heartbeat, its direct-channel peer restarted, or the tree stops;
 //! whatever happens, the process is killed and reaped and its in-flight requests fail at once.
 
-use crate::pair::{DirectPair, Side};
+use crate::pair::{Adopter, DirectPair, Side};
 use crate::spawner::{SpawnRequest, Spawner};
 use crate::supervise::Stop;
 use crate::worker::{RestartPolicy, WorkerClient, WorkerInfo};
@@ -52,6 +52,9 @@ pub struct WorkerSpec {
     pub egress: Option<(Arc<DirectPair>, Side)>,
     /// Where the broker's egress records go (the run's record); `None`: only logged.
     pub egress_records: Option<EgressRecords>,
+    /// The role takes new ends of its adopted pairs while it runs (the broker): each process gets
+    /// an adopt socket ([`hanzo_ipc::transport::ADOPT_FD`]).
+    pub adopts: bool,
 }
 
 /// The receiving side of a run's egress records, from every broker process of the tree.
@@ -88,7 +91,7 @@ pub async fn start_worker<P: Protocol>(
     let role = spec.role;
     let profile = profile_for(role, &spec.ctx);
     let cgroup = worker_cgroup(role, &profile, generation);
-    let (ours, mut child) = match spawn_process(spec, &profile, cgroup.as_ref()).await {
+    let (ours, adopter, mut child) = match spawn_process(spec, &profile, cgroup.as_ref()).await {
         Ok(started) => started,
         Err(e) => {
             release_cgroup(cgroup).await;
@@ -133,12 +136,12 @@ pub async fn start_worker<P: Protocol>(
     let repair = spec
         .direct
         .iter()
-        .map(|(pair, side, _)| pair.register_live(*side))
+        .map(|(pair, side, _)| pair.register_live(*side, adopter.clone()))
         .collect();
     let repair_egress = spec
         .egress
         .iter()
-        .map(|(pair, side)| pair.register_live(*side))
+        .map(|(pair, side)| pair.register_live(*side, adopter.clone()))
         .collect();
     Ok(Running {
         client,
@@ -196,12 +199,13 @@ fn worker_cgroup(
     }
 }
 
-/// Fork and exec the worker with its fds; returns our end of its channel and the child.
+/// Fork and exec the worker with its fds; returns our end of its channel, of its adopt socket
+/// (when the role adopts), and the child.
 async fn spawn_process(
     spec: &WorkerSpec,
     profile: &SandboxProfile,
     cgroup: Option<&hanzo_sandbox::cgroup::Cgroup>,
-) -> Result<(OwnedFd, Child), StartError> {
+) -> Result<(OwnedFd, Option<Arc<Adopter>>, Child), StartError> {
     let role = spec.role;
     let fail = StartError::Failed;
     let (ours, theirs) = transport::socketpair().map_err(|e| fail(format!("socketpair: {e}")))?;
@@ -209,12 +213,19 @@ async fn spawn_process(
         Some(cg) => cg.join_files().map_err(|e| fail(format!("cgroup: {e}")))?,
         None => Vec::new(),
     };
-    let direct = spec
+    let mut direct = spec
         .direct
         .iter()
         .map(|(pair, side, fd)| pair.take_end(*side).map(|end| (end, *fd)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| fail(format!("direct channel: {e}")))?;
+    let adopter = if spec.adopts {
+        let (adopter, theirs) = Adopter::pair().map_err(|e| fail(format!("adopt socket: {e}")))?;
+        direct.push((theirs, transport::ADOPT_FD));
+        Some(adopter)
+    } else {
+        None
+    };
     let egress = spec
         .egress
         .as_ref()
@@ -240,7 +251,7 @@ async fn spawn_process(
         })
         .await
         .map_err(|e| fail(format!("cannot start the {role} worker: {e}")))?;
-    Ok((ours, child))
+    Ok((ours, adopter, child))
 }
 
 /// Log the worker's stderr line by line (it never carries a secret: workers print only their

@@ -60,6 +60,7 @@ pub fn sweep_stale_run_dirs(tmp: &Path) -> usize {
 pub struct RunDir(tempfile::TempDir);
 
 impl RunDir {
+    /// Where the directory is; it exists until the `RunDir` is dropped.
     pub fn path(&self) -> &Path {
         self.0.path()
     }
@@ -144,6 +145,7 @@ pub fn supervisor_config(
             hidden: hidden_paths(env),
             allow_dangerous_workspace: false,
             toolchains: Vec::new(),
+            mcp_workspace_write: false,
         },
         env: env.vars.clone(),
         secret_names: env.extra_secret_names(),

@@ -97,6 +97,7 @@ fn spec(cfg: &SupervisorConfig, parts: &TreeParts, role: Role) -> WorkerSpec {
             Role::Broker => cfg.egress_records.clone(),
             _ => None,
         },
+        adopts: role == Role::Broker,
     }
 }
 
@@ -131,8 +132,9 @@ fn egress_end(role: Role, pair: Option<&Arc<DirectPair>>) -> Option<(Arc<DirectP
 
 /// The direct channels `role` holds an end of, each with its fd number in the worker, as the role
 /// table ([`hanzo_ipc::role::CHANNEL_ENDS`]) places them: model ↔ broker, mcp ↔ broker, and the
-/// mcp worker's egress control socket when `pair` has one. A restart of either peer restarts the
-/// broker, and so re-pairs the other channels too. (The egress control socket broker ↔ tools is
+/// mcp worker's egress control socket when `pair` has one. A restart of the model or mcp worker
+/// hands the running broker the new pair's other end (adopted pairs, `pair.rs`); a restart of the
+/// broker restarts its peers. (The egress control socket broker ↔ tools is
 /// [`WorkerSpec::egress`].)
 fn direct_channels(
     role: Role,
@@ -187,14 +189,14 @@ macro_rules! define_supervisor {
             pub async fn start(cfg: SupervisorConfig) -> anyhow::Result<Supervisor> {
                 let parts = TreeParts {
                     spawner: Spawner::start(cfg.exe.clone(), tokio::runtime::Handle::current())?,
-                    model_broker: Arc::new(DirectPair::default()),
-                    mcp_broker: Arc::new(DirectPair::default()),
+                    model_broker: Arc::new(DirectPair::default().adopted_as(b"model")),
+                    mcp_broker: Arc::new(DirectPair::default().adopted_as(b"mcp")),
                     tools_broker: cfg
                         .egress_records
                         .is_some()
                         .then(|| Arc::new(DirectPair::egress_control())),
                     mcp_egress: (cfg.mcp_egress && cfg.egress_records.is_some())
-                        .then(|| Arc::new(DirectPair::egress_control())),
+                        .then(|| Arc::new(DirectPair::egress_control().adopted_as(b"mcp-egress"))),
                     stop: watch::channel(false).0,
                 };
                 let mut tasks = Vec::new();

@@ -31,30 +31,51 @@ pub const PRIVATE: u32 = 0o600;
 /// Owner read/write, others read: files of a project (the demo's).
 pub const SHARED: u32 = 0o644;
 
+/// Why a file could not be written for the user; the message says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum UserFileError {
+    /// A directory on the way to the target is a symbolic link inside the workspace.
     #[error(
         "refusing to write {path}: {link} is a symbolic link inside the workspace {workspace} \
          (a tool call could have planted it). Remove the link or write somewhere else."
     )]
     LinkInWorkspace {
+        /// The file that was to be written.
         path: PathBuf,
+        /// The symbolic link found on the way.
         link: PathBuf,
+        /// The workspace it lies in.
         workspace: PathBuf,
     },
+    /// The target itself is a symbolic link (wherever it is).
     #[error(
         "refusing to write {path}: it is a symbolic link, and hanzo-dev never writes through one. \
          Give the path of the file itself, or remove the link."
     )]
-    TargetIsLink { path: PathBuf },
+    TargetIsLink {
+        /// The file that was to be written.
+        path: PathBuf,
+    },
+    /// The target exists and is a directory, device, socket or other non-regular file.
     #[error("refusing to write {path}: it exists and is not a regular file")]
-    NotRegular { path: PathBuf },
+    NotRegular {
+        /// The file that was to be written.
+        path: PathBuf,
+    },
+    /// The path ends in `/`, `.` or `..`, so it names no file.
     #[error("cannot write {path}: it does not name a file")]
-    NoFileName { path: PathBuf },
+    NoFileName {
+        /// The file that was to be written.
+        path: PathBuf,
+    },
+    /// A system call failed; `action` says which step.
     #[error("cannot write {path}: {action}: {source}")]
     Io {
+        /// The file that was to be written.
         path: PathBuf,
+        /// The step that failed, as a phrase ("sync it", "find the directory it goes in").
         action: &'static str,
+        /// The system's error.
         #[source]
         source: std::io::Error,
     },

@@ -96,6 +96,10 @@ pub struct WorkerHandle<P: Protocol> {
     role: Role,
     slot: watch::Receiver<Slot<P>>,
     in_flight: Arc<Semaphore>,
+    /// The generation of the process last configured by its user (`0`: none), for roles a
+    /// restarted process of which knows nothing until configured again (the mcp worker's
+    /// servers): see [`WorkerHandle::mark_configured`].
+    configured: Arc<watch::Sender<u64>>,
     /// How long a request waits for a restarting worker.
     pub wait_for_ready: Duration,
     /// How long a unary request waits for its reply.
@@ -108,6 +112,7 @@ impl<P: Protocol> Clone for WorkerHandle<P> {
             role: self.role,
             slot: self.slot.clone(),
             in_flight: self.in_flight.clone(),
+            configured: self.configured.clone(),
             wait_for_ready: self.wait_for_ready,
             deadline: self.deadline,
         }
@@ -127,6 +132,7 @@ impl<P: Protocol> WorkerHandle<P> {
             role,
             slot,
             in_flight: Arc::new(Semaphore::new(max_in_flight)),
+            configured: Arc::new(watch::channel(0).0),
             wait_for_ready: Duration::from_secs(10),
             deadline,
         }
@@ -140,6 +146,46 @@ impl<P: Protocol> WorkerHandle<P> {
     /// Free request slots (requests beyond the cap wait for one).
     pub fn free_slots(&self) -> usize {
         self.in_flight.available_permits()
+    }
+
+    /// Record that the process of `generation` is configured (every clone of this handle sees
+    /// it).
+    pub fn mark_configured(&self, generation: u64) {
+        self.configured.send_if_modified(|g| {
+            let newer = generation > *g;
+            if newer {
+                *g = generation;
+            }
+            newer
+        });
+    }
+
+    /// Once a process was ever configured ([`WorkerHandle::mark_configured`]): wait, at most
+    /// `within`, until the running process is the configured one (a restarted process is
+    /// configured again by whoever configured the first). `false` when it is not by then.
+    pub async fn wait_configured(&self, within: Duration) -> bool {
+        let mut configured = self.configured.subscribe();
+        if *configured.borrow() == 0 {
+            return true;
+        }
+        let mut slot = self.slot.clone();
+        tokio::time::timeout(within, async {
+            loop {
+                let current = match &*slot.borrow_and_update() {
+                    Slot::Ready(client, info) if !client.is_closed() => Some(info.generation),
+                    _ => None,
+                };
+                if current.is_some_and(|g| *configured.borrow_and_update() >= g) {
+                    return;
+                }
+                tokio::select! {
+                    r = slot.changed() => if r.is_err() { return },
+                    r = configured.changed() => if r.is_err() { return },
+                }
+            }
+        })
+        .await
+        .is_ok()
     }
 
     /// The running worker, if there is one now.

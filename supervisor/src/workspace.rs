@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 pub struct Dangers(pub Vec<String>);
 
 impl Dangers {
+    /// Whether nothing of the user's is exposed, so the workspace may be used without
+    /// `--allow-dangerous-workspace`.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -14,6 +14,7 @@ use hanzo_ipc::roles::model::{
     ContentBlock, Message, MessageRole, StopReason, StreamErrorKind, StreamEvent, ToolDef, Usage,
 };
 use hanzo_ipc::roles::tools::{PreHookReply, ToolResult};
+use hanzo_policy::hooks::{HookConfig, HookEvent};
 use hanzo_policy::permission::{PermissionMode, PermissionRule, RuleList, TieredPolicy};
 use hanzo_store::{AgentDef, CallStatus, DecidedBy, HookResult, RunStatus, RunStore, SecretValues};
 use serde_json::{json, Value};
@@ -236,7 +237,12 @@ impl ToolExecutor for FakeTools {
         ToolResult::ok(out)
     }
 
-    async fn pre_hooks(&self, _hooks: &str, call: &ToolInvocation, _s: &str) -> PreHookReply {
+    async fn pre_hooks(
+        &self,
+        _hooks: &[HookConfig],
+        call: &ToolInvocation,
+        _s: &str,
+    ) -> PreHookReply {
         self.pre_hook_calls.lock().unwrap().push(call.name.clone());
         match &self.deny_by_hook {
             Some((tool, why)) if *tool == call.name => PreHookReply {
@@ -256,7 +262,7 @@ impl ToolExecutor for FakeTools {
 
     async fn post_hooks(
         &self,
-        _hooks: &str,
+        _hooks: &[HookConfig],
         call: &ToolInvocation,
         _s: &str,
         _r: &ToolResult,
@@ -613,7 +619,13 @@ async fn the_prompter_is_asked_only_when_the_policy_says_prompt() {
 #[tokio::test]
 async fn a_pre_hook_denial_blocks_the_call_and_post_hooks_run_after_execution() {
     let mut h = Harness::new(ALLOW_ALL);
-    h.config.hooks_json = Some("[]".into());
+    // One configured hook makes the loop ask the executor; the fake decides without running it.
+    h.config.hooks = vec![HookConfig {
+        event: HookEvent::PreToolUse,
+        command: "./check.sh".into(),
+        tool_pattern: "*".into(),
+        timeout_ms: 5000,
+    }];
     let model = ScriptedModel::new(vec![
         call(
             "",

@@ -5,13 +5,12 @@
 mod common;
 
 use hanzo_dev::tree::Supervisor;
-use hanzo_ipc::roles::tools::{HookCall, PreHookReply, Request, Response};
-use serde_json::json;
+use hanzo_ipc::roles::tools::{Hook, HookCall, PreHookReply, Request, Response};
 use std::time::Duration;
 
-fn call(hooks: serde_json::Value, output: Option<&str>) -> HookCall {
+fn call(hooks: Vec<Hook>, output: Option<&str>) -> HookCall {
     HookCall {
-        hooks_json: hooks.to_string(),
+        hooks,
         session_id: "s-1".into(),
         tool: "bash".into(),
         input_json: r#"{"command":"ls"}"#.into(),
@@ -19,8 +18,12 @@ fn call(hooks: serde_json::Value, output: Option<&str>) -> HookCall {
     }
 }
 
-fn hook(event: &str, command: &str) -> serde_json::Value {
-    json!({"event": event, "command": command, "tool_pattern": "bash", "timeout_ms": 5000})
+fn hook(command: &str) -> Hook {
+    Hook {
+        command: command.into(),
+        tool_pattern: "bash".into(),
+        timeout_ms: 5000,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -45,34 +48,28 @@ async fn hooks_run_in_the_tools_worker_with_their_verdicts() {
         }
     };
 
-    let r = pre(json!([hook("pre_tool_use", "cat >/dev/null; exit 0")])).await;
+    let r = pre(vec![hook("cat >/dev/null; exit 0")]).await;
     assert!(r.allowed, "{r:?}");
 
-    let r: PreHookReply = pre(json!([hook(
-        "pre_tool_use",
-        "echo 'no ls on Fridays' >&2; exit 2"
-    )]))
-    .await;
+    let r: PreHookReply = pre(vec![hook("echo 'no ls on Fridays' >&2; exit 2")]).await;
     assert!(!r.allowed && !r.failed, "{r:?}");
     assert_eq!(r.reason.as_deref(), Some("no ls on Fridays"));
 
-    let r = pre(json!([hook("pre_tool_use", "exit 1")])).await;
+    let r = pre(vec![hook("exit 1")]).await;
     assert!(!r.allowed && r.failed, "{r:?}");
 
     // The hook sees the tool call on stdin and in its environment.
-    let r = pre(json!([hook(
-        "pre_tool_use",
+    let r = pre(vec![hook(
         r#"grep -q '"command":"ls"' && [ "$HANZO_TOOL_NAME" = bash ] && [ "$HANZO_SESSION_ID" = s-1 ] || exit 2"#
-    )]))
+    )])
     .await;
     assert!(r.allowed, "{r:?}");
 
     // Confinement: a hook cannot read outside the workspace (Landlock, and in tier B the host's
     // home is not even mounted), but can write inside it.
-    let r = pre(json!([hook(
-        "pre_tool_use",
-        "if ls /root >/dev/null 2>&1; then echo escaped >&2; exit 2; fi; echo ok > hook-was-here"
-    )]))
+    let r = pre(vec![hook(
+        "if ls /root >/dev/null 2>&1; then echo escaped >&2; exit 2; fi; echo ok > hook-was-here",
+    )])
     .await;
     assert!(r.allowed, "{r:?}");
     assert_eq!(
@@ -84,7 +81,7 @@ async fn hooks_run_in_the_tools_worker_with_their_verdicts() {
     let r = tokio::time::timeout(
         Duration::from_secs(30),
         sup.tools.call(Request::RunPostHooks(call(
-            json!([hook("post_tool_use", "exit 3")]),
+            vec![hook("exit 3")],
             Some(r#"{"output":"x"}"#),
         ))),
     )
@@ -96,15 +93,42 @@ async fn hooks_run_in_the_tools_worker_with_their_verdicts() {
         other => panic!("unexpected {other:?}"),
     }
 
-    // A malformed hook list is a clear error, not a crash of the worker.
-    let e = sup
-        .tools
-        .call(Request::RunPreHooks(HookCall {
-            hooks_json: "[{\"event\":\"sometimes\"}]".into(),
-            ..call(json!([]), None)
-        }))
-        .await
-        .expect_err("bad hooks");
-    assert!(e.to_string().contains("hooks"), "{e}");
+    // A hook the settings would have refused is a clear error naming it, not a crash of the
+    // worker; each rule of `HookConfig::validate` holds on the channel too.
+    for (bad, why) in [
+        (
+            Hook {
+                timeout_ms: 0,
+                ..hook("exit 0")
+            },
+            "timeout_ms",
+        ),
+        (
+            Hook {
+                timeout_ms: 600_001,
+                ..hook("exit 0")
+            },
+            "timeout_ms",
+        ),
+        (hook("  "), "command is empty"),
+        (
+            Hook {
+                tool_pattern: "bash(ls *)".into(),
+                ..hook("exit 0")
+            },
+            "argument patterns",
+        ),
+    ] {
+        let e = sup
+            .tools
+            .call(Request::RunPreHooks(call(vec![hook("exit 0"), bad], None)))
+            .await
+            .expect_err("an unusable hook");
+        let e = e.to_string();
+        assert!(e.contains("hook #1") && e.contains(why), "{e}");
+    }
+    // The worker still answers afterwards.
+    let r = pre(vec![hook("exit 0")]).await;
+    assert!(r.allowed, "{r:?}");
     sup.shutdown().await;
 }

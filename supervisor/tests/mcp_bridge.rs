@@ -51,6 +51,12 @@ struct Bench {
 
 impl Bench {
     async fn start() -> Bench {
+        Bench::start_with(|_| {}).await
+    }
+
+    /// [`Bench::start`], with the tree's configuration adjusted by `adjust` (its isolation, the
+    /// mcp worker's workspace access).
+    async fn start_with(adjust: impl FnOnce(&mut hanzo_dev::tree::SupervisorConfig)) -> Bench {
         // The workers' stderr arrives as log lines: shown when a test fails.
         let _ = tracing_subscriber::fmt()
             .with_env_filter("warn")
@@ -77,6 +83,7 @@ impl Bench {
         vars.push(("HANZO_CANARY_API_KEY".into(), CANARY.into()));
         let (mut cfg, run) = common::tree_config(workspace.path(), vars);
         cfg.roles = Some(vec![Role::Mcp]);
+        adjust(&mut cfg);
         let sup = Supervisor::start(cfg).await.expect("supervisor starts");
         tokio::time::timeout(Duration::from_secs(60), sup.wait_ready())
             .await
@@ -185,14 +192,18 @@ impl Bench {
     }
 
     fn filesystem(&self, dirs: &[&Path]) -> McpServerConfig {
+        self.filesystem_as("fs", dirs, McpFilesystem::WorkspaceRo)
+    }
+
+    fn filesystem_as(&self, name: &str, dirs: &[&Path], fs: McpFilesystem) -> McpServerConfig {
         self.stdio(
-            "fs",
+            name,
             "@modelcontextprotocol/server-filesystem/dist/index.js",
             &dirs
                 .iter()
                 .map(|d| d.display().to_string())
                 .collect::<Vec<_>>(),
-            McpFilesystem::WorkspaceRo,
+            fs,
         )
     }
 
@@ -405,6 +416,105 @@ async fn a_workspace_ro_filesystem_server_lists_the_workspace_but_cannot_read_ou
         "a workspace-ro server wrote into the workspace"
     );
     b.sup.shutdown().await;
+}
+
+/// `workspace-rw` in both tiers, with the real `server-filesystem` (told that the workspace and
+/// an outside directory are both allowed, so only the sandbox refuses): it writes in the
+/// workspace; it cannot write outside, into `.git/` (a new hook, the configuration) or `.hanzo/`,
+/// nor move `.git` away; a `workspace-ro` server beside it cannot write at all. Tier B keeps the
+/// protected paths read-only in the mount namespace and lets the workspace's top level be
+/// written; tier A carves Landlock grants around them, so its top level takes no new entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_rw_filesystem_server_writes_the_workspace_but_nothing_protected_in_both_tiers()
+{
+    use hanzo_policy::isolation::IsolationMode;
+    for isolation in [IsolationMode::Strict, IsolationMode::TierA] {
+        let b = Bench::start_with(|cfg| {
+            cfg.isolation = isolation;
+            cfg.ctx.mcp_workspace_write = true;
+            // The protected paths exist before the worker starts (tier B binds what exists
+            // then; see SECURITY.md).
+            let ws = cfg.ctx.workspace.clone().expect("workspace");
+            for d in [".git/hooks", ".hanzo", "sub"] {
+                std::fs::create_dir_all(ws.join(d)).unwrap();
+            }
+            std::fs::write(ws.join(".git/config"), "[core]\n\tbare = false\n").unwrap();
+            std::fs::write(ws.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+            std::fs::write(ws.join(".hanzo/settings.json"), "{}").unwrap();
+            std::fs::write(ws.join("sub/old.txt"), "old").unwrap();
+        })
+        .await;
+        let ws = b.workspace.path();
+        let dirs = [ws, b.outside.path()];
+        let statuses = b
+            .configure(vec![
+                b.filesystem_as("rw", &dirs, McpFilesystem::WorkspaceRw),
+                b.filesystem_as("ro", &dirs, McpFilesystem::WorkspaceRo),
+            ])
+            .await;
+        assert!(
+            statuses.iter().all(|s| s.state == McpServerState::Ready),
+            "{isolation:?}: {statuses:?}"
+        );
+        let write = |server: &'static str, path: PathBuf| {
+            let b = &b;
+            async move {
+                let (out, _) = b
+                    .call(
+                        server,
+                        "write_file",
+                        serde_json::json!({"path": path, "content": "from the server"}),
+                    )
+                    .await;
+                out
+            }
+        };
+        // Written: a new file and an existing one (replaced through a temporary file and a
+        // rename) in a subdirectory, and in tier B a new file at the top.
+        for path in [ws.join("sub/new.txt"), ws.join("sub/old.txt")] {
+            let out = write("rw", path.clone()).await;
+            assert!(!is_tool_error(&out), "{isolation:?} {path:?}: {out:?}");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), "from the server");
+        }
+        let top = ws.join("top.txt");
+        let out = write("rw", top.clone()).await;
+        if isolation == IsolationMode::TierA {
+            assert!(is_tool_error(&out), "{out:?}");
+            assert!(!top.exists());
+        } else {
+            assert!(!is_tool_error(&out), "{out:?}");
+            assert_eq!(std::fs::read_to_string(&top).unwrap(), "from the server");
+        }
+        // Refused: outside, the git directory, `.hanzo/`.
+        for path in [
+            b.outside.path().join("planted.txt"),
+            ws.join(".git/hooks/pre-commit"),
+            ws.join(".git/config"),
+            ws.join(".hanzo/settings.json"),
+            ws.join(".hanzo/new.json"),
+        ] {
+            let before = std::fs::read(&path).ok();
+            let out = write("rw", path.clone()).await;
+            assert!(is_tool_error(&out), "{isolation:?} {path:?}: {out:?}");
+            assert_eq!(std::fs::read(&path).ok(), before, "{isolation:?} {path:?}");
+        }
+        // `.git` cannot be moved away (to be recreated by the server).
+        let (moved, _) = b
+            .call(
+                "rw",
+                "move_file",
+                serde_json::json!({"source": ws.join(".git"), "destination": ws.join("sub/git")}),
+            )
+            .await;
+        assert!(is_tool_error(&moved), "{isolation:?}: {moved:?}");
+        assert!(ws.join(".git/config").is_file() && !ws.join("sub/git").exists());
+        // The read-only server beside it writes nothing.
+        let ro = ws.join("sub/ro.txt");
+        let out = write("ro", ro.clone()).await;
+        assert!(is_tool_error(&out), "{isolation:?}: {out:?}");
+        assert!(!ro.exists());
+        b.sup.shutdown().await;
+    }
 }
 
 fn failure(outcome: &McpCallOutcome) -> (McpFailureKind, &str) {
@@ -621,7 +731,12 @@ async fn profiles_the_bridge_cannot_honour_are_refused_with_the_reason() {
         other => panic!("{name}: {other:?}"),
     };
     assert!(reason("net").contains("network"), "{}", reason("net"));
-    assert!(reason("rw").contains("read-write"), "{}", reason("rw"));
+    // The worker was started without write access (no configured server asked for it).
+    assert!(
+        reason("rw").contains("started with the workspace read-only"),
+        "{}",
+        reason("rw")
+    );
     assert!(
         reason("secret").contains("GITHUB_TOKEN"),
         "{}",
@@ -904,4 +1019,46 @@ fn per_server_timeouts_from_settings_end_a_hanging_call_and_a_silent_start() {
     let reason = silent["reason"].as_str().unwrap_or_default();
     assert!(reason.contains("`initialize` within 1s"), "{reason}");
     assert!(reason.contains("startup_timeout_ms"), "{reason}");
+}
+
+/// `"filesystem": "workspace-rw"` in the settings reaches the server through `hanzo-dev mcp
+/// call`: the supervisor starts the mcp worker with write access, the server writes in the
+/// workspace and still not into `.hanzo/`; a server left at the default cannot write.
+#[test]
+fn filesystem_workspace_rw_from_settings_lets_that_server_alone_write() {
+    let cli = mcp_cli();
+    let script = script(&cli);
+    cli.settings(serde_json::json!({
+        "mcp_servers": {
+            "rw": {"command": "/usr/bin/python3", "args": [script], "filesystem": "workspace-rw"},
+            "ro": {"command": "/usr/bin/python3", "args": [script]},
+        },
+        "permissions": {"mcp__*": "allow"},
+    }));
+    let write = |server: &str, path: &Path| {
+        let args = serde_json::json!({"path": path}).to_string();
+        // (It exits 1 when the tool's result is an error: the JSON says which.)
+        let (code, stdout, stderr) =
+            cli.run(&["mcp", "call", server, "write", "--args", &args, "--json"]);
+        let doc: serde_json::Value =
+            serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+        assert_eq!(doc["classification"], "allowed", "{doc}");
+        assert_eq!(code == 0, doc["is_error"] == false, "{code} {doc}");
+        doc.to_string()
+    };
+    let mine = cli.path("ws/written.txt");
+    let out = write("rw", &mine);
+    assert_eq!(
+        std::fs::read_to_string(&mine).unwrap_or_default(),
+        "pwned",
+        "{out}"
+    );
+    let settings = cli.path("ws/.hanzo/settings.json");
+    let out = write("rw", &settings);
+    assert!(out.contains("refused"), "{out}");
+    assert!(!settings.exists(), "{out}");
+    let theirs = cli.path("ws/ro.txt");
+    let out = write("ro", &theirs);
+    assert!(out.contains("refused"), "{out}");
+    assert!(!theirs.exists());
 }

@@ -200,6 +200,12 @@ fn denials_by_rule_hook_and_approval_mode_reach_the_model_and_the_record() {
             "event": "pre_tool_use",
             "tool_pattern": "bash",
             "command": "if grep -q 'git push'; then echo 'pushing is blocked by the hook' >&2; exit 2; fi; exit 0",
+        }, {
+            // Runs only after a call, where it sees the output; were it run as a pre hook it
+            // would deny (exit 2) every bash call.
+            "event": "post_tool_use",
+            "tool_pattern": "bash",
+            "command": "[ -n \"$HANZO_TOOL_OUTPUT\" ] && echo post >> post-hooks.log; exit 2",
         }],
     }));
     let cassette = env.cassette(
@@ -275,6 +281,11 @@ fn denials_by_rule_hook_and_approval_mode_reach_the_model_and_the_record() {
         hanzo_store::HookResult::Pre { allowed: false, .. }
     ));
     assert_eq!(calls[3].call.hook_results.len(), 2, "pre and post");
+    // The post hook ran once, after the one bash call that ran, and never as a pre hook.
+    assert_eq!(
+        std::fs::read_to_string(env.ws().join("post-hooks.log")).unwrap(),
+        "post\n"
+    );
     assert_eq!(rec.audit.len(), 4);
 }
 

@@ -2,7 +2,8 @@
 //!
 //! Tool input and tool schemas travel as JSON *text*: postcard is not self-describing, so it
 //! cannot carry a `serde_json::Value`; the worker parses the text itself (it is untrusted model
-//! output, and parsing it belongs in the sandbox anyway).
+//! output, and parsing it belongs in the sandbox anyway). Hooks are configuration the supervisor
+//! already validated, so they travel as typed [`Hook`]s.
 
 use super::{impl_protocol, CommonEvent, CommonItem, CommonRequest, CommonResponse};
 use crate::Role;
@@ -24,11 +25,24 @@ pub enum Request {
     RunPostHooks(HookCall),
 }
 
+/// One configured hook (`hanzo_policy::hooks::HookConfig` without its event, which the request
+/// names: [`Request::RunPreHooks`] or [`Request::RunPostHooks`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hook {
+    /// The shell command, run as `sh -c <command>` in the workspace.
+    pub command: String,
+    /// Glob over tool names (`*`, `?`, `[…]`, `\`); the hook runs for the tools it matches.
+    pub tool_pattern: String,
+    /// Milliseconds before the hook's process group is killed (1 to 600 000).
+    pub timeout_ms: u64,
+}
+
 /// Hooks to run for one tool call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HookCall {
-    /// The configured hooks (`hanzo_policy::hooks::HookConfig` list) as JSON text.
-    pub hooks_json: String,
+    /// The hooks configured for the request's event, in configuration order. The worker checks
+    /// them as loading the settings does; an unusable one makes the request a `BadRequest`.
+    pub hooks: Vec<Hook>,
     /// The session's id, handed to each hook in its input.
     pub session_id: String,
     /// The tool's name, matched against each hook's `matcher`.

@@ -72,6 +72,31 @@ impl InputMode {
     }
 }
 
+/// How much of the workspace an MCP stdio server reaches (`mcp_servers.*.filesystem`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum McpFilesystemSetting {
+    /// Neither read nor write (the system directories and its run directory only).
+    None,
+    /// Read the workspace (the default).
+    #[default]
+    WorkspaceRo,
+    /// Read and write the workspace, except what the sandbox protects there (the git
+    /// directory, the hooks path, `.hanzo/`).
+    WorkspaceRw,
+}
+
+impl McpFilesystemSetting {
+    /// The name as written in settings.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            McpFilesystemSetting::None => "none",
+            McpFilesystemSetting::WorkspaceRo => "workspace-ro",
+            McpFilesystemSetting::WorkspaceRw => "workspace-rw",
+        }
+    }
+}
+
 /// One MCP server entry. A later tier overrides exactly the fields it sets.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct McpServerEntry {
@@ -99,6 +124,10 @@ pub struct McpServerEntry {
     /// `host:port`, as `sandbox.network_allow`), and only those the run's `sandbox.network_allow`
     /// also allows (a workspace file cannot grant a server network). Unset or empty: no network.
     pub network_allow: Option<Vec<String>>,
+    /// What of the workspace this stdio server reaches: `none`, `workspace-ro` (the default) or
+    /// `workspace-rw` (the git directory, the hooks path and `.hanzo/` stay read-only). It
+    /// widens what a program may do, so a workspace file sets it only once trusted.
+    pub filesystem: Option<McpFilesystemSetting>,
 }
 
 /// The longest `mcp_servers.*.timeout_ms`: one hour.
@@ -109,7 +138,11 @@ pub const MAX_MCP_STARTUP_TIMEOUT_MS: u64 = 10 * 60 * 1000;
 impl McpServerEntry {
     /// The fields that decide what program runs: they need workspace trust in project/local files.
     pub fn sets_launch(&self) -> bool {
-        self.command.is_some() || self.args.is_some() || self.env.is_some() || self.cwd.is_some()
+        self.command.is_some()
+            || self.args.is_some()
+            || self.env.is_some()
+            || self.cwd.is_some()
+            || self.filesystem.is_some()
     }
 }
 
@@ -388,6 +421,7 @@ pub(crate) const MCP_KEYS: &[&str] = &[
     "timeout_ms",
     "startup_timeout_ms",
     "network_allow",
+    "filesystem",
 ];
 pub(crate) const HOOK_KEYS: &[&str] = &["event", "command", "tool_pattern", "timeout_ms"];
 pub(crate) const SANDBOX_KEYS: &[&str] = &[

@@ -143,6 +143,8 @@ pub struct McpServer {
     pub startup_timeout_ms: Option<u64>,
     /// `network_allow` as written (the caller intersects it with the run's allow-list).
     pub network_allow: Vec<String>,
+    /// `filesystem`, when set (`workspace-ro` otherwise).
+    pub filesystem: Option<super::file::McpFilesystemSetting>,
 }
 
 /// A hook in effect, with the scope that configured it.
@@ -285,6 +287,9 @@ impl Config {
                 }
                 if !s.network_allow.is_empty() {
                     server["network_allow"] = json!(s.network_allow);
+                }
+                if let Some(fs) = s.filesystem {
+                    server["filesystem"] = json!(fs.as_str());
                 }
                 (name.clone(), server)
             })
@@ -543,6 +548,7 @@ impl Merger {
                 entry.args = None;
                 entry.env = None;
                 entry.cwd = None;
+                entry.filesystem = None;
                 if entry == McpServerEntry::default() {
                     continue;
                 }
@@ -772,6 +778,7 @@ impl Merger {
                     timeout_ms: e.timeout_ms,
                     startup_timeout_ms: e.startup_timeout_ms,
                     network_allow: e.network_allow.unwrap_or_default(),
+                    filesystem: e.filesystem,
                 },
             );
         }
@@ -841,6 +848,10 @@ fn merge_server_fields(acc: &mut McpServerEntry, entry: McpServerEntry) -> Vec<&
     if entry.network_allow.is_some() {
         acc.network_allow = entry.network_allow;
         set.push("network_allow");
+    }
+    if entry.filesystem.is_some() {
+        acc.filesystem = entry.filesystem;
+        set.push("filesystem");
     }
     set
 }
@@ -914,6 +925,48 @@ mod tests {
             m.sources.get("mcp_servers.x.startup_timeout_ms"),
             Some(&Source::Local)
         );
+    }
+
+    #[test]
+    fn mcp_filesystem_merges_shows_only_when_set_and_needs_trust_from_a_workspace() {
+        use crate::settings::McpFilesystemSetting as Fs;
+        let files = [
+            tier(
+                Scope::User,
+                r#"{"mcp_servers": {"x": {"command": "x"}, "y": {"command": "y", "filesystem": "none"}}}"#,
+            ),
+            tier(
+                Scope::Project,
+                r#"{"mcp_servers": {"x": {"filesystem": "workspace-rw"}}}"#,
+            ),
+        ];
+        let m = merge(&files, &BTreeMap::new(), &CliOverrides::default(), true).expect("merges");
+        assert_eq!(m.config.mcp_servers["x"].filesystem, Some(Fs::WorkspaceRw));
+        assert_eq!(m.config.mcp_servers["y"].filesystem, Some(Fs::None));
+        assert_eq!(
+            m.sources.get("mcp_servers.x.filesystem"),
+            Some(&Source::Project)
+        );
+        let canonical = m.config.canonical_json();
+        assert_eq!(canonical["mcp_servers"]["x"]["filesystem"], "workspace-rw");
+        // The project file's `filesystem` is trust content: untrusted, the user's server keeps
+        // its own (unset: read-only).
+        assert!(!m.trust_content.is_empty());
+        let m = merge(&files, &BTreeMap::new(), &CliOverrides::default(), false).expect("merges");
+        assert_eq!(m.config.trust, TrustStatus::Untrusted);
+        assert_eq!(m.config.mcp_servers["x"].filesystem, None);
+        assert!(canonical["mcp_servers"]["x"].get("filesystem").is_some());
+        assert!(m.config.canonical_json()["mcp_servers"]["x"]
+            .get("filesystem")
+            .is_none());
+        // Anything else is a settings error naming the key.
+        let err = parse_settings(
+            Scope::User,
+            "u",
+            r#"{"mcp_servers": {"x": {"command": "x", "filesystem": "everything"}}}"#,
+        )
+        .expect_err("bad value");
+        assert!(err.to_string().contains("filesystem"), "{err}");
     }
 
     #[test]

@@ -10,8 +10,8 @@ pub mod load;
 mod merge;
 
 pub use file::{
-    parse_settings, InputMode, IsolationMode, LspServerEntry, McpServerEntry, OAuthProviderEntry,
-    PermissionsMap, RuleSpec, SandboxEntry, Secret, SettingsFile, Warning,
+    parse_settings, InputMode, IsolationMode, LspServerEntry, McpFilesystemSetting, McpServerEntry,
+    OAuthProviderEntry, PermissionsMap, RuleSpec, SandboxEntry, Secret, SettingsFile, Warning,
 };
 pub use load::{find_project_root, load, LoadedSettings, SettingsSources};
 pub use merge::{

@@ -77,6 +77,8 @@ pub const PROMPT_MAX_LINES: usize = 40;
 /// The question for one call, ready to print.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Question {
+    /// What to print: the tool, the policy's reason, the input (sanitised for a terminal, cut to
+    /// the prompt's limits unless shown in full) and the answers.
     pub text: String,
     /// Characters of the input left out (0: all of it is shown).
     pub hidden_chars: usize,
@@ -209,11 +211,14 @@ fn ask(short: &Question, full: &Question) -> Option<bool> {
 /// Either prompter, chosen at run time.
 #[derive(Debug)]
 pub enum Prompter {
+    /// Asks on the terminal (`--approval prompt`).
     Terminal(TerminalPrompter),
+    /// Answers by the mode without asking (`deny`, `allow-listed`, `allow`).
     Unattended(Unattended),
 }
 
 impl Prompter {
+    /// The prompter for `mode`: the terminal for `prompt`, otherwise the mode's fixed answer.
     pub fn for_mode(mode: ApprovalMode) -> Prompter {
         match mode {
             ApprovalMode::Prompt => Prompter::Terminal(TerminalPrompter),

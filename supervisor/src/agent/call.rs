@@ -300,10 +300,13 @@ where
         gate: &mut Gate,
         hooks: &mut Vec<HookResult>,
     ) {
-        let Some(config) = &self.config.hooks_json else {
+        if self.config.hooks.is_empty() {
             return;
-        };
-        let pre = self.tools.pre_hooks(config, call, &progress.session).await;
+        }
+        let pre = self
+            .tools
+            .pre_hooks(&self.config.hooks, call, &progress.session)
+            .await;
         hooks.push(HookResult::Pre {
             allowed: pre.allowed,
             failed: pre.failed,
@@ -332,12 +335,12 @@ where
         progress: &Progress,
         result: &ToolResult,
     ) -> Vec<HookResult> {
-        let Some(config) = &self.config.hooks_json else {
+        if self.config.hooks.is_empty() {
             return Vec::new();
-        };
+        }
         let failures = self
             .tools
-            .post_hooks(config, call, &progress.session, result)
+            .post_hooks(&self.config.hooks, call, &progress.session, result)
             .await;
         vec![HookResult::Post {
             failures: failures.iter().map(|f| self.scrub(f)).collect(),

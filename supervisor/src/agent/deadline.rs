@@ -40,9 +40,11 @@ impl Default for Deadlines {
     seconds(*after)
 )]
 pub struct Missed {
+    /// The worker that did not answer.
     pub role: Role,
     /// What was asked, as a phrase ("the tool call", "the model turn").
     pub what: &'static str,
+    /// How long it was given.
     pub after: Duration,
 }
 

@@ -23,9 +23,13 @@ use hanzo_ipc::Role;
 use serde_json::{json, Value};
 use std::time::Duration;
 
+/// The tool that returns a file's current diagnostics.
 pub const LSP_DIAGNOSTICS: &str = "lsp_diagnostics";
+/// The tool that finds where the symbol at a position is defined.
 pub const LSP_DEFINITION: &str = "lsp_definition";
+/// The tool that lists the uses of the symbol at a position.
 pub const LSP_REFERENCES: &str = "lsp_references";
+/// The tool that returns the type and documentation of the symbol at a position.
 pub const LSP_HOVER: &str = "lsp_hover";
 
 /// Every lsp tool.
@@ -100,6 +104,8 @@ pub fn tool_defs() -> Vec<ToolDef> {
     ]
 }
 
+/// Whether `name` is one of the lsp tools, which the lsp worker answers instead of the tools
+/// worker.
 pub fn is_lsp_tool(name: &str) -> bool {
     LSP_TOOLS.contains(&name)
 }
@@ -210,13 +216,17 @@ fn tool_request(name: &str, input_json: &str) -> Result<lsp::Request, ToolResult
 /// before each use, a no-op for a worker that has it, so a restarted worker gets it back), and the
 /// bound of the diagnostics block.
 pub struct LspLink<'a> {
+    /// The lsp worker's channel.
     pub handle: &'a WorkerHandle<LspProtocol>,
+    /// The settings' `lsp_servers` table, as JSON text.
     pub servers_json: String,
     /// Most bytes of the diagnostics block appended to a file tool's result (0: none).
     pub block_bytes: usize,
 }
 
 impl<'a> LspLink<'a> {
+    /// A link over `handle` with `servers_json` and the default block bound
+    /// ([`DEFAULT_BLOCK_BYTES`]).
     pub fn new(handle: &'a WorkerHandle<LspProtocol>, servers_json: String) -> Self {
         LspLink {
             handle,

@@ -20,6 +20,7 @@ pub struct RecordBudget {
 }
 
 impl RecordBudget {
+    /// A budget of `max` bytes, none used yet.
     pub fn new(max: u64) -> RecordBudget {
         RecordBudget {
             max,

@@ -22,6 +22,7 @@ use hanzo_ipc::roles::model::{
     ContentBlock, Message, MessageRole, StopReason, StreamEvent, ToolDef,
 };
 use hanzo_ipc::roles::tools::ToolResult;
+use hanzo_policy::hooks::HookConfig;
 use hanzo_policy::permission::TieredPolicy;
 use hanzo_store::{
     AgentDef, NewRun, RunId, RunStatus, RunStore, SecretValues, SessionId, StepEnd, StepId,
@@ -49,8 +50,9 @@ pub struct Limits {
     pub max_record_bytes: u64,
 }
 
-/// The default caps: `run --max-tool-calls-per-turn`, `--max-tool-calls`.
+/// The default of `run --max-tool-calls-per-turn`: tool calls run from one model turn.
 pub const DEFAULT_MAX_CALLS_PER_TURN: u32 = 64;
+/// The default of `run --max-tool-calls`: tool calls run over the whole run.
 pub const DEFAULT_MAX_CALLS: u32 = 1000;
 
 impl Default for Limits {
@@ -73,9 +75,10 @@ pub struct LoopConfig {
     pub max_context_tokens: u64,
     /// Turns kept verbatim by compaction (HIP-0301 §5 default: 3).
     pub reserve_recent: usize,
+    /// How much one run may do before it is stopped.
     pub limits: Limits,
-    /// The configured hooks as JSON text (`None`: no hooks, no hook round trips).
-    pub hooks_json: Option<String>,
+    /// The configured hooks, both events, in configuration order (empty: no hook round trips).
+    pub hooks: Vec<HookConfig>,
     /// Values that must never reach the record, the events or the logs (replaced by
     /// `[redacted]` there).
     pub secrets: SecretValues,
@@ -87,7 +90,7 @@ impl Default for LoopConfig {
             max_context_tokens: 200_000,
             reserve_recent: 3,
             limits: Limits::default(),
-            hooks_json: None,
+            hooks: Vec::new(),
             secrets: SecretValues::default(),
         }
     }
@@ -96,15 +99,19 @@ impl Default for LoopConfig {
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct RunSpec {
+    /// The task as the user gave it: the first user message of every stage.
     pub task: String,
     /// The name recorded for the run (`auto` for the pipeline).
     pub agent_name: String,
     /// One agent, or the stages of a pipeline in order.
     pub stages: Vec<AgentDef>,
+    /// The model's name, for the record and the events.
     pub model: String,
     /// The tier the tools worker attested (`A` or `B`), for the record.
     pub isolation: hanzo_policy::isolation::Tier,
+    /// The workspace's path, for the record.
     pub workspace: String,
+    /// Whether the model is a recording (`--replay`, `--demo`), for the record and the events.
     pub replay: bool,
     /// Why the workspace is dangerous, when the user ran anyway (`--allow-dangerous-workspace`);
     /// empty for a safe one. Recorded in the run's configuration.
@@ -115,6 +122,7 @@ pub struct RunSpec {
 /// recorded under and the conversation so far. The default is a run on its own.
 #[derive(Debug, Clone, Default)]
 pub struct Continuation {
+    /// The chat session the run is recorded under (`None`: a run on its own).
     pub session: Option<SessionId>,
     /// Earlier turns as messages, oldest first (`agent::session::prior_messages`); every stage's
     /// conversation starts with them, then the task.
@@ -124,12 +132,17 @@ pub struct Continuation {
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunReport {
+    /// The run's id in the store.
     pub run_id: RunId,
+    /// How it ended: succeeded, failed (also when every tool call was refused) or cancelled.
     pub status: RunStatus,
+    /// One line saying how it ended: the first line of the final text, or why it failed.
     pub outcome: String,
     /// The last stage's final text.
     pub final_text: String,
+    /// Model turns taken, over all stages.
     pub steps: u32,
+    /// Tokens used, over all stages.
     pub usage: TokenUsage,
     /// Tool calls the model asked for that were answered (run, or refused).
     pub tool_calls: u32,
@@ -164,13 +177,22 @@ impl Interrupt {
     }
 }
 
+/// The agent loop (HIP-0301 §2): model turns, each tool call through the gate (agent, policy,
+/// approval, hooks) to its executor, and everything on record. Build one per run or chat turn.
 pub struct AgentLoop<'a, A, T, P> {
+    /// The model.
     pub api: &'a A,
+    /// Where tool calls and hooks run.
     pub tools: &'a T,
+    /// Who answers when the policy says `prompt`.
     pub prompter: &'a P,
+    /// The permission rules, by tier.
     pub policy: &'a TieredPolicy,
+    /// Where the run, its steps, calls and audit records are written.
     pub store: &'a mut RunStore,
+    /// Where the run's events go as they happen (the terminal view, `--json`, a chat screen).
     pub events: &'a dyn EventSink,
+    /// How the loop behaves.
     pub config: LoopConfig,
     /// Becomes `true` to cancel the run (Ctrl-C).
     pub cancel: watch::Receiver<bool>,
@@ -402,10 +424,6 @@ where
         input: &str,
         progress: &mut Progress,
     ) -> anyhow::Result<Result<String, Stop>> {
-        let tools = match self.offered_tools(agent).await {
-            Ok(t) => t,
-            Err(why) => return Ok(Err(Stop::Failed(why))),
-        };
         let mut conv = Conversation {
             messages: Vec::new(),
             tokens: Vec::new(),
@@ -421,6 +439,12 @@ where
             if let Some(stop) = self.maybe_compact(agent, &mut conv, progress).await? {
                 return Ok(Err(stop));
             }
+            // Asked again at every step: an MCP server may have changed its tools
+            // (`notifications/tools/list_changed`) since the last one.
+            let tools = match self.offered_tools(agent).await {
+                Ok(t) => t,
+                Err(why) => return Ok(Err(Stop::Failed(why))),
+            };
             progress.steps += 1;
             let step_no = progress.steps;
             let span = tracing::info_span!(

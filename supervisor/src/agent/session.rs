@@ -80,11 +80,13 @@ pub fn estimated_tokens(messages: &[Message]) -> u64 {
 /// A compaction that may go ahead: what it covers and the text the model summarises.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompactPlan {
+    /// The session being compacted.
     pub session: SessionId,
     /// The last turn the summary will cover.
     pub through_run: RunId,
     /// Turns since the previous summary.
     pub turns: usize,
+    /// The estimated size of the context being summarised, in tokens.
     pub tokens_before: u64,
     transcript: String,
 }

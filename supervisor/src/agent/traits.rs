@@ -5,14 +5,18 @@
 
 use hanzo_ipc::roles::model::{Message, StopReason, StreamErrorKind, StreamEvent, ToolDef, Usage};
 use hanzo_ipc::roles::tools::{PreHookReply, ToolResult};
+use hanzo_policy::hooks::HookConfig;
 use serde_json::Value;
 use std::future::Future;
 
 /// One model request: the conversation so far and the tools on offer.
 #[derive(Debug, Clone)]
 pub struct TurnRequest<'a> {
+    /// The system prompt.
     pub system: &'a str,
+    /// The conversation so far, oldest first (compacted when it grew too long).
     pub messages: &'a [Message],
+    /// The tools the model may call in this turn.
     pub tools: &'a [ToolDef],
 }
 
@@ -22,13 +26,16 @@ pub struct TurnRequest<'a> {
 pub struct TurnError {
     /// `None` when the failure was below the provider protocol (the model worker went away).
     pub kind: Option<StreamErrorKind>,
+    /// What went wrong, in a sentence, for the run's record and the person.
     pub message: String,
 }
 
 /// A completed model turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnEnd {
+    /// Why the model stopped (end of turn, a tool call, the token limit, …).
     pub stop_reason: StopReason,
+    /// The tokens the turn took, as the provider counted them.
     pub usage: Usage,
 }
 
@@ -36,6 +43,8 @@ pub struct TurnEnd {
 /// (HIP-0301's `send_message`, with the async iterator as a callback so the loop can show text
 /// while it streams).
 pub trait ApiClient {
+    /// Sends `request`, calling `on_event` for each stream event as it arrives; returns how the
+    /// turn ended.
     fn send_message(
         &self,
         request: TurnRequest<'_>,
@@ -46,7 +55,9 @@ pub trait ApiClient {
 /// One tool call, as the loop hands it to an executor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolInvocation {
+    /// The model's id for the call, which its result must carry back.
     pub id: String,
+    /// The tool's name as the model called it.
     pub name: String,
     /// The input object as JSON text, exactly as the model produced it.
     pub input_json: String,
@@ -57,18 +68,20 @@ pub struct ToolInvocation {
 pub trait ToolExecutor {
     /// The tools the model may be offered.
     fn definitions(&self) -> impl Future<Output = Result<Vec<ToolDef>, String>>;
+    /// Runs one call the gate allowed, in `session_id`'s session; failures are error results.
     fn execute(&self, call: &ToolInvocation, session_id: &str) -> impl Future<Output = ToolResult>;
-    /// The pre-tool-use hooks' verdict. `hooks_json` is the configured hook list.
+    /// The pre-tool-use hooks' verdict. `hooks` is the configured hook list (both events; the
+    /// executor runs the pre-tool-use ones).
     fn pre_hooks(
         &self,
-        hooks_json: &str,
+        hooks: &[HookConfig],
         call: &ToolInvocation,
         session_id: &str,
     ) -> impl Future<Output = PreHookReply>;
     /// Post-tool-use hooks; returns the failures, described (they never block).
     fn post_hooks(
         &self,
-        hooks_json: &str,
+        hooks: &[HookConfig],
         call: &ToolInvocation,
         session_id: &str,
         result: &ToolResult,
@@ -78,7 +91,9 @@ pub trait ToolExecutor {
 /// HIP-0301 §2 `PermissionDecision`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PermissionDecision {
+    /// The call may run.
     Allow,
+    /// The call is refused; the text is the reason the model and the record get.
     Deny(String),
     /// Nobody here can decide; the loop treats it as a denial and says so.
     Escalate,

@@ -14,6 +14,7 @@ use hanzo_ipc::roles::model::{
 };
 use hanzo_ipc::roles::tools::{self, HookCall, PreHookReply, ToolCall, ToolResult, ToolsProtocol};
 use hanzo_ipc::Role;
+use hanzo_policy::hooks::{HookConfig, HookEvent};
 use hanzo_store::SecretValues;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -21,13 +22,19 @@ use std::time::Duration;
 
 /// Model turns through the model worker (and, for live providers, the broker behind it).
 pub struct WorkerApi<'a> {
+    /// The model worker's channel.
     pub model: &'a WorkerHandle<ModelProtocol>,
+    /// Where turns go: a provider's API (through the broker) or a recording.
     pub provider: ProviderConfig,
+    /// The model asked for in each request.
     pub model_name: String,
+    /// The most tokens the model may answer with in one turn.
     pub max_output_tokens: u32,
+    /// How often, and after what delays, a failed request is tried again.
     pub retry: RetryPolicy,
     /// `Some`: record every exchange as a cassette line (`run --record`).
     pub recorded: Option<Mutex<Vec<String>>>,
+    /// How long the model worker may stay silent during a turn before the turn fails.
     pub deadlines: Deadlines,
     /// Where retries are announced (the run's events), with the values to redact from them.
     pub notices: Option<(&'a dyn EventSink, SecretValues)>,
@@ -177,7 +184,9 @@ impl ApiClient for WorkerApi<'_> {
 
 /// Tool calls and hooks through the tools worker.
 pub struct WorkerTools<'a> {
+    /// The tools worker's channel.
     pub tools: &'a WorkerHandle<ToolsProtocol>,
+    /// How long each kind of request may take (a tool call: its own limit plus the grace).
     pub deadlines: Deadlines,
     /// The longest the configured pre- (or post-) hooks may take together (their `timeout_ms`
     /// summed); the deadline of a hook request adds [`Deadlines::grace`].
@@ -192,6 +201,7 @@ pub struct WorkerTools<'a> {
 /// The tools of the ready MCP servers, offered as `mcp__<server>__<tool>` next to the built-in
 /// ones, and their calls through the mcp worker.
 pub struct McpTools<'a> {
+    /// The mcp worker's channel.
     pub mcp: &'a WorkerHandle<McpProtocol>,
     /// The longest one MCP call may take (the servers' own timeouts are shorter).
     pub call_limit: Duration,
@@ -202,6 +212,7 @@ pub struct McpTools<'a> {
 }
 
 impl<'a> McpTools<'a> {
+    /// The MCP tools of the mcp worker behind `mcp`, each call allowed `call_limit`.
     pub fn new(mcp: &'a WorkerHandle<McpProtocol>, call_limit: Duration) -> McpTools<'a> {
         McpTools {
             mcp,
@@ -247,6 +258,8 @@ impl<'a> McpTools<'a> {
 
     /// The definitions of every ready server's tools (the server's description and schema).
     pub async fn definitions(&self, deadline: Duration) -> Result<Vec<ToolDef>, String> {
+        // A restarted worker knows its servers once configured again.
+        self.mcp.wait_configured(deadline).await;
         let reply = within(
             Role::Mcp,
             "the request for MCP tools",
@@ -299,6 +312,9 @@ impl<'a> McpTools<'a> {
             timeout_ms: None,
         });
         let run = async {
+            // A restarted worker knows its servers once configured again (a call sent before
+            // would find no server).
+            self.mcp.wait_configured(self.call_limit).await;
             // Dropping the stream (cancellation, the run's limit) cancels the call in the
             // worker, which sends `notifications/cancelled` to the server.
             let mut stream = match self.mcp.call_stream(request).await {
@@ -491,12 +507,12 @@ impl ToolExecutor for WorkerTools<'_> {
 
     async fn pre_hooks(
         &self,
-        hooks_json: &str,
+        hooks: &[HookConfig],
         call: &ToolInvocation,
         session_id: &str,
     ) -> PreHookReply {
         let request = tools::Request::RunPreHooks(HookCall {
-            hooks_json: hooks_json.to_string(),
+            hooks: wire_hooks(hooks, HookEvent::PreToolUse),
             session_id: session_id.to_string(),
             tool: call.name.clone(),
             input_json: call.input_json.clone(),
@@ -527,7 +543,7 @@ impl ToolExecutor for WorkerTools<'_> {
 
     async fn post_hooks(
         &self,
-        hooks_json: &str,
+        hooks: &[HookConfig],
         call: &ToolInvocation,
         session_id: &str,
         result: &ToolResult,
@@ -538,7 +554,7 @@ impl ToolExecutor for WorkerTools<'_> {
             "is_error": result.is_error,
         });
         let request = tools::Request::RunPostHooks(HookCall {
-            hooks_json: hooks_json.to_string(),
+            hooks: wire_hooks(hooks, HookEvent::PostToolUse),
             session_id: session_id.to_string(),
             tool: call.name.clone(),
             input_json: call.input_json.clone(),
@@ -559,6 +575,20 @@ impl ToolExecutor for WorkerTools<'_> {
             Err(m) => vec![m.to_string()],
         }
     }
+}
+
+/// The hooks of `hooks` that run on `event`, in their order, as the tools channel carries them
+/// (the request names the event).
+fn wire_hooks(hooks: &[HookConfig], event: HookEvent) -> Vec<tools::Hook> {
+    hooks
+        .iter()
+        .filter(|h| h.event == event)
+        .map(|h| tools::Hook {
+            command: h.command.clone(),
+            tool_pattern: h.tool_pattern.clone(),
+            timeout_ms: h.timeout_ms,
+        })
+        .collect()
 }
 
 /// Whether `name` is an MCP tool's (`mcp__<server>__<tool>`).

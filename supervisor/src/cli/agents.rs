@@ -14,15 +14,18 @@ use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
 
+/// What `hanzo-dev agents` takes.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The org whose store to use (default: `HANZO_ORG`, else `local`).
     #[arg(long, global = true, value_name = "ORG")]
     pub org: Option<String>,
+    /// Which `agents` command to run.
     #[command(subcommand)]
     pub command: AgentsCommand,
 }
 
+/// The `agents` commands.
 #[derive(Debug, clap::Subcommand)]
 pub enum AgentsCommand {
     /// Store a new agent definition.
@@ -73,6 +76,7 @@ pub enum AgentsCommand {
     },
 }
 
+/// Runs `hanzo-dev agents …` against the org's store; returns the exit code.
 pub fn run(args: &Args, env: &StartEnv) -> anyhow::Result<i32> {
     let mut out = std::io::stdout().lock();
     Ok(run_to(args, env, &mut out))
@@ -86,7 +90,9 @@ pub fn run_to(args: &Args, env: &StartEnv, out: &mut dyn Write) -> i32 {
 /// What `list --json` and `show --json` print for one agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AgentView {
+    /// The agent's name (`run --agent NAME`).
     pub name: String,
+    /// Whether it is one of the built-in agents, which cannot be changed or deleted.
     pub builtin: bool,
     /// For the `auto` pipeline: the agents it runs in order; absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -95,6 +101,7 @@ pub struct AgentView {
     pub model: String,
     /// `None` only for the `auto` pipeline, whose stages bring their own.
     pub system_prompt: Option<String>,
+    /// The tools it may call; any other call is denied before the policy is asked.
     pub tools: Vec<String>,
     /// Milliseconds since the Unix epoch; `None` for built-ins.
     pub created_ms: Option<u64>,

@@ -22,6 +22,7 @@ use hanzo_ipc::Role;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
+/// What `hanzo-dev ask` takes.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// What to ask.
@@ -61,6 +62,7 @@ pub(crate) fn lookup<'a>(env: &'a StartEnv, name: &str) -> Option<&'a str> {
         .filter(|v| !v.is_empty())
 }
 
+/// Runs `hanzo-dev ask`: one model turn, its text on stdout; returns the exit code.
 pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     let cassette = match &args.replay {
         Some(path) => Some(

@@ -7,12 +7,15 @@ use super::login::{broker_only, printable, relative};
 use crate::secrets::StartEnv;
 use hanzo_ipc::roles::broker::{self, AuthStatusReport, CredentialSource};
 
+/// What `hanzo-dev auth` takes.
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// Which `auth` command to run.
     #[command(subcommand)]
     pub command: AuthCommand,
 }
 
+/// The `auth` commands.
 #[derive(Debug, clap::Subcommand)]
 pub enum AuthCommand {
     /// Show the credentials the broker holds (never their values).
@@ -100,6 +103,7 @@ fn status_text(r: &AuthStatusReport) -> String {
     out
 }
 
+/// Runs `hanzo-dev auth …`, asking a broker started for it; returns the exit code.
 pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     match &args.command {
         AuthCommand::Status { json } => {

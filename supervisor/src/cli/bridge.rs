@@ -10,6 +10,7 @@ use crate::serve::State;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// What `hanzo-dev bridge` takes.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Where to listen: a loopback `127.0.0.1:PORT` / `[::1]:PORT` (browsers connect over TCP),
@@ -30,10 +31,12 @@ pub struct Args {
     /// Seconds between the server's pings; a peer silent for two intervals is dropped.
     #[arg(long, value_name = "SECS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub ping_interval: u64,
+    /// What `bridge` shares with `serve`.
     #[command(flatten)]
     pub server: ServerArgs,
 }
 
+/// Runs `hanzo-dev bridge` until SIGINT or SIGTERM; returns the exit code.
 pub fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
+/// What `hanzo-dev chat` takes.
 #[derive(Debug, Default, clap::Args)]
 pub struct Args {
     /// Agent: a built-in (`plan`, `solve`, `code`, `review`, `auto`) or a stored one [default:
@@ -59,6 +60,7 @@ pub struct Args {
     /// turn), as `run --record`.
     #[arg(long, value_name = "FILE", conflicts_with = "demo")]
     pub record: Option<PathBuf>,
+    /// The limits and model flags `chat` shares with `run`.
     #[command(flatten)]
     pub session: run_cmd::SessionFlags,
 }
@@ -83,6 +85,7 @@ impl Args {
     }
 }
 
+/// Runs `hanzo-dev chat` on the terminal until the person quits; returns the exit code.
 pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
         return Err(usage(

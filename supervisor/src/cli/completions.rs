@@ -9,11 +9,15 @@ use std::path::{Path, PathBuf};
 /// The shells completions are generated for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Shell {
+    /// Source the script, or install it as `hanzo-dev` in bash-completion's directory.
     Bash,
+    /// Install it as `_hanzo-dev` in a directory of `$fpath`.
     Zsh,
+    /// Install it as `hanzo-dev.fish` in `~/.config/fish/completions`.
     Fish,
 }
 
+/// What `hanzo-dev completions` takes.
 #[derive(Debug, clap::Args)]
 pub struct CompletionsArgs {
     /// The shell to generate completions for.
@@ -21,6 +25,7 @@ pub struct CompletionsArgs {
     pub shell: Shell,
 }
 
+/// What `hanzo-dev man` takes.
 #[derive(Debug, clap::Args)]
 pub struct ManArgs {
     /// Write one page per command (`hanzo-dev.1`, `hanzo-dev-run.1`, …) into DIR instead of
@@ -42,6 +47,7 @@ pub fn completions(shell: Shell) -> Vec<u8> {
     out
 }
 
+/// Prints the completion script for the shell asked; returns the exit code.
 pub fn run_completions(args: &CompletionsArgs) -> anyhow::Result<i32> {
     std::io::stdout().write_all(&completions(args.shell))?;
     Ok(super::exit::OK)
@@ -76,6 +82,8 @@ pub fn write_man_pages(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(written)
 }
 
+/// Prints the main man page, or writes every page into `--dir` and prints their paths;
+/// returns the exit code.
 pub fn run_man(args: &ManArgs) -> anyhow::Result<i32> {
     match &args.dir {
         Some(dir) => {

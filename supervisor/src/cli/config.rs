@@ -6,12 +6,15 @@ use hanzo_policy::settings::{load, CliOverrides, LoadedSettings, SettingsSources
 use serde_json::Value;
 use std::collections::BTreeMap;
 
+/// What `hanzo-dev config` takes.
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// Which `config` command to run.
     #[command(subcommand)]
     pub command: ConfigCommand,
 }
 
+/// The `config` commands.
 #[derive(Debug, clap::Subcommand)]
 pub enum ConfigCommand {
     /// Print the merged configuration (user < project < local < environment < flags).

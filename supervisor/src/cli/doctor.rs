@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// What `hanzo-dev doctor` takes.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Machine-readable output.
@@ -123,6 +124,8 @@ async fn check_worker<P: HasCommon>(
     })
 }
 
+/// Runs `hanzo-dev doctor`; returns the exit code (1 when a worker is not confined as its
+/// profile says).
 pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     let kernel = hanzo_sandbox::doctor::probe_kernel();
     let (cfg, _run_dir) = supervisor_config(args.workspace.clone(), &env, kernel.landlock_abi)?;

@@ -36,6 +36,7 @@ impl Exit {
         Exit::Cancelled,
     ];
 
+    /// The number the process exits with.
     pub const fn code(self) -> i32 {
         match self {
             Exit::Ok => 0,
@@ -47,6 +48,7 @@ impl Exit {
         }
     }
 
+    /// What the code means, in a few words (the README's table, `--help`).
     pub fn meaning(self) -> &'static str {
         match self {
             Exit::Ok => "success",
@@ -58,6 +60,7 @@ impl Exit {
         }
     }
 
+    /// The exit whose code is `code`, if it is one of the table's.
     pub fn from_code(code: i32) -> Option<Exit> {
         Self::ALL.into_iter().find(|e| e.code() == code)
     }
@@ -69,18 +72,26 @@ impl fmt::Display for Exit {
     }
 }
 
+/// [`Exit::Ok`]'s code: 0.
 pub const OK: i32 = Exit::Ok.code();
+/// [`Exit::Failed`]'s code: 1.
 pub const FAILED: i32 = Exit::Failed.code();
+/// [`Exit::Usage`]'s code: 2.
 pub const USAGE: i32 = Exit::Usage.code();
+/// [`Exit::IsolationUnavailable`]'s code: 3.
 pub const ISOLATION_UNAVAILABLE: i32 = Exit::IsolationUnavailable.code();
+/// [`Exit::NotFound`]'s code: 4.
 pub const NOT_FOUND: i32 = Exit::NotFound.code();
+/// [`Exit::Cancelled`]'s code: 130.
 pub const CANCELLED: i32 = Exit::Cancelled.code();
 
 /// An error that knows how the process should end. Its message is shown after `error: `.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct CliError {
+    /// How the process ends.
     pub exit: Exit,
+    /// What went wrong and what to do, for the person at the terminal.
     pub message: String,
 }
 

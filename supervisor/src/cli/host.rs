@@ -23,6 +23,7 @@ use crate::startup::{supervisor_config, RunDir};
 use crate::tree::Supervisor;
 use anyhow::Context;
 use hanzo_ipc::roles::model::{ProviderConfig, ProviderId, RetryPolicy};
+use hanzo_policy::hooks::HookConfig;
 use hanzo_policy::isolation::{IsolationMode, Tier};
 use hanzo_policy::permission::TieredPolicy;
 use hanzo_policy::settings::{load, CliOverrides, LoadedSettings, SettingsSources};
@@ -40,7 +41,7 @@ pub(super) struct Prepared {
     pub(super) provider: Option<ProviderId>,
     pub(super) loaded: LoadedSettings,
     pub(super) policy: TieredPolicy,
-    pub(super) hooks_json: Option<String>,
+    pub(super) hooks: Vec<HookConfig>,
     pub(super) hooks_time: Duration,
     pub(super) isolation: IsolationMode,
     pub(super) kernel_landlock_abi: u32,
@@ -137,11 +138,8 @@ pub(super) fn prepare(
     .with_workspace(&workspace);
     let hooks: Vec<_> = config.hooks.iter().map(|h| h.hook.clone()).collect();
     let hooks_time = Duration::from_millis(hooks.iter().map(|h| h.timeout_ms).sum());
-    let hooks_json = if hooks.is_empty() || demo.is_some() {
-        None
-    } else {
-        Some(serde_json::to_string(&hooks).context("hooks")?)
-    };
+    // The demo runs no hooks the workspace might configure.
+    let hooks = if demo.is_some() { Vec::new() } else { hooks };
     let isolation = args.isolation.unwrap_or(config.sandbox.isolation);
     let kernel = hanzo_sandbox::doctor::probe_kernel();
     if isolation == IsolationMode::Strict {
@@ -176,7 +174,7 @@ pub(super) fn prepare(
         provider,
         loaded,
         policy,
-        hooks_json,
+        hooks,
         hooks_time,
         isolation,
         kernel_landlock_abi: kernel.landlock_abi,
@@ -232,6 +230,9 @@ impl Host {
             supervisor_config(Some(prep.workspace.clone()), env, prep.kernel_landlock_abi)?;
         cfg.isolation = prep.isolation;
         cfg.secret_names = env.secret_names();
+        // A `workspace-rw` server needs an mcp worker (and launcher) that may write the workspace.
+        cfg.ctx.mcp_workspace_write =
+            crate::mcp::wants_workspace_write(&prep.loaded, &prep.workspace);
         let lsp_table = crate::agent::lsp::prepare_servers(
             &mut cfg.ctx,
             &serde_json::to_string(&prep.loaded.merged.config.lsp_servers)
@@ -504,7 +505,7 @@ pub(super) fn loop_config(prep: &Prepared, args: &Args) -> LoopConfig {
             max_calls: args.max_tool_calls,
             max_record_bytes: args.max_record_bytes,
         },
-        hooks_json: prep.hooks_json.clone(),
+        hooks: prep.hooks.clone(),
         secrets: prep.secrets.clone(),
     }
 }

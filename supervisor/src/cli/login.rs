@@ -19,6 +19,7 @@ use hanzo_policy::permission::Scope;
 use hanzo_policy::settings::{parse_settings, OAuthProviderEntry};
 use std::path::Path;
 
+/// What `hanzo-dev login` takes.
 #[derive(Debug, clap::Args)]
 pub struct LoginArgs {
     /// hanzo, anthropic, openai, or the name of an `oauth_providers` entry in the user settings.
@@ -32,6 +33,7 @@ pub struct LoginArgs {
     pub timeout: u32,
 }
 
+/// What `hanzo-dev logout` takes.
 #[derive(Debug, clap::Args)]
 pub struct LogoutArgs {
     /// Whose stored credential to remove (`credentials.json`).
@@ -149,6 +151,8 @@ pub fn relative(expires_at: i64) -> String {
     }
 }
 
+/// Runs `hanzo-dev login`: OAuth through the broker, which stores the tokens in
+/// `credentials.json`; returns the exit code.
 pub async fn login(args: &LoginArgs, env: StartEnv) -> anyhow::Result<i32> {
     let Some(dir) = config_dir(&env) else {
         eprintln!("error: neither XDG_CONFIG_HOME nor HOME is set, so there is nowhere to store the login");
@@ -278,6 +282,8 @@ fn describe_login(o: &LoginOutcome) -> String {
     s
 }
 
+/// Runs `hanzo-dev logout`: removes the provider's entry from `credentials.json`; returns the exit
+/// code.
 pub async fn logout(args: &LogoutArgs, env: StartEnv) -> anyhow::Result<i32> {
     let Some(dir) = config_dir(&env) else {
         eprintln!("error: neither XDG_CONFIG_HOME nor HOME is set, so no credential is stored");

@@ -13,12 +13,15 @@ use hanzo_policy::settings::{load, CliOverrides, SettingsSources};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// What `hanzo-dev lsp` takes.
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// Which `lsp` command to run.
     #[command(subcommand)]
     pub command: LspCommand,
 }
 
+/// The `lsp` commands.
 #[derive(Debug, clap::Subcommand)]
 pub enum LspCommand {
     /// Check files or directories (default: the whole workspace) with their language servers;
@@ -26,6 +29,7 @@ pub enum LspCommand {
     Check(CheckArgs),
 }
 
+/// What `hanzo-dev lsp check` takes.
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
     /// Files or directories, relative to the workspace; none checks the whole workspace.
@@ -41,6 +45,7 @@ pub struct CheckArgs {
 /// How long the whole check may take (servers index the project first).
 const CHECK_DEADLINE: Duration = Duration::from_secs(600);
 
+/// Runs `hanzo-dev lsp …`; returns the exit code (1 when a file has errors).
 pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     match &args.command {
         LspCommand::Check(a) => check(a, env).await,

@@ -18,28 +18,36 @@ use hanzo_policy::permission::{PermissionMode, RuleList, TieredPolicy};
 use hanzo_policy::settings::{load, CliOverrides, LoadedSettings, SettingsSources};
 use serde_json::{json, Value};
 
+/// What `hanzo-dev mcp` takes.
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// Which `mcp` command to run.
     #[command(subcommand)]
     pub command: McpCommand,
 }
 
+/// The `mcp` commands.
 #[derive(Debug, clap::Subcommand)]
 pub enum McpCommand {
     /// Every configured server: transport, state, tool count, and why one is disabled or skipped.
     List {
+        /// Print `{"servers": […]}` as JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
     /// The tools of one server (or of all), as `mcp__<server>__<tool>`.
     Tools {
+        /// The server, by its name in `mcp_servers` (default: every server).
         server: Option<String>,
+        /// Print `{"tools": […]}` as JSON, input schemas included.
         #[arg(long)]
         json: bool,
     },
     /// Call one tool through the permission policy (`prompt` needs `--yes`).
     Call {
+        /// The server, by its name in `mcp_servers`.
         server: String,
+        /// The tool's name on that server (without the `mcp__<server>__` prefix).
         tool: String,
         /// The arguments, a JSON object (default `{}`).
         #[arg(long = "args", value_name = "JSON")]
@@ -49,6 +57,7 @@ pub enum McpCommand {
         /// Approve a call the policy would prompt for.
         #[arg(long)]
         yes: bool,
+        /// Print the outcome as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -56,6 +65,7 @@ pub enum McpCommand {
     /// its protected-resource metadata). The tokens stay in the broker's credentials.json,
     /// bound to the server's URL; later runs and `mcp` commands use them.
     Login {
+        /// The remote server, by its name in `mcp_servers`.
         server: String,
         /// Use the device authorization grant (RFC 8628), for machines without a browser.
         #[arg(long)]
@@ -65,7 +75,10 @@ pub enum McpCommand {
         timeout: u32,
     },
     /// Forget a remote MCP server's stored tokens (its next request is a denial).
-    Logout { server: String },
+    Logout {
+        /// The remote server, by its name in `mcp_servers`.
+        server: String,
+    },
     /// A client the official MCP conformance suite drives: the scenario comes from
     /// `MCP_CONFORMANCE_SCENARIO`, the server URL is the last argument. Runs through the broker
     /// and the mcp worker like every remote server; settings' servers are not started.
@@ -76,6 +89,7 @@ pub enum McpCommand {
     },
 }
 
+/// Runs `hanzo-dev mcp …`; returns the exit code.
 pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     match &args.command {
         McpCommand::ConformanceClient { url } => {
@@ -122,6 +136,7 @@ pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     }
     let kernel = hanzo_sandbox::doctor::probe_kernel();
     let (mut cfg, _run_dir) = supervisor_config(Some(cwd.clone()), &env, kernel.landlock_abi)?;
+    cfg.ctx.mcp_workspace_write = plan.wants_workspace_write();
     // Remote servers are reached through the broker: it runs only when one is configured.
     cfg.roles = Some(if crate::mcp::has_remote(&plan.config) {
         vec![Role::Broker, Role::Mcp]

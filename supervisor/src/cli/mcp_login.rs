@@ -24,8 +24,11 @@ use hanzo_ipc::roles::mcphttp::{McpLogin, McpRemote};
 
 /// What `hanzo-dev mcp login` was asked.
 pub struct LoginArgs<'a> {
+    /// The remote server, by its name in `mcp_servers`.
     pub server: &'a str,
+    /// Use the device authorization grant (RFC 8628) instead of a browser.
     pub device: bool,
+    /// Seconds to wait for the browser or for the code's approval.
     pub timeout: u32,
 }
 
@@ -68,6 +71,8 @@ fn ensure_config_dir(env: &StartEnv) -> anyhow::Result<Option<std::path::PathBuf
     Ok(Some(dir))
 }
 
+/// Logs in to the remote server `args.server` of `plan` through the broker, which keeps the
+/// tokens; returns the exit code.
 pub async fn login(args: &LoginArgs<'_>, plan: &McpPlan, env: StartEnv) -> anyhow::Result<i32> {
     let url = match remote_url(plan, args.server) {
         Ok(u) => u,

@@ -32,6 +32,7 @@ use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hanzo_policy::isolation::IsolationMode;
 
+/// The whole command line.
 #[derive(Debug, Parser)]
 #[command(
     name = "hanzo-dev",
@@ -40,6 +41,7 @@ use hanzo_policy::isolation::IsolationMode;
     about = "A hardened runtime for AI coding agents: every tool call under policy and OS isolation, every decision on record."
 )]
 pub struct Cli {
+    /// The options every command takes.
     #[command(flatten)]
     pub global: GlobalArgs,
     /// None: `chat` on a terminal, the help otherwise.
@@ -47,22 +49,35 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+/// Options every command takes (logging).
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
-    /// Log format on stderr.
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    /// Log format on stderr: `text`, or `json` (one object per line).
+    // The values' own docs would switch every command's `--help` to the long layout; the
+    // sentence above names them instead.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t = LogFormat::Text,
+        hide_possible_values = true
+    )]
     pub log_format: LogFormat,
     /// More logging (-v info, -vv debug). `RUST_LOG` overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
 }
 
+/// How log lines on stderr are written.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum LogFormat {
+    /// Human-readable lines, coloured only on a terminal and never with `NO_COLOR`.
     Text,
+    /// One JSON object per line, with the fields of the spans it happened in.
     Json,
 }
 
+/// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run an agent on a task, under policy and isolation, and keep the run (`--demo` for the

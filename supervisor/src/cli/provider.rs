@@ -10,9 +10,12 @@ use hanzo_ipc::roles::broker::{self, Endpoint};
 use hanzo_ipc::roles::model::{self, ProviderConfig, ProviderId, WireFormat};
 use hanzo_ipc::Role;
 
+/// The wire format of `--base-url`'s server, when it is not the provider's own.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum Wire {
+    /// Anthropic's Messages API.
     Anthropic,
+    /// OpenAI's Chat Completions API.
     Openai,
 }
 

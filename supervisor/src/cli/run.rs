@@ -49,6 +49,7 @@ pub const DEFAULT_MODEL_TIMEOUT: u64 = 300;
 /// Output tokens per model turn unless `--max-output` says otherwise.
 pub const DEFAULT_MAX_OUTPUT: u32 = 4096;
 
+/// What `hanzo-dev run` takes.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The task for the agent.
@@ -230,6 +231,8 @@ impl Args {
     }
 }
 
+/// Runs `hanzo-dev run`: one run of the agent on the task, recorded in the store; returns the
+/// exit code.
 pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     let demo = if args.demo {
         Some(DemoDir::create()?)

@@ -23,15 +23,18 @@ use serde_json::Value;
 use std::io::Write;
 use std::path::PathBuf;
 
+/// What `hanzo-dev runs` takes.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The org whose store to read (default: `HANZO_ORG`, else `local`).
     #[arg(long, global = true, value_name = "ORG")]
     pub org: Option<String>,
+    /// Which `runs` command to run.
     #[command(subcommand)]
     pub command: RunsCommand,
 }
 
+/// The `runs` commands.
 #[derive(Debug, clap::Subcommand)]
 pub enum RunsCommand {
     /// The most recent runs, newest first.
@@ -73,6 +76,7 @@ pub enum RunsCommand {
     },
 }
 
+/// Runs `hanzo-dev runs …` against the org's store; returns the exit code.
 pub fn run(args: &Args, env: &StartEnv) -> anyhow::Result<i32> {
     let mut out = std::io::stdout().lock();
     Ok(run_to(args, env, &mut out))

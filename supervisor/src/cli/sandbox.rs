@@ -27,6 +27,7 @@ use std::path::PathBuf;
 /// Exit code when `--isolation strict` cannot be honoured (as `cli::exit::ISOLATION_UNAVAILABLE`).
 pub const ISOLATION_UNAVAILABLE: i32 = 3;
 
+/// What `hanzo-dev sandbox` takes.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// How much isolation to insist on.

@@ -13,15 +13,18 @@ use anyhow::Context;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// What `hanzo-dev serve` takes.
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
+    /// `serve token …`; none serves the API.
     #[command(subcommand)]
     pub command: Option<ServeCommand>,
     /// Where to listen: `unix:PATH`, or a loopback `127.0.0.1:PORT` / `[::1]:PORT`
     /// [default: unix:$XDG_RUNTIME_DIR/hanzo-dev/api.sock].
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
+    /// What `serve` and `bridge` share.
     #[command(flatten)]
     pub server: ServerArgs,
 }
@@ -64,6 +67,7 @@ pub struct ServerArgs {
     pub max_body: usize,
 }
 
+/// The `serve` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum ServeCommand {
     /// The API's bearer tokens.
@@ -71,20 +75,26 @@ pub enum ServeCommand {
     Token(TokenCommand),
 }
 
+/// The `serve token` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum TokenCommand {
     /// Issue a token for ORG and print it once (only its hash is kept).
     Create {
+        /// The org the token acts for: its runs and agents are that org's store.
         #[arg(long)]
         org: String,
     },
     /// The issued tokens: id, org, creation time (never the tokens).
     List {
+        /// Print the list as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Revoke the token with ID (from `token list`); it stops working at once.
-    Revoke { id: String },
+    Revoke {
+        /// The token's id, as `token list` prints it.
+        id: String,
+    },
 }
 
 fn env_var<'a>(env: &'a StartEnv, name: &str) -> Option<&'a str> {
@@ -95,6 +105,8 @@ fn env_var<'a>(env: &'a StartEnv, name: &str) -> Option<&'a str> {
         .filter(|v| !v.is_empty())
 }
 
+/// Runs `hanzo-dev serve`: a token command, or the API until SIGINT or SIGTERM; returns the exit
+/// code.
 pub fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     match &args.command {
         Some(ServeCommand::Token(t)) => token(t, &env),
@@ -160,6 +172,7 @@ pub struct KeyBroker {
 }
 
 impl KeyBroker {
+    /// Stops the broker and its supervision tree.
     pub async fn shutdown(self) {
         self.sup.shutdown().await;
     }

@@ -5,6 +5,7 @@ use super::exit;
 use hanzo_policy::settings::{load, CliOverrides, SettingsSources};
 use hanzo_policy::{TrustCheck, TrustStore};
 
+/// What `hanzo-dev trust` takes.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Forget this workspace's trust record.
@@ -15,6 +16,7 @@ pub struct Args {
     pub list: bool,
 }
 
+/// Runs `hanzo-dev trust`; returns the exit code.
 pub fn run(args: &Args) -> anyhow::Result<i32> {
     let sources = SettingsSources::from_process(CliOverrides::default())?;
     Ok(run_with_sources(args, &sources, &mut std::io::stdout()))

@@ -6,6 +6,7 @@ use super::exit;
 use crate::vectors::{run_file, CaseResult};
 use std::path::PathBuf;
 
+/// What `hanzo-dev vectors` takes.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Vector files, or directories whose `*.json` files are all run.
@@ -33,6 +34,8 @@ fn expand(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// Runs `hanzo-dev vectors`; returns the exit code (1 when a case fails, 2 when a file cannot be
+/// run).
 pub fn run(args: &Args) -> anyhow::Result<i32> {
     let files = match expand(&args.files) {
         Ok(f) => f,

@@ -45,6 +45,7 @@ impl Default for TerminalView {
 }
 
 impl TerminalView {
+    /// A view on stderr, with a spinner when stderr is a terminal.
     pub fn new() -> TerminalView {
         TerminalView {
             spinner: std::io::stderr().is_terminal().then(Spinner::start),

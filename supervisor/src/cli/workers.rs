@@ -10,6 +10,7 @@ use serde_json::json;
 use std::path::PathBuf;
 use tokio::io::AsyncReadExt;
 
+/// What `hanzo-dev workers` takes.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// One JSON object per worker, then `{"ready": true}`.
@@ -20,6 +21,8 @@ pub struct Args {
     pub workspace: Option<PathBuf>,
 }
 
+/// Runs `hanzo-dev workers`: starts every worker, prints each one's pid and attestation, and
+/// keeps them running until stdin closes; returns the exit code.
 pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     let kernel = hanzo_sandbox::doctor::probe_kernel();
     let (cfg, _run_dir) = supervisor_config(args.workspace.clone(), &env, kernel.landlock_abi)?;

@@ -10,8 +10,12 @@ use serde_json::{json, Value};
 /// scope.
 #[derive(Debug, Clone)]
 pub struct Origin {
+    /// The resource attributes (`service.name`, `service.version`, those of
+    /// `OTEL_RESOURCE_ATTRIBUTES`).
     pub resource: Vec<(String, AttrValue)>,
+    /// The instrumentation scope's name (`hanzo-dev`).
     pub scope_name: String,
+    /// The instrumentation scope's version (this build's).
     pub scope_version: String,
 }
 

@@ -17,22 +17,32 @@ use tracing_subscriber::Layer;
 /// An attribute's value (the `AnyValue` kinds used here).
 #[derive(Debug, Clone, PartialEq)]
 pub enum AttrValue {
+    /// A string (`stringValue`).
     Str(String),
+    /// A signed integer (`intValue`).
     Int(i64),
+    /// A boolean (`boolValue`).
     Bool(bool),
+    /// A floating-point number (`doubleValue`).
     Double(f64),
 }
 
 /// One ended span, ready to encode.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FinishedSpan {
+    /// The trace it belongs to: its root span's, random for a root (never all zero).
     pub trace_id: [u8; 16],
+    /// Its own random id (never all zero).
     pub span_id: [u8; 8],
     /// The nearest enclosing exported span (none: a root).
     pub parent_id: Option<[u8; 8]>,
+    /// The span's name (`agent.run`, `agent.step`, `agent.tool`).
     pub name: &'static str,
+    /// When it was entered, in nanoseconds since the Unix epoch.
     pub start_unix_nano: u64,
+    /// When it closed, in nanoseconds since the Unix epoch.
     pub end_unix_nano: u64,
+    /// Its fields under their OpenTelemetry names, with `gen_ai.operation.name` first.
     pub attributes: Vec<(String, AttrValue)>,
     /// Set when the span's `status` field says the work failed: the status message.
     pub error: Option<String>,
@@ -97,10 +107,12 @@ impl Pending {
         q.drain(..n).collect()
     }
 
+    /// How many ended spans are waiting.
     pub fn len(&self) -> usize {
         self.spans.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
+    /// Whether no ended span is waiting.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -118,6 +130,7 @@ pub struct OtlpLayer {
 }
 
 impl OtlpLayer {
+    /// A layer that puts each ended `agent.*` span into `pending`.
     pub fn new(pending: Arc<Pending>) -> OtlpLayer {
         OtlpLayer { pending }
     }

@@ -49,7 +49,9 @@ impl Encoding {
 pub struct OtlpConfig {
     /// The traces URL (`…/v1/traces`).
     pub endpoint: String,
+    /// How the request body is encoded (OTLP/HTTP protobuf or JSON).
     pub encoding: Encoding,
+    /// Milliseconds one export request may take (`OTEL_EXPORTER_OTLP_TIMEOUT`, default 10 000).
     pub timeout_ms: u64,
     /// `service.name` and the `OTEL_RESOURCE_ATTRIBUTES`.
     pub resource: Vec<(String, String)>,
@@ -58,27 +60,39 @@ pub struct OtlpConfig {
 /// Why the `OTEL_*` variables were not taken (export is then off, with this as a warning).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
+    /// `OTEL_TRACES_EXPORTER` names an exporter other than `otlp` or `none` (the value).
     #[error(
         "OTEL_TRACES_EXPORTER={0:?} is not supported: hanzo-dev exports traces with `otlp` \
          (or set it to `none`)"
     )]
     Exporter(String),
+    /// The protocol is `grpc`, which is not implemented.
     #[error(
         "OTLP over gRPC is not supported: set OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf (or \
          http/json) and point the endpoint at the collector's OTLP/HTTP port (4318 by default)"
     )]
     Grpc,
+    /// The protocol variable holds an unknown value (the value).
     #[error("OTEL_EXPORTER_OTLP_PROTOCOL={0:?} is not one of http/protobuf, http/json")]
     Protocol(String),
+    /// The endpoint is not an `http://` or `https://` URL with a host (the value).
     #[error("the OTLP endpoint {0:?} is not an http:// or https:// URL with a host")]
     Endpoint(String),
+    /// The endpoint URL carries a user name or password; credentials go in the headers, which
+    /// only the broker holds.
     #[error(
         "the OTLP endpoint carries a user name or password; give credentials in \
          OTEL_EXPORTER_OTLP_HEADERS instead (only the broker holds that variable)"
     )]
     Credentials,
+    /// A timeout variable is not a positive whole number of milliseconds.
     #[error("{name}={value:?} is not a number of milliseconds")]
-    Timeout { name: &'static str, value: String },
+    Timeout {
+        /// The variable (`OTEL_EXPORTER_OTLP_TRACES_TIMEOUT` or `OTEL_EXPORTER_OTLP_TIMEOUT`).
+        name: &'static str,
+        /// Its value.
+        value: String,
+    },
 }
 
 impl OtlpConfig {
@@ -250,7 +264,9 @@ pub struct Exporter {
 /// What one export loop has done (logged at its end).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct ExportCounts {
+    /// Spans the collector accepted.
     pub sent: u64,
+    /// Spans in batches whose export failed (they are not retried).
     pub failed: u64,
 }
 

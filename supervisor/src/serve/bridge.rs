@@ -64,14 +64,18 @@ pub struct BridgeConfig {
     pub origins: Vec<String>,
     /// Accept a handshake without `Origin` (a non-browser client).
     pub allow_no_origin: bool,
+    /// The largest client message, in bytes (closed with 1009 beyond).
     pub max_message: usize,
+    /// Time between the server's pings; a peer silent for two intervals is dropped.
     pub ping_interval: Duration,
 }
 
 /// What a connection is served with.
 #[derive(Clone)]
 pub struct Bridge {
+    /// What every request handler shares.
     pub state: Arc<State>,
+    /// How the bridge is configured.
     pub cfg: Arc<BridgeConfig>,
 }
 

@@ -32,10 +32,15 @@ pub fn frame(e: &EventRecord) -> Bytes {
 
 /// What a stream follows.
 pub struct Follow {
+    /// The run store's data directory.
     pub data_dir: PathBuf,
+    /// The org whose store holds the run.
     pub org: String,
+    /// The run.
     pub run: RunId,
+    /// The last event row the client has (`Last-Event-ID`; 0: none); rows after it are sent.
     pub after: i64,
+    /// The active runs, whose new rows wake the stream.
     pub registry: Registry,
 }
 

@@ -16,12 +16,16 @@ pub type Body = BoxBody<Bytes, Infallible>;
 /// branch on them); messages are for people and never carry another org's data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
+    /// The HTTP status.
     pub status: StatusCode,
+    /// The stable code clients branch on (`unauthorized`, `not_found`, …).
     pub code: &'static str,
+    /// What went wrong, for a person.
     pub message: String,
 }
 
 impl ApiError {
+    /// An error answered with `status`, `code` and `message`.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
@@ -29,6 +33,7 @@ impl ApiError {
             message: message.into(),
         }
     }
+    /// 401 `unauthorized`: no valid bearer token (the response carries `WWW-Authenticate: Bearer`).
     pub fn unauthorized() -> ApiError {
         ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -36,9 +41,11 @@ impl ApiError {
             "a valid bearer token is required (hanzo-dev serve token create --org ORG)",
         )
     }
+    /// 404 with `code`.
     pub fn not_found(code: &'static str, message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, code, message)
     }
+    /// 400 with `code`.
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, code, message)
     }
@@ -51,6 +58,7 @@ impl ApiError {
         )
     }
 
+    /// The response: the status and `{"error": {"code", "message"}}`.
     pub fn into_response(self) -> Response<Body> {
         let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
         let mut r = json_response(self.status, &body);

@@ -26,7 +26,9 @@ const FETCH_TIMEOUT_MS: u64 = 10_000;
 /// The keys a [`super::jwt::JwtConfig`] verifies against.
 #[derive(Debug)]
 pub enum KeySource {
+    /// A JWKS file, read for each token (`--jwks`).
     File(PathBuf),
+    /// The issuer's key set, fetched through the broker and cached (`--jwks-url`, discovery).
     Broker(BrokerKeys),
 }
 
@@ -69,7 +71,9 @@ struct Cached {
 #[derive(Debug, thiserror::Error)]
 #[error("cannot fetch the JWKS of {issuer}: {reason}")]
 pub struct FetchError {
+    /// The issuer whose keys were asked for.
     pub issuer: String,
+    /// What failed (discovery, the fetch, the document).
     pub reason: String,
 }
 

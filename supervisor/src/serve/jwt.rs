@@ -23,34 +23,48 @@ const MAX_TOKEN_LEN: usize = 16 * 1024;
 /// What a JWT must satisfy.
 #[derive(Debug)]
 pub struct JwtConfig {
+    /// Where the verifying keys come from.
     pub keys: KeySource,
+    /// The `iss` a token must carry (`--jwt-issuer`).
     pub issuer: String,
+    /// The `aud` a token must carry, or list (`--jwt-audience`).
     pub audience: String,
 }
 
 /// Why a token was refused (for the server's log; the caller only sees 401).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JwtError {
+    /// Not three base64url parts with JSON header and claims.
     #[error("not a compact JWS")]
     Malformed,
+    /// The header's `alg` (the value) is not RS256 or ES256: `none` and HMAC are refused.
     #[error("algorithm {0:?} is not accepted (RS256 and ES256 only)")]
     Algorithm(String),
+    /// No key of the set has the header's `kid` (the value), even after a refetch.
     #[error("no key with kid {0:?} in the JWKS")]
     UnknownKid(String),
+    /// The key with this `kid` is of another type or curve than the algorithm needs.
     #[error("the key for kid {0:?} does not fit the algorithm")]
     KeyMismatch(String),
+    /// The signature does not verify with the key.
     #[error("bad signature")]
     Signature,
+    /// `exp` is missing or passed (more than [`LEEWAY_SECS`] ago).
     #[error("expired")]
     Expired,
+    /// `nbf` is more than [`LEEWAY_SECS`] in the future.
     #[error("not valid yet")]
     NotYetValid,
+    /// `iss` is not the configured issuer.
     #[error("wrong issuer")]
     Issuer,
+    /// `aud` does not name the configured audience.
     #[error("wrong audience")]
     Audience,
+    /// The `owner` claim is missing or not a valid org name.
     #[error("no valid owner claim")]
     Owner,
+    /// The JWKS file (the path) could not be read or parsed (the reason).
     #[error("the JWKS file {0} cannot be used: {1}")]
     Jwks(PathBuf, String),
 }
@@ -61,6 +75,7 @@ struct Header {
     kid: Option<String>,
 }
 
+/// One public key of a set: RSA (`n`, `e`) or EC P-256 (`crv`, `x`, `y`), with its `kid`.
 #[derive(Debug, Deserialize)]
 pub struct Jwk {
     kty: String,
@@ -76,10 +91,12 @@ pub struct Jwk {
 /// them, are not read).
 #[derive(Debug, Deserialize)]
 pub struct Jwks {
+    /// The keys, in the set's order.
     pub keys: Vec<Jwk>,
 }
 
 impl Jwks {
+    /// Whether a key of the set has this `kid`.
     pub fn has_kid(&self, kid: &str) -> bool {
         self.keys.iter().any(|k| k.kid.as_deref() == Some(kid))
     }
@@ -91,6 +108,7 @@ fn b64(s: &str) -> Result<Vec<u8>, JwtError> {
         .map_err(|_| JwtError::Malformed)
 }
 
+/// Reads and parses the JWKS file at `path`.
 pub fn load_jwks(path: &Path) -> Result<Jwks, JwtError> {
     let text =
         std::fs::read_to_string(path).map_err(|e| JwtError::Jwks(path.into(), e.to_string()))?;
@@ -171,7 +189,9 @@ fn check_claims(cfg: &Expect<'_>, claims: &Value, now: u64) -> Result<String, Jw
 
 /// The issuer and audience a token must name.
 pub struct Expect<'a> {
+    /// The `iss` required.
     pub issuer: &'a str,
+    /// The `aud` required (the claim may be a string or a list containing it).
     pub audience: &'a str,
 }
 

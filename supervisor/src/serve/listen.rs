@@ -24,33 +24,42 @@ pub enum ListenAddr {
 /// Why the server cannot listen where it was asked to.
 #[derive(Debug, thiserror::Error)]
 pub enum ListenError {
+    /// The `--listen` value (the text) is neither `unix:PATH` nor an address.
     #[error(
         "--listen {0:?}: expected unix:PATH (an absolute path) or a loopback address such as \
          127.0.0.1:PORT"
     )]
     Syntax(String),
+    /// A TCP address other than loopback was asked for.
     #[error(
         "--listen {0}: only loopback addresses are served (bearer tokens travel in clear text \
          over TCP); put a TLS proxy in front to serve other hosts"
     )]
     NotLoopback(SocketAddr),
+    /// Something other than a socket exists at the socket's path.
     #[error(
         "refusing to listen at {0}: something that is not a socket is there (a symbolic link, \
          a file or a directory); hanzo-dev never replaces it. Remove it or choose another path"
     )]
     NotASocket(PathBuf),
+    /// A server already answers on the socket at this path.
     #[error("refusing to listen at {0}: another server is answering on that socket")]
     InUse(PathBuf),
+    /// The socket's directory is not this user's own with mode 0700, or is a link.
     #[error(
         "refusing to use {0} for the socket: it is not a directory owned by this user with \
          mode 0700 (or it is a symbolic link)"
     )]
     UnsafeDir(PathBuf),
+    /// No `--listen` and no `XDG_RUNTIME_DIR` for the default socket path.
     #[error("no default socket path: set XDG_RUNTIME_DIR or pass --listen unix:PATH")]
     NoRuntimeDir,
+    /// Binding or preparing the socket failed.
     #[error("cannot listen at {what}: {source}")]
     Io {
+        /// The address or path.
         what: String,
+        /// The system's error.
         #[source]
         source: std::io::Error,
     },
@@ -87,7 +96,9 @@ impl ListenAddr {
 /// A bound listener.
 #[derive(Debug)]
 pub enum Listener {
+    /// A unix socket and its path (removed when the server stops).
     Unix(tokio::net::UnixListener, PathBuf),
+    /// A loopback TCP socket.
     Tcp(tokio::net::TcpListener),
 }
 

@@ -44,14 +44,19 @@ pub const DEFAULT_MAX_BODY: usize = 1 << 20;
 pub struct State {
     /// The run store's data directory (one file per org under it).
     pub data_dir: PathBuf,
+    /// The issued bearer tokens.
     pub tokens: tokens::TokenStore,
     /// JWT principals, when the server was given a JWKS (`--jwks`).
     pub jwt: Option<jwt::JwtConfig>,
+    /// Values redacted from what is stored and answered.
     pub secrets: SecretValues,
     /// The widest approval mode a run may ask for, and the default.
     pub approval: ApprovalMode,
+    /// The largest request body accepted, in bytes (413 beyond).
     pub max_body: usize,
+    /// What every run is started with (binary, workspace, environment).
     pub template: runs::RunTemplate,
+    /// The runs this server is driving.
     pub registry: runs::Registry,
 }
 
@@ -102,6 +107,7 @@ fn percent_lossy(path: &str) -> String {
 
 /// What answers one request (the agents API's routes, or the bridge's upgrade).
 pub trait Answer: Clone + Send + Sync + 'static {
+    /// The response to `req`.
     fn answer(
         &self,
         req: ::http::Request<hyper::body::Incoming>,

@@ -20,12 +20,19 @@ pub const OPENAPI: &str = include_str!("openapi.json");
 /// A matched route.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
+    /// `GET /v1/openapi.json`.
     OpenApi,
+    /// `/v1/agents`: list, create.
     Agents,
+    /// `/v1/agents/{ref}`: show, change, delete.
     Agent(String),
+    /// `POST /v1/agents/{ref}/run`: start a run.
     AgentRun(String),
+    /// `GET /v1/agents/{ref}/runs`: the agent's runs.
     AgentRuns(String),
+    /// `GET /v1/runs/{id}`: one run's record.
     Run(RunId),
+    /// `GET /v1/runs/{id}/events`: the run's events as server-sent events.
     RunEvents(RunId),
 }
 

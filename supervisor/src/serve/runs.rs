@@ -39,16 +39,22 @@ pub struct RunTemplate {
 /// A run to start.
 #[derive(Debug, Clone)]
 pub struct RunRequest {
+    /// The org the run belongs to (the principal's).
     pub org: String,
+    /// The agent to run, built-in or stored in the org's store.
     pub agent: String,
+    /// The task.
     pub task: String,
+    /// The approval mode, no wider than the server's.
     pub approval: ApprovalMode,
+    /// The run's `--max-steps` (`None`: the default).
     pub max_steps: Option<u32>,
 }
 
 /// Why a run did not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// The `hanzo-dev run` child could not be started.
     #[error("cannot start the run process: {0}")]
     Spawn(std::io::Error),
     /// The child ended before it reported a run id; its stderr went to the server's log.

@@ -22,6 +22,7 @@ pub const TOKEN_PREFIX: &str = "hzd_";
 pub struct TokenEntry {
     /// The first 12 hex digits of the hash.
     pub id: String,
+    /// The org the token acts for.
     pub org: String,
     /// Lowercase hex SHA-256 of the whole token text.
     pub sha256: String,
@@ -38,24 +39,39 @@ struct TokenFile {
 /// Why the token file could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
+    /// The file exists but could not be read.
     #[error("cannot read the token file {path}: {source}")]
     Read {
+        /// The token file.
         path: PathBuf,
+        /// The system's error.
         #[source]
         source: std::io::Error,
     },
+    /// The file is not the JSON this server writes.
     #[error("the token file {path} is malformed: {why}")]
-    Malformed { path: PathBuf, why: String },
+    Malformed {
+        /// The token file.
+        path: PathBuf,
+        /// What the parser said.
+        why: String,
+    },
+    /// The file could not be replaced (the reason).
     #[error("cannot write the token file: {0}")]
     Write(String),
+    /// The directory for the file could not be created.
     #[error("cannot create {path}: {source}")]
     Dir {
+        /// The directory.
         path: PathBuf,
+        /// The system's error.
         #[source]
         source: std::io::Error,
     },
+    /// No random bytes for a new token (the reason).
     #[error("the operating system's random source failed: {0}")]
     Random(String),
+    /// No issued token has this id.
     #[error("no token with id {0:?} (`hanzo-dev serve token list` shows them)")]
     UnknownId(String),
 }
@@ -63,6 +79,7 @@ pub enum TokenError {
 /// The authenticated caller: the org is the only thing a request is allowed to see.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
+    /// The org whose store the request may open, and no other.
     pub org: String,
     /// The token's id, for the log.
     pub token_id: String,

@@ -14,20 +14,34 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 /// RFC 6455 §1.3.
 const GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
+/// Opcode of a continuation frame (RFC 6455 §5.2).
 pub const OP_CONT: u8 = 0x0;
+/// Opcode of a text frame.
 pub const OP_TEXT: u8 = 0x1;
+/// Opcode of a binary frame (refused: the bridge speaks JSON text).
 pub const OP_BINARY: u8 = 0x2;
+/// Opcode of a close frame.
 pub const OP_CLOSE: u8 = 0x8;
+/// Opcode of a ping.
 pub const OP_PING: u8 = 0x9;
+/// Opcode of a pong.
 pub const OP_PONG: u8 = 0xA;
 
-/// Close codes (RFC 6455 §7.4.1).
+// Close codes (RFC 6455 §7.4.1).
+/// 1000: a normal closure, the connection's purpose fulfilled.
 pub const CLOSE_NORMAL: u16 = 1000;
+/// 1001: an endpoint is going away (a server stopping, a page left).
 pub const CLOSE_GOING_AWAY: u16 = 1001;
+/// 1002: the peer broke the protocol (an unmasked frame, reserved bits, an unknown opcode, bad
+/// fragmentation or control frames).
 pub const CLOSE_PROTOCOL: u16 = 1002;
+/// 1003: data of a kind not accepted (a binary message).
 pub const CLOSE_UNSUPPORTED: u16 = 1003;
+/// 1007: a text message or close reason that is not UTF-8.
 pub const CLOSE_INVALID_DATA: u16 = 1007;
+/// 1008: a policy violation (the principal's token expired).
 pub const CLOSE_POLICY: u16 = 1008;
+/// 1009: a message larger than the limit (`--max-message`).
 pub const CLOSE_TOO_BIG: u16 = 1009;
 
 /// `Sec-WebSocket-Accept` for a `Sec-WebSocket-Key`.
@@ -48,8 +62,11 @@ pub fn valid_key(key: &str) -> bool {
 /// A whole message or control frame from the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Incoming {
+    /// A whole text message, reassembled from its fragments.
     Text(String),
+    /// A ping and its payload (answered with a pong carrying it).
     Ping(Vec<u8>),
+    /// A pong and its payload (the answer to the server's ping).
     Pong(Vec<u8>),
     /// The peer's close frame: its code (if any) and reason.
     Close(Option<u16>, String),
@@ -72,6 +89,7 @@ pub struct FrameReader<R> {
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
+    /// Reads from `io`, refusing a message longer than `max_message` bytes.
     pub fn new(io: R, max_message: usize) -> FrameReader<R> {
         FrameReader {
             io,

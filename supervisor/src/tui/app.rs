@@ -26,25 +26,36 @@ pub const PROMPT_INPUT_LINES: usize = 12;
 /// What the status line shows.
 #[derive(Debug, Clone, Default)]
 pub struct Status {
+    /// The model the next turn uses.
     pub model: String,
+    /// The agent's name (`code`, `plan`, `auto`, …).
     pub agent: String,
+    /// The isolation tier the tools worker runs in (`A` or `B`, from its attestation).
     pub tier: String,
+    /// The approval mode (`prompt`, `allow`, …).
     pub approval: String,
+    /// The session's id in the run store.
     pub session: i64,
+    /// Input tokens of every model request since the session began.
     pub tokens_in: u64,
+    /// Output tokens of every model request since the session began.
     pub tokens_out: u64,
     /// Input tokens of the last model request: how much of the context is in use.
     pub context_used: u64,
+    /// The model's context window in tokens (0: unknown, and the status line shows `ctx -`).
     pub max_context: u64,
 }
 
 /// What a key asks the session to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Intent {
+    /// Nothing for the session to do (the key changed only the screen).
     None,
+    /// Send this text: a message to the agent, or a slash command.
     Submit(String),
     /// Cancel the running turn.
     CancelTurn,
+    /// End the session (a second Ctrl-C in time, Ctrl-D on an empty line, `:q` in vi mode).
     Quit,
 }
 
@@ -54,9 +65,13 @@ struct Prompt {
     reason: Option<String>,
 }
 
+/// The chat screen: what is shown and the input being typed. Owned by the UI task.
 pub struct App {
+    /// The conversation as rendered.
     pub transcript: Transcript,
+    /// The input box's line editor, with its history.
     pub editor: Editor,
+    /// What the status line shows.
     pub status: Status,
     /// A turn is running.
     pub busy: bool,
@@ -69,6 +84,8 @@ pub struct App {
 }
 
 impl App {
+    /// A screen `width` cells wide, in colour unless `color` is false, with the editor in `mode`
+    /// (readline-like, emacs or vi keys).
     pub fn new(width: u16, color: bool, mode: InputMode) -> App {
         App {
             transcript: Transcript::new(width, color),

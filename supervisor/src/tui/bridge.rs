@@ -13,27 +13,34 @@ use tokio::sync::{mpsc, oneshot};
 /// What the loop tells the screen.
 #[derive(Debug)]
 pub enum UiMsg {
+    /// Something happened in the run (text, a tool call, a step's end, …).
     Event(RunEvent),
+    /// A tool call waits for the person's answer.
     Permission(PermissionAsk),
 }
 
 /// One permission question waiting for the person at the screen.
 #[derive(Debug)]
 pub struct PermissionAsk {
+    /// The tool's name.
     pub tool: String,
+    /// The tool's input, secrets redacted, as the person is shown it.
     pub input: Value,
     /// The policy's reason for asking (names the rule that asked, or the default).
     pub why: String,
+    /// Where the answer goes; dropping it unanswered denies the call.
     pub reply: oneshot::Sender<Answer>,
 }
 
 /// How the person answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
+    /// Allow this call only.
     Once,
     /// Allow this call, and the same call again (same tool and, for `bash`, the same command;
     /// for other tools, the same input) for the rest of the session.
     Session,
+    /// Deny the call, with the reason typed (may be empty); the model sees it.
     Deny(String),
 }
 
@@ -57,6 +64,7 @@ pub struct ChatPrompter {
 }
 
 impl ChatPrompter {
+    /// A prompter that sends questions to the screen over `tx` when `mode` is `prompt`.
     pub fn new(tx: mpsc::UnboundedSender<UiMsg>, mode: ApprovalMode) -> Self {
         ChatPrompter {
             tx,

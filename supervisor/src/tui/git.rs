@@ -9,12 +9,21 @@ use std::process::Command;
 /// Why a git command did not do its job.
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
+    /// This directory is not inside a git repository.
     #[error("{0} is not inside a git repository (git rev-parse found none); cd into one or use --workspace")]
     NotARepo(PathBuf),
+    /// git could not be started (not installed, not executable).
     #[error("cannot run git: {0}")]
     Spawn(std::io::Error),
+    /// git ran and exited non-zero.
     #[error("git {args} failed: {stderr}")]
-    Failed { args: String, stderr: String },
+    Failed {
+        /// The arguments it ran with, space-separated.
+        args: String,
+        /// What it wrote to stderr, trimmed.
+        stderr: String,
+    },
+    /// A branch or worktree name or a commit message was refused before git ran; the text says why.
     #[error("{0}")]
     BadName(String),
 }

@@ -53,18 +53,31 @@ pub const COMMANDS: &[(&str, &str)] = &[
 /// A parsed slash command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Slash {
+    /// `/plan`, `/solve`, `/code`, `/auto`: switch to this agent (the name without the slash).
     Agent(String),
+    /// `/clear`: a new session with an empty transcript.
     Clear,
+    /// `/help`: list the commands and keys.
     Help,
+    /// `/model [NAME]`: show the model, or use NAME from the next turn.
     Model(Option<String>),
+    /// `/permissions`: the permission rules in effect, with their tiers.
     Permissions,
+    /// `/mcp`: the configured MCP servers and their tools.
     Mcp,
+    /// `/compact`: summarise the conversation; later turns start from the summary.
     Compact,
+    /// `/branch NAME`: create and switch to a git branch.
     Branch(String),
+    /// `/commit [MESSAGE]`: commit the staged changes (no message: the model proposes one).
     Commit(Option<String>),
+    /// `/diff`: add the staged and unstaged diff to the next message.
     Diff,
+    /// `/stash`: stash the changes.
     Stash,
+    /// `/worktree NAME`: a new worktree and branch beside the repository.
     Worktree(String),
+    /// `/commit-push-pr`: push the branch, then open a pull request.
     CommitPushPr,
     /// Not a command, or a command missing its argument: the message says which.
     Invalid(String),

@@ -98,6 +98,7 @@ impl Transcript {
         }
     }
 
+    /// Whether colours are drawn (false under `NO_COLOR`).
     pub fn color(&self) -> bool {
         self.opts.color
     }
@@ -117,10 +118,13 @@ impl Transcript {
         }
     }
 
+    /// Forget every entry (`/clear`).
     pub fn clear(&mut self) {
         self.entries.clear();
     }
 
+    /// A message the person sent, shown as typed (made terminal-safe line by line); it ends the
+    /// reply before it.
     pub fn push_user(&mut self, text: &str) {
         self.finish_reply();
         self.entries.push(Entry::User(safe_lines(text)));
@@ -135,6 +139,7 @@ impl Transcript {
         });
     }
 
+    /// Like [`Transcript::notice`], drawn as an error.
     pub fn error(&mut self, text: &str) {
         self.entries.push(Entry::Notice {
             text: safe_lines(text),

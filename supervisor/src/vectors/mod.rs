@@ -20,28 +20,51 @@ mod sse;
 /// The result of one case.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct CaseResult {
+    /// The file's domain (`ipc-frames`, `permission-policy`, …).
     pub domain: String,
+    /// The case's `name`, or `case #N` (its index) when it has none.
     pub name: String,
+    /// Whether the implementation gave the expected result.
     pub pass: bool,
+    /// Expected against actual, in one line, when the case failed; empty when it passed.
     pub detail: String,
 }
 
 /// Why a file could not be run at all (exit code 2).
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
+    /// The file could not be read.
     #[error("{path}: cannot read: {err}")]
-    Unreadable { path: String, err: std::io::Error },
+    Unreadable {
+        /// The file, as given.
+        path: String,
+        /// The system's error.
+        err: std::io::Error,
+    },
+    /// The file is not JSON.
     #[error("{path}: not valid JSON: {err}")]
     Malformed {
+        /// The file, as given.
         path: String,
+        /// Where and why parsing stopped.
         err: serde_json::Error,
     },
+    /// The JSON lacks the envelope's `domain` string or `cases` array.
     #[error("{path}: {what}")]
-    BadEnvelope { path: String, what: String },
+    BadEnvelope {
+        /// The file, as given.
+        path: String,
+        /// Which key is missing.
+        what: String,
+    },
+    /// The file's domain is not one this build can run.
     #[error("{path}: unknown domain {domain:?} (known: {known})")]
     UnknownDomain {
+        /// The file, as given.
         path: String,
+        /// The domain the file names.
         domain: String,
+        /// The domains this build runs, comma-separated.
         known: String,
     },
 }

@@ -6,6 +6,10 @@
 //! pid, which only it can find); the mcp worker's egress control socket (fd 7, only when a run's
 //! MCP stdio servers ask for network) likewise, once `ConfigureMcpEgress` names its forwarder and
 //! each server's list. The numbers are the role table's ([`hanzo_ipc::role::CHANNEL_ENDS`]).
+//!
+//! When the model or mcp worker restarts, the broker is not restarted with it: the supervisor
+//! sends it the new pair's end on its adopt socket ([`transport::ADOPT_FD`], 8), tagged `model`,
+//! `mcp` or `mcp-egress`, and the broker serves that end in place of the dead one ([`adopt`]).
 
 use crate::credentials::CredentialStore;
 use crate::egress::EgressRun;
@@ -44,6 +48,8 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
     // The mcp worker's egress control socket: present only when a run's MCP servers ask for
     // network.
     let mcp_egress_control = hanzo_sandbox::confine::adopt_inherited_fd(MCP_EGRESS_CONTROL_FD).ok();
+    // New ends of the direct channels, from the supervisor, while the broker runs.
+    let adopt_socket = hanzo_sandbox::confine::adopt_inherited_fd(transport::ADOPT_FD).ok();
     hanzo_worker::run_with::<BrokerProtocol, _, _>(opts, |ctx: WorkerContext<BrokerProtocol>| {
         // Loaded after confinement: the credential directory is the only path it can reach.
         let creds = CredentialStore::load(
@@ -83,17 +89,84 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
         let jwks = crate::jwks::jwks_client()
             .map_err(|e| eprintln!("hanzo-dev broker worker: {e}"))
             .ok();
+        let egress = Arc::new(EgressSlot {
+            tools: EgressChannel::new(egress_control),
+            mcp: EgressChannel::new(mcp_egress_control),
+            events: ctx.events.clone(),
+        });
+        if let Some(sock) = adopt_socket {
+            tokio::spawn(adopt(sock, broker.clone(), egress.clone()));
+        }
         BrokerHandler {
             broker,
             traces,
             jwks,
-            egress: EgressSlot {
-                tools: EgressChannel::new(egress_control),
-                mcp: EgressChannel::new(mcp_egress_control),
-                events: ctx.events.clone(),
-            },
+            egress,
         }
     })
+}
+
+/// Serve each end the supervisor sends on the adopt socket in place of the dead one it replaces:
+/// `model` and `mcp` are direct channels (served at once; the old one ended with its peer),
+/// `mcp-egress` the mcp worker's egress control socket (kept until `ConfigureMcpEgress` names
+/// the new forwarder). Ends when the supervisor's end closes.
+async fn adopt(sock: OwnedFd, broker: Option<Arc<Broker>>, egress: Arc<EgressSlot>) {
+    use std::os::fd::AsFd;
+    use tokio::io::Interest;
+    let sock = std::os::unix::net::UnixDatagram::from(sock);
+    let sock = match sock
+        .set_nonblocking(true)
+        .and_then(|()| tokio::net::UnixDatagram::from_std(sock))
+    {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("hanzo-dev broker worker: adopt socket: {e}");
+            return;
+        }
+    };
+    loop {
+        if let Err(e) = sock.readable().await {
+            eprintln!("hanzo-dev broker worker: adopt socket: {e}");
+            return;
+        }
+        let mut tag = [0u8; 32];
+        let got = match sock.try_io(Interest::READABLE, || {
+            transport::recv_with_credentials(sock.as_fd(), &mut tag, 1)
+        }) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                eprintln!("hanzo-dev broker worker: adopt socket: {e}");
+                return;
+            }
+        };
+        if got.len == 0 && got.fds.is_empty() {
+            return;
+        }
+        let mut fds = got.fds.into_iter();
+        let (Some(end), None, false) = (fds.next(), fds.next(), got.truncated) else {
+            eprintln!("hanzo-dev broker worker: adopt socket: a message without exactly one end");
+            continue;
+        };
+        match (&tag[..got.len], &broker) {
+            (b"model", Some(b)) => {
+                let handler = DirectHandler { broker: b.clone() };
+                tokio::spawn(serve_direct::<HttpProtocol, _>(end, handler, "direct"));
+            }
+            (b"mcp", Some(b)) => {
+                let handler = McpDirectHandler { broker: b.clone() };
+                tokio::spawn(serve_direct::<McpHttpProtocol, _>(end, handler, "mcp"));
+            }
+            (b"mcp-egress", _) => egress.mcp.adopt(end),
+            // No broker (its credentials could not load): nothing to serve on a new end either.
+            (b"model" | b"mcp", None) => {}
+            (other, _) => eprintln!(
+                "hanzo-dev broker worker: adopt socket: unknown tag {:?}",
+                String::from_utf8_lossy(other)
+            ),
+        }
+    }
 }
 
 /// How long `EgressQuiesce` waits for open connections to end.
@@ -110,25 +183,53 @@ struct EgressSlot {
 struct EgressChannel {
     control: Mutex<Option<OwnedFd>>,
     run: Mutex<Option<Arc<EgressRun>>>,
+    /// Wakes a `configure` waiting for an adopted control socket.
+    adopted: tokio::sync::Notify,
 }
+
+/// How long `ConfigureMcpEgress` waits for the control socket of a restarted mcp worker, which
+/// the supervisor sent before the worker was even up (so it is normally there already).
+const ADOPT_PATIENCE: Duration = Duration::from_secs(5);
 
 impl EgressChannel {
     fn new(control: Option<OwnedFd>) -> EgressChannel {
         EgressChannel {
             control: Mutex::new(control),
             run: Mutex::new(None),
+            adopted: tokio::sync::Notify::new(),
         }
+    }
+
+    /// The control socket of a restarted peer: it waits for the next configuration. The proxy
+    /// of the dead one ends on its own (its forwarder's end closed).
+    fn adopt(&self, control: OwnedFd) {
+        *lock(&self.control) = Some(control);
+        self.adopted.notify_one();
     }
 }
 
 impl EgressSlot {
-    fn configure(&self, mcp: bool, settings: &EgressSettings) -> Result<Response, RemoteError> {
+    async fn configure(
+        &self,
+        mcp: bool,
+        settings: &EgressSettings,
+    ) -> Result<Response, RemoteError> {
         let refused = |m: String| RemoteError::new(RemoteErrorKind::Refused, m);
         let (channel, whose) = if mcp {
             (&self.mcp, "the mcp worker's")
         } else {
             (&self.tools, "the tools worker's")
         };
+        // A restarted mcp worker's socket may still be on its way (the adopt socket): only
+        // when one was served before.
+        if mcp && lock(&channel.control).is_none() && lock(&channel.run).is_some() {
+            let _ = tokio::time::timeout(ADOPT_PATIENCE, async {
+                while lock(&channel.control).is_none() {
+                    channel.adopted.notified().await;
+                }
+            })
+            .await;
+        }
         let control = lock(&channel.control).take().ok_or_else(|| {
             refused(format!(
                 "the broker holds no egress control socket for {whose} servers (it was started \
@@ -189,7 +290,7 @@ struct BrokerHandler {
     traces: Option<crate::traces::TraceSender>,
     /// The client for JWT key sets (`None`: it could not be built; fetches are refused).
     jwks: Option<reqwest::Client>,
-    egress: EgressSlot,
+    egress: Arc<EgressSlot>,
 }
 
 /// The trace sender with the collector headers of this process's environment; a malformed
@@ -251,8 +352,8 @@ impl Handler<BrokerProtocol, OwnedWriteHalf> for BrokerHandler {
             }
             Request::DescribeCredentials => Ok(Response::Credentials(self.broker()?.report())),
             Request::AuthStatus => Ok(Response::AuthStatus(self.broker()?.status())),
-            Request::ConfigureEgress(settings) => self.egress.configure(false, &settings),
-            Request::ConfigureMcpEgress(settings) => self.egress.configure(true, &settings),
+            Request::ConfigureEgress(settings) => self.egress.configure(false, &settings).await,
+            Request::ConfigureMcpEgress(settings) => self.egress.configure(true, &settings).await,
             Request::EgressQuiesce => Ok(self.egress.quiesce().await),
             Request::ExportTraces(export) => {
                 let sender = self.traces.as_ref().ok_or_else(|| {

@@ -129,6 +129,9 @@ pub struct ToolSet {
     pub tools: Vec<Tool>,
     /// How many times the list was fetched (0 before the first listing).
     pub generation: u64,
+    /// The `list_changed` notifications that had arrived when this list was asked for: a later
+    /// one makes the set stale until the refresh it started is published.
+    pub listed_epoch: u64,
 }
 
 /// What `initialize` told us.
@@ -343,6 +346,17 @@ impl McpClient {
         Ok(names.into_iter().zip(set.tools.iter().cloned()).collect())
     }
 
+    /// The cached tools once no `notifications/tools/list_changed` that arrived so far is still
+    /// being listed (the refresh it started has been published), waiting at most `within`; the
+    /// cache as it is after that. A notification read before a call's answer is thus reflected
+    /// in the next listing after the answer.
+    pub async fn fresh_tools(&self, within: Duration) -> Arc<ToolSet> {
+        let arrived = self.peer.list_changed.epoch.load(Ordering::SeqCst);
+        let mut rx = self.tools.clone();
+        let _ = tokio::time::timeout(within, rx.wait_for(|set| set.listed_epoch >= arrived)).await;
+        self.tools()
+    }
+
     /// Re-list the tools now.
     pub async fn refresh_tools(&self) -> Result<usize, McpError> {
         refresh(&self.peer, &self.tools_tx, self.options.request_timeout).await
@@ -450,10 +464,11 @@ async fn refresh(
 ) -> Result<usize, McpError> {
     let _one_at_a_time = peer.list_changed.refreshing.lock().await;
     let mut tools = Vec::new();
+    let mut listed_epoch = 0;
     for _ in 0..MAX_RELISTS {
-        let epoch = peer.list_changed.epoch.load(Ordering::SeqCst);
+        listed_epoch = peer.list_changed.epoch.load(Ordering::SeqCst);
         tools = list_all(peer, timeout).await?;
-        if peer.list_changed.epoch.load(Ordering::SeqCst) == epoch {
+        if peer.list_changed.epoch.load(Ordering::SeqCst) == listed_epoch {
             break;
         }
     }
@@ -462,6 +477,7 @@ async fn refresh(
         *set = Arc::new(ToolSet {
             tools,
             generation: set.generation + 1,
+            listed_epoch,
         })
     });
     Ok(count)

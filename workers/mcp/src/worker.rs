@@ -41,6 +41,9 @@ use tokio::net::unix::OwnedWriteHalf;
 /// `PATH` of a server whose entry sets none.
 pub const DEFAULT_SERVER_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
+/// How long a listing waits for a server's tool list refresh after `list_changed`.
+pub const FRESH_TOOLS_PATIENCE: Duration = Duration::from_secs(5);
+
 /// Restarts of a server whose connection ended on its own, before it is left failed.
 pub const MAX_RESTARTS: u32 = 3;
 
@@ -97,15 +100,32 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
     let mut tier = Tier::A;
     if want_b {
         // Only the run directory (the servers' own `HOME`/`TMPDIR`) stays writable; the
-        // workspace is read-only in the mount namespace as well as by Landlock.
-        let cfg = TierB::new(
-            opts.ctx.run_dir.iter().cloned().collect(),
-            opts.ctx.workspace.iter().cloned().collect(),
-            opts.ctx.hidden.clone(),
-            Vec::new(),
-            hanzo_policy::profile::COMMAND_ETC,
-            hanzo_tools::limits::Limits::default().tmp_size,
-        );
+        // workspace is read-only in the mount namespace as well as by Landlock. Unless a server
+        // asks for the workspace read-write: then it is writable as in the tools worker's
+        // namespace, with the protected paths (the git directory, the hooks path, `.hanzo`)
+        // bound read-only and pinned, and each server's Landlock profile narrows it again.
+        let cfg = match (&opts.ctx.workspace, opts.ctx.mcp_workspace_write) {
+            (Some(ws), true) => {
+                let mut keep_rw = vec![ws.clone()];
+                keep_rw.extend(opts.ctx.run_dir.iter().cloned());
+                TierB::new(
+                    keep_rw,
+                    Vec::new(),
+                    opts.ctx.hidden.clone(),
+                    hanzo_tools::paths::protected_paths(ws),
+                    hanzo_policy::profile::COMMAND_ETC,
+                    hanzo_tools::limits::Limits::default().tmp_size,
+                )
+            }
+            _ => TierB::new(
+                opts.ctx.run_dir.iter().cloned().collect(),
+                opts.ctx.workspace.iter().cloned().collect(),
+                opts.ctx.hidden.clone(),
+                Vec::new(),
+                hanzo_policy::profile::COMMAND_ETC,
+                hanzo_tools::limits::Limits::default().tmp_size,
+            ),
+        };
         let ctx = opts.ctx.clone();
         let control = &mut egress_control;
         let port = &mut egress_port;
@@ -149,6 +169,25 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
         Some(Ok(port)) => Egress::Port(port),
         Some(Err(e)) => Egress::Broken(e),
     };
+    // What a `workspace-rw` server may write: in tier B the workspace (the mount namespace
+    // keeps the protected paths read-only); in tier A, which has none, the entries around them,
+    // found here, before confinement (the worker itself lists no directory afterwards), as tier
+    // B binds what exists as it starts.
+    let mut workspace_write = WorkspaceWrite::None;
+    if let (Some(ws), true) = (&opts.ctx.workspace, opts.ctx.mcp_workspace_write) {
+        workspace_write = WorkspaceWrite::Whole;
+        if tier == Tier::A {
+            let mut keep_out = hanzo_tools::paths::protected_paths(ws);
+            keep_out.extend(opts.ctx.hidden.iter().cloned());
+            workspace_write = match hanzo_tools::paths::writable_around(ws, &keep_out) {
+                Ok(paths) => WorkspaceWrite::Around(paths),
+                Err(e) => WorkspaceWrite::Unavailable(format!(
+                    "the workspace could not be read to keep its protected paths out of reach \
+                     ({e})"
+                )),
+            };
+        }
+    }
     if tier == Tier::A {
         // No namespace to put a forwarder in: no egress for servers.
         drop(egress_control.take());
@@ -176,7 +215,22 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
         )
         .with_broker(Arc::new(BrokerLink::new(ctx.direct)))
         .with_egress(tier, egress)
+        .with_workspace_write(workspace_write)
     })
+}
+
+/// What `workspace-rw` servers may write in this worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkspaceWrite {
+    /// Nothing: the worker was started with the workspace read-only.
+    None,
+    /// The whole workspace (tier B: its mount namespace keeps the protected paths read-only).
+    Whole,
+    /// Tier A: these entries (`hanzo_tools::paths::writable_around`), found as the worker
+    /// started.
+    Around(Vec<PathBuf>),
+    /// Tier A, and the workspace could not be read (why).
+    Unavailable(String),
 }
 
 /// What network the worker can give the stdio servers that ask for it.
@@ -205,6 +259,8 @@ struct Inner {
     /// The worker's tier and its egress forwarder, for servers that ask for network.
     tier: Tier,
     egress: Egress,
+    /// What `workspace-rw` servers may write.
+    workspace_write: WorkspaceWrite,
     state: Mutex<State>,
     /// Serialises `Configure`s.
     configuring: tokio::sync::Mutex<()>,
@@ -243,6 +299,7 @@ impl McpHandler {
                 broker: None,
                 tier: Tier::A,
                 egress: Egress::None,
+                workspace_write: WorkspaceWrite::None,
                 state: Mutex::new(State::default()),
                 configuring: tokio::sync::Mutex::new(()),
             }),
@@ -263,6 +320,16 @@ impl McpHandler {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
             inner.tier = tier;
             inner.egress = egress;
+        }
+        self
+    }
+
+    /// Let `workspace-rw` servers write `write` (the worker was started with
+    /// [`ProfileContext::mcp_workspace_write`](hanzo_policy::profile::ProfileContext)). Must be
+    /// called before the handler is shared.
+    pub fn with_workspace_write(mut self, write: WorkspaceWrite) -> McpHandler {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.workspace_write = write;
         }
         self
     }
@@ -317,23 +384,30 @@ impl McpHandler {
             .collect()
     }
 
-    /// The cached tools of `server`, or of every ready server.
-    pub fn tools(&self, server: Option<&str>) -> Result<Vec<McpToolInfo>, RemoteError> {
-        let st = self.inner.lock();
-        if let Some(name) = server {
-            if !st.servers.contains_key(name) {
-                return Err(RemoteError::new(
-                    RemoteErrorKind::BadRequest,
-                    format!("no MCP server named {name:?} is configured"),
-                ));
+    /// The cached tools of `server`, or of every ready server; a server whose
+    /// `notifications/tools/list_changed` is still being listed is waited for (at most
+    /// [`FRESH_TOOLS_PATIENCE`]), so that a change announced before a call's answer is in the
+    /// next listing.
+    pub async fn tools(&self, server: Option<&str>) -> Result<Vec<McpToolInfo>, RemoteError> {
+        let clients: Vec<(String, Arc<McpClient>)> = {
+            let st = self.inner.lock();
+            if let Some(name) = server {
+                if !st.servers.contains_key(name) {
+                    return Err(RemoteError::new(
+                        RemoteErrorKind::BadRequest,
+                        format!("no MCP server named {name:?} is configured"),
+                    ));
+                }
             }
-        }
+            st.servers
+                .iter()
+                .filter(|(name, _)| server.is_none_or(|s| s == *name))
+                .filter_map(|(name, e)| e.client.clone().map(|c| (name.clone(), c)))
+                .collect()
+        };
         let mut out = Vec::new();
-        for (name, e) in &st.servers {
-            if server.is_some_and(|s| s != name) {
-                continue;
-            }
-            let Some(client) = &e.client else { continue };
+        for (name, client) in &clients {
+            client.fresh_tools(FRESH_TOOLS_PATIENCE).await;
             let tools = client.qualified_tools().map_err(|err| {
                 RemoteError::new(RemoteErrorKind::Refused, format!("{name}: {err}"))
             })?;
@@ -592,7 +666,8 @@ impl Inner {
                 profile,
             } => {
                 let runner = self.runner.clone()?;
-                let (profile, proxy_env) = server_profile(profile, self.tier, &self.egress)?;
+                let (profile, proxy_env) =
+                    server_profile(profile, self.tier, &self.workspace_write, &self.egress)?;
                 let mut server_env = Vec::new();
                 for (k, v) in env {
                     match v {
@@ -765,13 +840,14 @@ fn status_of(
 }
 
 /// The command profile of a stdio server's entry, and the proxy environment it gets when it asks
-/// for network (the worker is in `tier`, with `egress`).
+/// for network (the worker is in `tier`, may write `write`, and has `egress`).
 pub fn server_profile(
     p: &McpServerProfile,
     tier: Tier,
+    write: &WorkspaceWrite,
     egress: &Egress,
 ) -> Result<(CommandProfile, Vec<(String, String)>), String> {
-    let mut profile = command_profile(p)?;
+    let mut profile = command_profile(p, write)?;
     if !p.network {
         return Ok((profile, Vec::new()));
     }
@@ -825,24 +901,46 @@ pub fn server_profile(
 }
 
 /// The command profile of a stdio server's entry, without its network (see [`server_profile`]).
-pub fn command_profile(p: &McpServerProfile) -> Result<CommandProfile, String> {
-    Ok(CommandProfile {
-        fs: match p.filesystem {
-            McpFilesystem::None => FsScope::None,
-            McpFilesystem::WorkspaceRo => FsScope::WorkspaceRo,
-            // The mcp worker and its launcher hold the workspace read-only, and a server's
-            // sandbox nests inside theirs.
-            McpFilesystem::WorkspaceRw => {
+///
+/// `workspace-rw`: in tier B the workspace whole (the mount namespace keeps the protected paths
+/// read-only, as for the `bash` tool's commands); in tier A, which has no such namespace, the
+/// workspace read-only plus the entries around the protected and hidden paths read-write
+/// ([`WorkspaceWrite::Around`]).
+pub fn command_profile(
+    p: &McpServerProfile,
+    write: &WorkspaceWrite,
+) -> Result<CommandProfile, String> {
+    let mut extra_write = Vec::new();
+    let fs = match p.filesystem {
+        McpFilesystem::None => FsScope::None,
+        McpFilesystem::WorkspaceRo => FsScope::WorkspaceRo,
+        // A server's sandbox nests inside the launcher's, which writes the workspace only when
+        // the supervisor started the worker so.
+        McpFilesystem::WorkspaceRw => match write {
+            WorkspaceWrite::None => {
                 return Err(
-                    "its profile asks for the workspace read-write, which MCP servers do \
-                     not get in this build (the mcp worker itself reads the workspace only); \
-                     use workspace-ro or none"
+                    "its profile asks for the workspace read-write, and this mcp worker was \
+                     started with the workspace read-only (the supervisor gives it write access \
+                     when a configured server's filesystem is \"workspace-rw\")"
                         .to_string(),
                 )
             }
+            WorkspaceWrite::Unavailable(why) => {
+                return Err(format!(
+                    "its profile asks for the workspace read-write, and {why}"
+                ))
+            }
+            WorkspaceWrite::Whole => FsScope::WorkspaceRw,
+            WorkspaceWrite::Around(paths) => {
+                extra_write = paths.clone();
+                FsScope::WorkspaceRo
+            }
         },
+    };
+    Ok(CommandProfile {
+        fs,
         extra_read: p.extra_read.iter().map(PathBuf::from).collect(),
-        extra_write: Vec::new(),
+        extra_write,
         network: NetAccess::None,
         devices: true,
     })
@@ -930,7 +1028,9 @@ impl Handler<McpProtocol, OwnedWriteHalf> for McpHandler {
                 .map(Response::Common),
             Request::Configure(config) => Ok(Response::Servers(self.configure(config).await)),
             Request::ListServers => Ok(Response::Servers(self.statuses())),
-            Request::ListTools { server } => self.tools(server.as_deref()).map(Response::Tools),
+            Request::ListTools { server } => {
+                self.tools(server.as_deref()).await.map(Response::Tools)
+            }
             Request::CallTool(call) => {
                 let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
                 let progress: Arc<dyn Fn(Progress) + Send + Sync> = Arc::new(move |p| {
@@ -966,6 +1066,34 @@ mod tests {
     use hanzo_ipc::roles::mcp::McpFilesystem;
 
     #[test]
+    fn workspace_rw_follows_what_the_worker_may_write() {
+        let rw = McpServerProfile {
+            filesystem: McpFilesystem::WorkspaceRw,
+            extra_read: Vec::new(),
+            network: false,
+            egress_address: None,
+        };
+        let b = command_profile(&rw, &WorkspaceWrite::Whole).unwrap();
+        assert_eq!((b.fs, b.extra_write.len()), (FsScope::WorkspaceRw, 0));
+        let around = vec![PathBuf::from("/w/README.md"), PathBuf::from("/w/src")];
+        let a = command_profile(&rw, &WorkspaceWrite::Around(around.clone())).unwrap();
+        assert_eq!(
+            (a.fs, a.extra_write),
+            (FsScope::WorkspaceRo, around.clone())
+        );
+        let why =
+            command_profile(&rw, &WorkspaceWrite::Unavailable("it is gone".into())).unwrap_err();
+        assert!(why.ends_with("and it is gone"), "{why}");
+        // Read-only stays read-only whatever the worker may do.
+        let ro = McpServerProfile {
+            filesystem: McpFilesystem::WorkspaceRo,
+            ..rw
+        };
+        let ro = command_profile(&ro, &WorkspaceWrite::Around(around)).unwrap();
+        assert_eq!((ro.fs, ro.extra_write.len()), (FsScope::WorkspaceRo, 0));
+    }
+
+    #[test]
     fn a_profile_this_build_cannot_give_is_refused_in_one_readable_sentence() {
         let profile = |filesystem, network| McpServerProfile {
             filesystem,
@@ -983,7 +1111,7 @@ mod tests {
                 profile(McpFilesystem::WorkspaceRw, false),
                 Tier::B,
                 Egress::None,
-                "workspace-ro or none",
+                "started with the workspace read-only",
             ),
             (net.clone(), Tier::A, Egress::Port(1), "tier A"),
             (
@@ -1006,16 +1134,21 @@ mod tests {
             ),
             (host_lo, Tier::B, Egress::Port(1), "other than 127.0.0.1"),
         ] {
-            let why = server_profile(&p, tier, &egress).unwrap_err();
+            let why = server_profile(&p, tier, &WorkspaceWrite::None, &egress).unwrap_err();
             assert!(why.contains(says), "{why}");
             // Written as one sentence: no line-continuation gap left in it.
             assert!(!why.contains("  ") && !why.contains('\n'), "{why:?}");
         }
-        let ok = command_profile(&profile(McpFilesystem::WorkspaceRo, false)).unwrap();
+        let ok = command_profile(
+            &profile(McpFilesystem::WorkspaceRo, false),
+            &WorkspaceWrite::None,
+        )
+        .unwrap();
         assert_eq!(ok.fs, FsScope::WorkspaceRo);
         assert_eq!(ok.network, NetAccess::None);
         // Given network: the egress profile, and the proxy variables at its own address.
-        let (p, env) = server_profile(&net, Tier::B, &Egress::Port(4321)).unwrap();
+        let (p, env) =
+            server_profile(&net, Tier::B, &WorkspaceWrite::None, &Egress::Port(4321)).unwrap();
         assert_eq!(p.network, NetAccess::Egress);
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         assert_eq!(get("HTTPS_PROXY"), Some("http://127.0.0.2:4321"));
@@ -1024,6 +1157,7 @@ mod tests {
         let (p, env) = server_profile(
             &profile(McpFilesystem::None, false),
             Tier::B,
+            &WorkspaceWrite::None,
             &Egress::Port(1),
         )
         .unwrap();

@@ -157,6 +157,10 @@ impl WorkerOptions {
             args.push("--allow-dangerous-workspace".into());
             args.push("yes".into());
         }
+        if self.ctx.mcp_workspace_write {
+            args.push("--mcp-workspace-write".into());
+            args.push("yes".into());
+        }
         if self.isolation != IsolationMode::default() {
             args.push("--isolation".into());
             args.push(self.isolation.as_str().into());
@@ -192,6 +196,7 @@ impl WorkerOptions {
                 "--allow-dangerous-workspace" => {
                     opts.ctx.allow_dangerous_workspace = value == "yes"
                 }
+                "--mcp-workspace-write" => opts.ctx.mcp_workspace_write = value == "yes",
                 "--isolation" => {
                     opts.isolation = IsolationMode::parse(value)
                         .ok_or_else(|| format!("unknown isolation mode {value:?}"))?
@@ -526,6 +531,7 @@ mod tests {
                 hidden: vec!["/h/.config/hanzo".into(), "/h/.local/share/hanzo".into()],
                 allow_dangerous_workspace: true,
                 toolchains: vec!["/h/.npm-global/lib/node_modules".into()],
+                mcp_workspace_write: true,
             },
             isolation: IsolationMode::Strict,
             fault: Some(Fault::OversizedFrame),

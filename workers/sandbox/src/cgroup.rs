@@ -312,48 +312,6 @@ impl Cgroup {
         dir.map(|d| read_pids(d)).unwrap_or_default()
     }
 
-    /// How many forks `pids.max` refused so far (`pids.events`: `max N`).
-    pub fn refused_forks(&self) -> u64 {
-        self.pids
-            .as_ref()
-            .and_then(|d| fs::read_to_string(d.join("pids.events")).ok())
-            .and_then(|t| {
-                t.lines()
-                    .find_map(|l| l.strip_prefix("max "))
-                    .and_then(|n| n.trim().parse().ok())
-            })
-            .unwrap_or(0)
-    }
-
-    /// How many times the memory limit was hit (v2 `memory.events` `max`; v1 `memory.failcnt`),
-    /// and how many processes the kernel killed for it (v2 `oom_kill`; v1 `memory.oom_control`).
-    pub fn memory_events(&self) -> (u64, u64) {
-        let Some(d) = &self.memory else {
-            return (0, 0);
-        };
-        let field = |file: &str, key: &str| {
-            fs::read_to_string(d.join(file)).ok().and_then(|t| {
-                t.lines().find_map(|l| {
-                    l.strip_prefix(key)
-                        .and_then(|v| v.trim().parse::<u64>().ok())
-                })
-            })
-        };
-        match self.version {
-            Version::V2 => (
-                field("memory.events", "max ").unwrap_or(0),
-                field("memory.events", "oom_kill ").unwrap_or(0),
-            ),
-            Version::V1 => (
-                fs::read_to_string(d.join("memory.failcnt"))
-                    .ok()
-                    .and_then(|t| t.trim().parse().ok())
-                    .unwrap_or(0),
-                field("memory.oom_control", "oom_kill ").unwrap_or(0),
-            ),
-        }
-    }
-
     /// SIGKILL everything in the group until it is empty. Blocking (it waits for the kernel to
     /// remove the dead between rounds), bounded to 100 rounds of 10 ms.
     pub fn kill_all(&self) {

@@ -51,9 +51,6 @@ pub enum LauncherError {
     /// The launcher process could not be forked.
     #[error("forking the launcher: {0}")]
     Fork(#[source] std::io::Error),
-    /// The launcher's attestation of its own confinement did not arrive or does not decode.
-    #[error("the launcher did not attest its confinement: {0}")]
-    Attestation(String),
 }
 
 /// The worker's end of the launcher's socket, made before the launcher is forked.

@@ -70,22 +70,4 @@ impl Limits {
         lower(Resource::RLIMIT_NPROC, self.processes)?;
         lower(Resource::RLIMIT_AS, self.address_space)
     }
-
-    /// All limits on this process, for a process that does nothing but run one command (the
-    /// one-shot sandbox): the command inherits them without a pre-exec step, so it can be
-    /// spawned the fast way (`posix_spawn`/`vfork`) instead of a full `fork`.
-    pub fn apply_all_process_wide(&self) -> nix::Result<()> {
-        self.apply_process_wide()?;
-        let lower = |res: Resource, want: u64| -> nix::Result<()> {
-            let (_, hard) = getrlimit(res)?;
-            let v = want.min(hard);
-            setrlimit(res, v, v)
-        };
-        lower(Resource::RLIMIT_CORE, 0)?;
-        lower(Resource::RLIMIT_NOFILE, self.open_files)?;
-        if let Some(fsize) = self.file_size {
-            lower(Resource::RLIMIT_FSIZE, fsize)?;
-        }
-        Ok(())
-    }
 }

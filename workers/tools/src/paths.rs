@@ -396,6 +396,53 @@ pub fn protected_paths(workspace: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Where Landlock alone (tier A, which has no mount namespace to bind paths read-only) can grant
+/// writing in `workspace` while none of `protected` (and nothing beneath one) becomes writable:
+/// a Landlock grant reaches everything beneath its path and cannot have holes, so the workspace
+/// itself is not among them, nor any directory on the way to a protected path; their other
+/// entries are, each whole. Symlinks are left out (a grant would follow one wherever it points).
+/// The price: no entry can be created or removed directly in the workspace or in a directory
+/// on the way to a protected path (`.git` and `.hanzo` are at the top, so at the top level
+/// only existing files can be written). Reads the directories once, at the call.
+pub fn writable_around(workspace: &Path, protected: &[PathBuf]) -> io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    carve(workspace, protected, &mut out, 0)?;
+    Ok(out)
+}
+
+/// Directories `writable_around` descends at most (deeper protected paths are rare; past this
+/// the directory on the way is left read-only whole).
+const MAX_CARVE_DEPTH: usize = 32;
+
+fn carve(
+    dir: &Path,
+    protected: &[PathBuf],
+    out: &mut Vec<PathBuf>,
+    depth: usize,
+) -> io::Result<()> {
+    if depth > MAX_CARVE_DEPTH {
+        return Ok(());
+    }
+    let mut entries = fs::read_dir(dir)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<io::Result<Vec<_>>>()?;
+    entries.sort();
+    for path in entries {
+        let meta = fs::symlink_metadata(&path)?;
+        if meta.file_type().is_symlink() || protected.iter().any(|p| path.starts_with(p)) {
+            continue;
+        }
+        if protected.iter().any(|p| p.starts_with(&path)) {
+            if meta.is_dir() {
+                carve(&path, protected, out, depth + 1)?;
+            }
+            continue;
+        }
+        out.push(path);
+    }
+    Ok(())
+}
+
 /// Largest git metadata file read (`.git` file, `commondir`, a config, a hook).
 const MAX_GIT_FILE: u64 = 256 * 1024;
 /// How deep `include.path` chains are followed (git stops at 10).
@@ -743,6 +790,52 @@ mod tests {
         ] {
             assert!(roots.resolve(p, Intent::Write).is_ok(), "{p}");
         }
+    }
+
+    #[test]
+    fn writable_around_grants_everything_but_the_protected_paths_and_their_ancestors() {
+        let ws = tempfile::tempdir().expect("ws");
+        let w = ws.path();
+        for d in [
+            ".git/hooks",
+            "src/deep",
+            "tools/hooks",
+            "tools/bin",
+            ".hanzo",
+        ] {
+            fs::create_dir_all(w.join(d)).expect("mkdir");
+        }
+        for f in [
+            "README.md",
+            "src/lib.rs",
+            "tools/run.sh",
+            "tools/hooks/pre-commit",
+        ] {
+            fs::write(w.join(f), "x").expect("write");
+        }
+        symlink(w.join(".git"), w.join("gitlink")).expect("symlink");
+        // `core.hooksPath` set to a directory below the top level.
+        let protected = vec![w.join(".git"), w.join(".hanzo"), w.join("tools/hooks")];
+        let got = writable_around(w, &protected).expect("carve");
+        let rel: Vec<String> = got
+            .iter()
+            .map(|p| p.strip_prefix(w).unwrap().display().to_string())
+            .collect();
+        assert_eq!(rel, ["README.md", "src", "tools/bin", "tools/run.sh"]);
+        // Nothing granted lies in or above a protected path, and no symlink is granted.
+        for p in &got {
+            assert!(
+                !protected
+                    .iter()
+                    .any(|q| p.starts_with(q) || q.starts_with(p)),
+                "{p:?}"
+            );
+        }
+        // A protected path that does not exist yet still keeps its directory read-only.
+        let fresh = tempfile::tempdir().expect("fresh");
+        fs::write(fresh.path().join("a.txt"), "x").expect("write");
+        let got = writable_around(fresh.path(), &[fresh.path().join(".hanzo")]).expect("carve");
+        assert_eq!(got, [fresh.path().join("a.txt")]);
     }
 
     fn write_refused(roots: &Roots, p: &str) -> String {

@@ -319,11 +319,6 @@ impl Runner {
     pub fn shared(role: Role, ctx: ProfileContext) -> Arc<Runner> {
         launcher_runner().unwrap_or_else(|_| Arc::new(Runner::local(role, ctx)))
     }
-
-    /// Whether commands start in a launcher (else in this process).
-    pub fn is_launcher(&self) -> bool {
-        matches!(self.inner, Inner::Launcher { .. })
-    }
 }
 
 /// One request to the launcher, as sent with its fds: `[line, stdin?, stdout?, stderr?]`.

@@ -6,7 +6,7 @@ use hanzo_ipc::channel::{Handler, ItemSink};
 use hanzo_ipc::proto::{RemoteError, RemoteErrorKind};
 use hanzo_ipc::roles::tools::{HookCall, Item, PreHookReply, Request, Response, ToolsProtocol};
 use hanzo_ipc::Role;
-use hanzo_policy::hooks::PreHookVerdict;
+use hanzo_policy::hooks::{HookConfig, HookEvent, HookSet, PreHookVerdict};
 use hanzo_policy::isolation::{IsolationMode, Tier};
 use hanzo_policy::profile::COMMAND_ETC;
 use hanzo_sandbox::namespaces::{self, Side, TierB, WaitAs};
@@ -42,19 +42,15 @@ impl ToolsHandler {
         .map_err(|e| e.to_string());
         ToolsHandler { tools }
     }
-
-    /// A handler over tools already set up.
-    pub fn from_tools(tools: Tools) -> ToolsHandler {
-        ToolsHandler { tools: Ok(tools) }
-    }
 }
 
 impl ToolsHandler {
-    /// A hook runner for `call`, working in the workspace with this worker's (allow-listed)
-    /// environment, and the parsed tool input.
+    /// A hook runner for `call`'s hooks, which run on `event`, working in the workspace with this
+    /// worker's (allow-listed) environment, and the parsed tool input.
     fn hook_runner(
         &self,
         call: &HookCall,
+        event: HookEvent,
     ) -> Result<(crate::hooks::HookRunner, serde_json::Value), RemoteError> {
         let bad = |what: &str, e: String| {
             RemoteError::new(RemoteErrorKind::BadRequest, format!("{what}: {e}"))
@@ -63,10 +59,18 @@ impl ToolsHandler {
             .tools
             .as_ref()
             .map_err(|e| RemoteError::new(RemoteErrorKind::Internal, e.clone()))?;
-        let configs: Vec<hanzo_policy::hooks::HookConfig> =
-            serde_json::from_str(&call.hooks_json).map_err(|e| bad("hooks", e.to_string()))?;
-        let set = hanzo_policy::hooks::HookSet::new(configs)
-            .map_err(|(i, e)| bad(&format!("hook #{i}"), e.to_string()))?;
+        let configs = call
+            .hooks
+            .iter()
+            .map(|h| HookConfig {
+                event,
+                command: h.command.clone(),
+                tool_pattern: h.tool_pattern.clone(),
+                timeout_ms: h.timeout_ms,
+            })
+            .collect();
+        let set =
+            HookSet::new(configs).map_err(|(i, e)| bad(&format!("hook #{i}"), e.to_string()))?;
         let input =
             serde_json::from_str(&call.input_json).map_err(|e| bad("tool input", e.to_string()))?;
         Ok((
@@ -111,7 +115,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Handler<ToolsProtocol, W> for Tools
                 Ok(Response::Result(result))
             }
             Request::RunPreHooks(call) => {
-                let (runner, input) = self.hook_runner(&call)?;
+                let (runner, input) = self.hook_runner(&call, HookEvent::PreToolUse)?;
                 let r = runner.run_pre(&call.session_id, &call.tool, &input).await;
                 let decided_by = r.denied_by.map(|h| h.command);
                 Ok(Response::PreHooks(match r.verdict {
@@ -136,7 +140,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Handler<ToolsProtocol, W> for Tools
                 }))
             }
             Request::RunPostHooks(call) => {
-                let (runner, input) = self.hook_runner(&call)?;
+                let (runner, input) = self.hook_runner(&call, HookEvent::PostToolUse)?;
                 let output: serde_json::Value = match &call.output_json {
                     Some(o) => serde_json::from_str(o).map_err(|e| {
                         RemoteError::new(RemoteErrorKind::BadRequest, format!("hook output: {e}"))

@@ -41,6 +41,7 @@ const MAX_QUEUED: usize = 256;
 /// The protocol version this build speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
 
+/// What `hanzo-dev acp` takes.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Agent of new sessions: a built-in (`plan`, `solve`, `code`, `review`, `auto`) or a stored
@@ -51,6 +52,7 @@ pub struct Args {
     /// `session/request_permission`].
     #[arg(long, value_parser = approval_parser())]
     pub approval: Option<ApprovalMode>,
+    /// The limits and model flags `acp` shares with `run`.
     #[command(flatten)]
     pub session: run_cmd::SessionFlags,
     /// Play a cassette instead of calling a provider (each session's worker tree plays it from
@@ -110,6 +112,8 @@ struct Server<'a> {
     credentials: Option<Vec<(String, String, String)>>,
 }
 
+/// Runs `hanzo-dev acp`: serves the client on stdin and stdout until stdin closes; returns the
+/// exit code.
 pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<String>();
     let writer = tokio::spawn(async move {

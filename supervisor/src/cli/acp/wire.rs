@@ -10,20 +10,29 @@ use tokio::sync::mpsc;
 /// The longest line (message) accepted: longer ones are refused while being read, never held.
 pub const MAX_LINE: usize = 16 << 20;
 
+/// JSON-RPC: the line is not JSON.
 pub const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC: JSON, but not a request, notification or response.
 pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC: no such method.
 pub const METHOD_NOT_FOUND: i64 = -32601;
+/// JSON-RPC: the method's parameters are missing or of the wrong shape.
 pub const INVALID_PARAMS: i64 = -32602;
+/// JSON-RPC: the request was valid but failed on our side (the message says why).
 pub const INTERNAL_ERROR: i64 = -32603;
+/// ACP: authentication required (no credential for the method or provider; `hanzo-dev login`).
 pub const AUTH_REQUIRED: i64 = -32000;
+/// ACP: the session named does not exist.
 pub const NOT_FOUND: i64 = -32002;
 
 /// What the reader saw on stdin.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Incoming {
+    /// One line, without its line feed.
     Line(Vec<u8>),
     /// A line longer than the cap; its bytes were dropped up to the next line feed.
     TooLong,
+    /// stdin ended (or failed); the client is gone.
     Eof,
 }
 
@@ -82,24 +91,36 @@ pub async fn read_lines<R: AsyncBufRead + Unpin>(mut r: R, cap: usize, tx: mpsc:
 /// One message from the client, classified.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
+    /// A request of the client's, to be answered.
     Request {
+        /// Its id, echoed in the answer.
         id: Value,
+        /// The method (`initialize`, `session/new`, `session/prompt`, …).
         method: String,
+        /// Its parameters (`null` when absent).
         params: Value,
     },
+    /// A notification of the client's (`session/cancel`): no answer.
     Notification {
+        /// The method.
         method: String,
+        /// Its parameters (`null` when absent).
         params: Value,
     },
     /// An answer to a request of ours: `Ok(result)` or `Err(error object)`.
     Response {
+        /// The id of our request it answers.
         id: Value,
+        /// The result, or the error object.
         outcome: Result<Value, Value>,
     },
     /// Not a message we can act on; answered with this error (`id` null when unknown).
     Invalid {
+        /// The message's id, when it had one.
         id: Value,
+        /// The JSON-RPC error code to answer with.
         code: i64,
+        /// What is wrong with the message.
         message: String,
     },
 }
@@ -209,18 +230,22 @@ fn needs_escape(c: char) -> bool {
     matches!(c, '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}')
 }
 
+/// A successful response to request `id`.
 pub fn response(id: &Value, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
+/// An error response to request `id` (null when the request's id is unknown).
 pub fn error(id: &Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
+/// A notification of ours (`session/update`).
 pub fn notification(method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "method": method, "params": params})
 }
 
+/// A request of ours (`session/request_permission`), with our own numeric id.
 pub fn request(id: u64, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
