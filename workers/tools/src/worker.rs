@@ -4,7 +4,9 @@ use crate::limits::Limits;
 use crate::{SetupError, Tools};
 use hanzo_ipc::channel::{Handler, ItemSink};
 use hanzo_ipc::proto::{RemoteError, RemoteErrorKind};
-use hanzo_ipc::roles::tools::{HookCall, Item, PreHookReply, Request, Response, ToolsProtocol};
+use hanzo_ipc::roles::tools::{
+    HookCall, Item, PreHookReply, Request, Response, ToolCall, ToolsProtocol,
+};
 use hanzo_ipc::Role;
 use hanzo_policy::hooks::{HookConfig, HookEvent, HookSet, PreHookVerdict};
 use hanzo_policy::isolation::{IsolationMode, Tier};
@@ -87,72 +89,90 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Handler<ToolsProtocol, W> for Tools
         request: Request,
         items: ItemSink<ToolsProtocol, W>,
     ) -> Result<Response, RemoteError> {
+        // The long arms are boxed: every request's task holds this future, and spawning moves
+        // it whole, so a small request (a probe, a status, the definitions) should not carry a
+        // tool run's or a hook run's state.
         match request {
             Request::Common(c) => handle_common::<ToolsProtocol, W>(c, items)
                 .await
                 .map(Response::Common),
             Request::Definitions => Ok(Response::Definitions(crate::definitions())),
-            Request::Run(call) => {
-                let tools = self
-                    .tools
-                    .as_ref()
-                    .map_err(|e| RemoteError::new(RemoteErrorKind::Internal, e.clone()))?;
-                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
-                let mut streamed = 0usize;
-                let run = tools.run_streaming(&call, move |chunk| {
-                    if streamed < MAX_STREAMED {
-                        streamed += chunk.len();
-                        let _ = tx.send(chunk.to_vec());
-                    }
-                });
-                let forward = async {
-                    while let Some(chunk) = rx.recv().await {
-                        // A failed send means the channel is closing; the result would fail too.
-                        let _ = items.send(Item::Output { chunk }).await;
-                    }
-                };
-                let (result, ()) = tokio::join!(run, forward);
-                Ok(Response::Result(result))
-            }
-            Request::RunPreHooks(call) => {
-                let (runner, input) = self.hook_runner(&call, HookEvent::PreToolUse)?;
-                let r = runner.run_pre(&call.session_id, &call.tool, &input).await;
-                let decided_by = r.denied_by.map(|h| h.command);
-                Ok(Response::PreHooks(match r.verdict {
-                    PreHookVerdict::Allow => PreHookReply {
-                        allowed: true,
-                        reason: None,
-                        decided_by,
-                        failed: false,
-                    },
-                    PreHookVerdict::Deny { reason } => PreHookReply {
-                        allowed: false,
-                        reason: Some(reason),
-                        decided_by,
-                        failed: false,
-                    },
-                    PreHookVerdict::Failed { reason, .. } => PreHookReply {
-                        allowed: false,
-                        reason: Some(reason),
-                        decided_by,
-                        failed: true,
-                    },
-                }))
-            }
-            Request::RunPostHooks(call) => {
-                let (runner, input) = self.hook_runner(&call, HookEvent::PostToolUse)?;
-                let output: serde_json::Value = match &call.output_json {
-                    Some(o) => serde_json::from_str(o).map_err(|e| {
-                        RemoteError::new(RemoteErrorKind::BadRequest, format!("hook output: {e}"))
-                    })?,
-                    None => serde_json::Value::Null,
-                };
-                let failures = runner
-                    .run_post(&call.session_id, &call.tool, &input, &output)
-                    .await;
-                Ok(Response::PostHooks { failures })
-            }
+            Request::Run(call) => Box::pin(self.run_call(call, items)).await,
+            Request::RunPreHooks(call) => Box::pin(self.pre_hooks(call)).await,
+            Request::RunPostHooks(call) => Box::pin(self.post_hooks(call)).await,
         }
+    }
+}
+
+impl ToolsHandler {
+    /// One tool call, its output streamed as items while it runs.
+    async fn run_call<W: AsyncWrite + Unpin + Send + 'static>(
+        &self,
+        call: ToolCall,
+        items: ItemSink<ToolsProtocol, W>,
+    ) -> Result<Response, RemoteError> {
+        let tools = self
+            .tools
+            .as_ref()
+            .map_err(|e| RemoteError::new(RemoteErrorKind::Internal, e.clone()))?;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        let mut streamed = 0usize;
+        let run = tools.run_streaming(&call, move |chunk| {
+            if streamed < MAX_STREAMED {
+                streamed += chunk.len();
+                let _ = tx.send(chunk.to_vec());
+            }
+        });
+        let forward = async {
+            while let Some(chunk) = rx.recv().await {
+                // A failed send means the channel is closing; the result would fail too.
+                let _ = items.send(Item::Output { chunk }).await;
+            }
+        };
+        let (result, ()) = tokio::join!(run, forward);
+        Ok(Response::Result(result))
+    }
+
+    /// The pre-tool-use hooks of one call, and their verdict.
+    async fn pre_hooks(&self, call: HookCall) -> Result<Response, RemoteError> {
+        let (runner, input) = self.hook_runner(&call, HookEvent::PreToolUse)?;
+        let r = runner.run_pre(&call.session_id, &call.tool, &input).await;
+        let decided_by = r.denied_by.map(|h| h.command);
+        Ok(Response::PreHooks(match r.verdict {
+            PreHookVerdict::Allow => PreHookReply {
+                allowed: true,
+                reason: None,
+                decided_by,
+                failed: false,
+            },
+            PreHookVerdict::Deny { reason } => PreHookReply {
+                allowed: false,
+                reason: Some(reason),
+                decided_by,
+                failed: false,
+            },
+            PreHookVerdict::Failed { reason, .. } => PreHookReply {
+                allowed: false,
+                reason: Some(reason),
+                decided_by,
+                failed: true,
+            },
+        }))
+    }
+
+    /// The post-tool-use hooks of one call, and their failures.
+    async fn post_hooks(&self, call: HookCall) -> Result<Response, RemoteError> {
+        let (runner, input) = self.hook_runner(&call, HookEvent::PostToolUse)?;
+        let output: serde_json::Value = match &call.output_json {
+            Some(o) => serde_json::from_str(o).map_err(|e| {
+                RemoteError::new(RemoteErrorKind::BadRequest, format!("hook output: {e}"))
+            })?,
+            None => serde_json::Value::Null,
+        };
+        let failures = runner
+            .run_post(&call.session_id, &call.tool, &input, &output)
+            .await;
+        Ok(Response::PostHooks { failures })
     }
 }
 
