@@ -6,8 +6,16 @@
 //! settings merge already drops an untrusted file's `command`, `args`, `env` and `cwd`; a `url`
 //! it sets is refused here, since the broker would otherwise be asked to reach it). Server names
 //! follow the `mcp__<server>__<tool>` contract (`hanzo_mcp::validate_server_name`).
+//!
+//! Secrets (`"env": {"VAR": "${secret:NAME}"}`): honoured only for a stdio server whose whole
+//! launch — `command`, `args`, `env` and `cwd` — comes from the user's settings. A workspace
+//! file, even a trusted one, can name no secret, and cannot change what runs with one (a trusted
+//! project that set only `command` for a server whose user entry names a secret would otherwise
+//! run its own program with the user's token): such a server is not started, with the reason.
+//! The supervisor tells the broker the names ([`secret_grants`], `AllowMcpSecrets`), never a
+//! value; the broker gives the values to the mcp worker as it spawns that server.
 
-use hanzo_ipc::roles::broker::EgressSource;
+use hanzo_ipc::roles::broker::{EgressSource, McpSecretGrant};
 use hanzo_ipc::roles::mcp::{
     EnvValue, McpConfig, McpFilesystem, McpServerConfig, McpServerProfile, McpTransport,
 };
@@ -248,6 +256,12 @@ pub fn mcp_plan_with(
             ));
             continue;
         }
+        if let Some(why) = refused_secrets(&s.env, &from_workspace) {
+            if s.url.is_none() {
+                not_started.push(skip("skipped", why));
+                continue;
+            }
+        }
         let transport = match (&s.command, &s.url) {
             (Some(_), Some(_)) => {
                 return Err(err("set either `command` or `url`, not both".into()));
@@ -311,6 +325,133 @@ pub fn mcp_plan_with(
         not_started,
         network,
     })
+}
+
+/// Why the secrets a stdio server's `env` names cannot be given to it, if they cannot:
+/// a secret named in a workspace file, or a launch field (`command`, `args`, `env`, `cwd`) that
+/// a workspace file set (`from_workspace`); a name that is not an environment variable's, or one
+/// the supervisor keeps in its own environment (which would then hold the value).
+fn refused_secrets(
+    env: &BTreeMap<String, String>,
+    from_workspace: &dyn Fn(&str) -> bool,
+) -> Option<String> {
+    let named: Vec<(&String, String)> = env
+        .iter()
+        .filter_map(|(k, v)| match env_value(v) {
+            EnvValue::Secret(n) => Some((k, n)),
+            EnvValue::Plain(_) => None,
+        })
+        .collect();
+    let (var, first) = named.first()?;
+    let set_by_workspace: Vec<&str> = ["command", "args", "env", "cwd"]
+        .into_iter()
+        .filter(|k| from_workspace(k))
+        .collect();
+    if !set_by_workspace.is_empty() {
+        return Some(format!(
+            "its environment variable {var} names the secret {first}, and its {} {} set by this \
+             workspace's .hanzo/ settings: a server is given secrets only when everything that \
+             decides what it runs is in the user's settings \
+             ($XDG_CONFIG_HOME/hanzo/settings.json); move the entry there",
+            set_by_workspace.join(", "),
+            if set_by_workspace.len() == 1 {
+                "is"
+            } else {
+                "are"
+            },
+        ));
+    }
+    for (var, name) in &named {
+        if !is_env_name(name) {
+            return Some(format!(
+                "its environment variable {var} names the secret {name:?}, which is not an \
+                 environment variable's name"
+            ));
+        }
+        if crate::secrets::kept_in_own_env(name, "", &[]) {
+            return Some(format!(
+                "its environment variable {var} names the secret {name}, which is not a secret \
+                 variable (hanzo-dev keeps it in its own environment); name a variable such as \
+                 *_TOKEN or *_API_KEY, or list it in HANZO_SECRET_ENV"
+            ));
+        }
+    }
+    None
+}
+
+/// Whether `name` is an environment variable's name: `[A-Za-z_][A-Za-z0-9_]*`.
+fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Which secrets each stdio server of `config` may be given (its `EnvValue::Secret` names), for
+/// the broker. Only the servers of the settings name any: an editor's env values are plain.
+pub fn secret_grants(config: &McpConfig) -> Vec<McpSecretGrant> {
+    config
+        .servers
+        .iter()
+        .filter_map(|s| match &s.transport {
+            McpTransport::Stdio { env, .. } => {
+                let mut names: Vec<String> = env
+                    .iter()
+                    .filter_map(|(_, v)| match v {
+                        EnvValue::Secret(n) => Some(n.clone()),
+                        EnvValue::Plain(_) => None,
+                    })
+                    .collect();
+                names.sort();
+                names.dedup();
+                (!names.is_empty()).then(|| McpSecretGrant {
+                    server: s.name.clone(),
+                    names,
+                })
+            }
+            McpTransport::Http { .. } => None,
+        })
+        .collect()
+}
+
+/// The names of the secrets `loaded`'s servers may be given in `workspace`: handed to the broker
+/// alone (as every secret variable is), and scrubbed from what the run records.
+pub fn secret_names(
+    loaded: &hanzo_policy::settings::LoadedSettings,
+    workspace: &Path,
+) -> Vec<String> {
+    let Ok(plan) = plan_for(loaded, workspace) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = secret_grants(&plan.config)
+        .into_iter()
+        .flat_map(|g| g.names)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Tell the broker which secrets each stdio server of `config` may be given (replacing any
+/// earlier grant). Names only.
+pub async fn allow_secrets(
+    broker: &crate::worker::WorkerHandle<hanzo_ipc::roles::broker::BrokerProtocol>,
+    config: &McpConfig,
+) -> anyhow::Result<()> {
+    match broker
+        .call(hanzo_ipc::roles::broker::Request::AllowMcpSecrets(
+            secret_grants(config),
+        ))
+        .await
+    {
+        Ok(hanzo_ipc::roles::broker::Response::Configured { .. }) => Ok(()),
+        Ok(other) => anyhow::bail!("the broker answered AllowMcpSecrets with {other:?}"),
+        Err(e) => anyhow::bail!("the broker refused the MCP servers' secrets: {e}"),
+    }
+}
+
+/// Whether a stdio server of `config` names a secret (the broker must run for it).
+pub fn has_secrets(config: &McpConfig) -> bool {
+    !secret_grants(config).is_empty()
 }
 
 /// The remote servers of `config` the broker may reach for the mcp worker (the configured
@@ -450,6 +591,8 @@ pub async fn start_for_run_with(
             return None;
         }
     };
+    // The grants are the settings' servers' alone, decided before any editor server joins.
+    let grants_of = plan.config.clone();
     for server in extra {
         if plan.config.servers.iter().any(|s| s.name == server.name) {
             eprintln!(
@@ -500,6 +643,15 @@ pub async fn start_for_run_with(
     }
     // Handed over (or there was no remote server to hand them to): none is kept here.
     drop(extra_headers);
+    if has_secrets(&grants_of) {
+        if let Err(e) = allow_secrets(&sup.broker, &grants_of).await {
+            // The servers that name secrets then fail to start, each with the broker's refusal.
+            eprintln!(
+                "warning: {}; MCP servers that name secrets will not start",
+                crate::term::sanitize_line_for_terminal(&e.to_string())
+            );
+        }
+    }
     let limit = run_call_limit(&plan.config);
     let within = configure_limit(&plan.config);
     let request = hanzo_ipc::roles::mcp::Request::Configure(plan.config);
@@ -512,6 +664,7 @@ pub async fn start_for_run_with(
                 sup.mcp.clone(),
                 sup.broker.clone(),
                 keeper_config,
+                grants_of,
                 sources,
                 generation,
             ));
@@ -541,17 +694,24 @@ pub async fn start_for_run_with(
 }
 
 /// Configure every later mcp worker process (a crash restarts it, and a new process knows no
-/// server) as the first was: its egress channel (a new forwarder's pid) when servers have
-/// network, then the servers. Ends when the mcp role fails or the tree stops.
+/// server) as the first was: the secrets its servers may be given (a broker that restarted with
+/// it knows none), its egress channel (a new forwarder's pid) when servers have network, then
+/// the servers. Ends when the mcp role fails or the tree stops.
 async fn keep_configured(
     mcp: crate::worker::WorkerHandle<hanzo_ipc::roles::mcp::McpProtocol>,
     broker: crate::worker::WorkerHandle<hanzo_ipc::roles::broker::BrokerProtocol>,
     mut config: McpConfig,
+    grants_of: McpConfig,
     sources: Vec<EgressSource>,
     mut generation: u64,
 ) {
     while let Some(info) = mcp.next_ready(generation).await {
         generation = info.generation;
+        if has_secrets(&grants_of) {
+            if let Err(e) = allow_secrets(&broker, &grants_of).await {
+                tracing::error!("MCP server secrets not granted again after a restart: {e}");
+            }
+        }
         if !sources.is_empty() {
             if let Err(e) = crate::egress::configure_mcp(&mcp, &broker, &sources).await {
                 tracing::error!("MCP egress not reconfigured after a restart: {e}");
@@ -731,6 +891,86 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.message.contains("not both"), "{e}");
+    }
+
+    #[test]
+    fn secrets_are_granted_only_to_servers_launched_wholly_from_the_user_settings() {
+        let with = |env: &[(&str, &str)]| McpServer {
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..stdio("node")
+        };
+        let c = config(&[
+            (
+                "gh",
+                with(&[("GITHUB_TOKEN", "${secret:GH_TOKEN}"), ("LANG", "C")]),
+            ),
+            ("proj", with(&[("T", "${secret:ANTHROPIC_API_KEY}")])),
+            ("swapped", with(&[("T", "${secret:GH_TOKEN}")])),
+            ("kept", with(&[("T", "${secret:HANZO_MODEL}")])),
+            ("odd", with(&[("T", "${secret:A-B}")])),
+            ("plain", with(&[("T", "value")])),
+        ]);
+        let mut sources = BTreeMap::new();
+        for (key, src) in [
+            ("gh.env", Source::User),
+            ("gh.command", Source::User),
+            ("proj.env", Source::Project),
+            ("swapped.env", Source::User),
+            ("swapped.command", Source::Local),
+        ] {
+            sources.insert(format!("mcp_servers.{key}"), src);
+        }
+        let plan = mcp_plan(&c, &sources, true, Path::new("/w")).unwrap();
+        let started: Vec<&str> = plan
+            .config
+            .servers
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(started, ["gh", "plain"]);
+        assert_eq!(
+            secret_grants(&plan.config),
+            [McpSecretGrant {
+                server: "gh".into(),
+                names: vec!["GH_TOKEN".into()],
+            }]
+        );
+        assert!(has_secrets(&plan.config));
+        let why = |name: &str| {
+            plan.not_started
+                .iter()
+                .find(|r| r.0 == name)
+                .map(|r| (r.2.clone(), r.3.clone()))
+                .unwrap_or_else(|| panic!("{name} not listed"))
+        };
+        let (state, proj) = why("proj");
+        assert_eq!(state, "skipped");
+        assert!(
+            proj.contains("T names the secret ANTHROPIC_API_KEY") && proj.contains("its env is"),
+            "{proj}"
+        );
+        assert!(
+            why("swapped").1.contains("its command is set by"),
+            "{}",
+            why("swapped").1
+        );
+        assert!(
+            why("kept").1.contains("not a secret variable"),
+            "{}",
+            why("kept").1
+        );
+        assert!(
+            why("odd").1.contains("not an environment variable"),
+            "{}",
+            why("odd").1
+        );
+        // Written as sentences: no line-continuation gap.
+        for r in &plan.not_started {
+            assert!(!r.3.contains("  "), "{:?}", r.3);
+        }
     }
 
     #[test]

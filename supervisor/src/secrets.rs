@@ -45,11 +45,19 @@ impl StartEnv {
     /// The values of every secret variable: what must never reach a record, a log or the
     /// terminal.
     pub fn secret_values(&self) -> SecretValues {
+        self.secret_values_with(&[])
+    }
+
+    /// [`StartEnv::secret_values`], also with the values of the variables `names` (the secrets
+    /// the settings give MCP servers, whatever their names look like).
+    pub fn secret_values_with(&self, names: &[String]) -> SecretValues {
         let configured = self.extra_secret_names();
         SecretValues::new(
             self.vars
                 .iter()
-                .filter(|(k, v)| is_secret_name(k, &configured) || is_secret_value(v))
+                .filter(|(k, v)| {
+                    is_secret_name(k, &configured) || is_secret_value(v) || names.contains(k)
+                })
                 .map(|(_, v)| v.clone()),
         )
     }

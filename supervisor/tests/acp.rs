@@ -505,6 +505,18 @@ fn malformed_and_hostile_messages_are_refused_and_the_agent_keeps_serving() {
                "env": [{"name": "GITHUB_TOKEN", "value": "ghp_x"}]}]}),
     );
     assert_eq!(error_code(&e), -32602, "{e}");
+    // Nor pick one of the user's secrets for it: `${secret:…}` is the user settings' alone.
+    let e = c.call(
+        "session/new",
+        json!({"cwd": env.ws(), "mcpServers": [{"name": "gh", "command": "/bin/true", "args": [],
+               "env": [{"name": "SERVICE", "value": "${secret:ANTHROPIC_API_KEY}"}]}]}),
+    );
+    assert_eq!(error_code(&e), -32602, "{e}");
+    let message = e["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("cannot give an MCP server the user's secrets"),
+        "{message}"
+    );
     // An answer to a request never made is ignored: no reply, and the next request is answered.
     c.send(&select(&json!(1), "allow_always"));
     let e = c.call("session/fly", json!({}));

@@ -1,7 +1,8 @@
 //! The broker channel (supervisor ↔ broker). Credential-free HTTP requests from the model worker
 //! travel on the separate direct channel ([`super::http`]), not here. Nothing the broker sends on
 //! this channel carries a secret value: the supervisor learns which credentials exist, never what
-//! they are. One secret goes the other way: the headers an editor gives its remote MCP servers over
+//! they are, and names the secrets an MCP stdio server may have without ever holding their
+//! values ([`Request::AllowMcpSecrets`]). One secret goes the other way: the headers an editor gives its remote MCP servers over
 //! ACP, handed to the broker in [`Request::AllowMcpServers`] as
 //! [`super::mcphttp::SecretText`] (zeroized, redacted in `Debug`) and kept by the broker alone.
 
@@ -62,6 +63,12 @@ pub enum Request {
     /// address), no redirects, a size cap and a timeout. Replies [`Response::Jwks`]; `Refused`
     /// for a URL or document that breaks those rules, `Internal` when the issuer cannot be reached.
     FetchJwks(JwksFetch),
+    /// Replace which secrets each stdio MCP server may be given (names only, never values; from
+    /// the user's settings: `mcp_servers.NAME.env` values `${secret:SECRET}`). The mcp worker
+    /// asks for them as it spawns the server (`mcphttp::Request::ResolveSecrets`); the broker
+    /// answers only for a pair listed here. Replies [`Response::Configured`] (how many pairs), or
+    /// `Refused` naming a server or secret name that is not valid.
+    AllowMcpSecrets(Vec<McpSecretGrant>),
     /// [`Request::ConfigureEgress`] for the mcp worker's control socket (fd
     /// [`crate::transport::MCP_EGRESS_FD`]): its forwarder's pid, and one
     /// [`EgressSource`] per stdio server given network (its proxy address and its own list).
@@ -69,14 +76,24 @@ pub enum Request {
     ConfigureMcpEgress(EgressSettings),
 }
 
+/// The secrets one stdio MCP server may be given, by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpSecretGrant {
+    /// The server's name in `mcp_servers`.
+    pub server: String,
+    /// The names of the secrets (environment variables handed to the broker) it may have.
+    pub names: Vec<String>,
+}
+
 /// The broker's answers, one variant per request kind.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Response {
     /// The answer to a common request.
     Common(CommonResponse),
-    /// The answer to [`Request::AllowEndpoints`] and [`Request::AllowMcpServers`].
+    /// The answer to [`Request::AllowEndpoints`], [`Request::AllowMcpServers`] and
+    /// [`Request::AllowMcpSecrets`].
     Configured {
-        /// How many endpoints (or MCP servers) were accepted.
+        /// How many endpoints (MCP servers, or (server, secret) pairs) were accepted.
         endpoints: u32,
     },
     /// The answer to [`Request::DescribeCredentials`].

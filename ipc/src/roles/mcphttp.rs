@@ -1,13 +1,20 @@
 //! The direct channel between the mcp worker and the broker (fd 4 in the mcp worker,
-//! [`BROKER_MCP_FD`] in the broker): the mcp worker sends one credential-free HTTP exchange with
-//! a configured remote MCP server; the broker checks the URL against the servers the supervisor
-//! configured (`broker::Request::AllowMcpServers`), adds that server's OAuth token when it holds
-//! one, and streams back the status, the headers without any credential-bearing one, and the body
-//! with every secret it holds replaced.
+//! [`BROKER_MCP_FD`] in the broker), for two things:
+//! - one credential-free HTTP exchange with a configured remote MCP server ([`Request::Send`]):
+//!   the broker checks the URL against the servers the supervisor configured
+//!   (`broker::Request::AllowMcpServers`), adds that server's OAuth token when it holds one, and
+//!   streams back the status, the headers without any credential-bearing one, and the body with
+//!   every secret it holds replaced;
+//! - the secrets a stdio server's environment names ([`Request::ResolveSecrets`]), asked for as
+//!   the server is spawned: the broker answers only for a (server, name) pair the supervisor
+//!   granted (`broker::Request::AllowMcpSecrets`, from the user's settings), from its own
+//!   environment, as zeroizing [`SecretText`]s. The only channel on which a secret's value goes
+//!   *from* the broker to another process.
 //!
-//! Answers reuse the model channel's [`http::Response`] and [`http::Item`]: the two channels are
-//! different types (a request here names an MCP *server*, never a provider credential), so the
-//! model worker cannot ask for an MCP token and the mcp worker cannot ask for a provider key.
+//! HTTP answers reuse the model channel's [`http::Item`], wrapped in this channel's [`Response`]:
+//! the two channels are different types (a request here names an MCP *server*, never a provider
+//! credential), so the model worker cannot ask for an MCP token or a server's secret, and the mcp
+//! worker cannot ask for a provider key.
 
 use super::http;
 use crate::Role;
@@ -22,6 +29,37 @@ pub const BROKER_MCP_FD: i32 = crate::role::fd(crate::role::Channel::McpBroker, 
 pub enum Request {
     /// One exchange with a configured remote MCP server.
     Send(McpHttpRequest),
+    /// The values of secrets a stdio server's environment names, for spawning it. Answered with
+    /// [`Response::Secrets`], or a `Refused` error naming the first (server, secret) pair the
+    /// supervisor did not grant (then no value is sent).
+    ResolveSecrets(McpSecretRequest),
+}
+
+/// The broker's answers on this channel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    /// The end of a [`Request::Send`] exchange (its parts streamed as [`http::Item`]s).
+    Http(http::Response),
+    /// The answer to [`Request::ResolveSecrets`]: one entry per name asked, in the same order.
+    Secrets(Vec<ResolvedSecret>),
+}
+
+/// The secrets stdio server `server` is to be started with, by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpSecretRequest {
+    /// The server's name in `mcp_servers`.
+    pub server: String,
+    /// The secrets' names (environment variables of the broker).
+    pub names: Vec<String>,
+}
+
+/// One secret of a [`Response::Secrets`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolvedSecret {
+    /// The secret's name, as asked.
+    pub name: String,
+    /// Its value; `None` when the broker holds no (non-empty) variable of that name.
+    pub value: Option<SecretText>,
 }
 
 /// A credential-free request to the remote MCP server `server` (its settings name).
@@ -47,7 +85,7 @@ pub struct McpHttpProtocol;
 impl crate::proto::Protocol for McpHttpProtocol {
     const ROLE: Role = Role::Broker;
     type Request = Request;
-    type Response = http::Response;
+    type Response = Response;
     type Item = http::Item;
     type Event = http::Event;
 }
@@ -90,9 +128,9 @@ pub struct McpHeader {
     pub value: SecretText,
 }
 
-/// A secret that has to cross a channel (only ever towards the broker): serialized as the plain
-/// string, but zeroized when dropped and printed as `[redacted]` by `Debug`, so a stray `{:?}`
-/// of a request cannot leak it.
+/// A secret that has to cross a channel (towards the broker, or from it to the mcp worker for a
+/// stdio server's environment): serialized as the plain string, but zeroized when dropped and
+/// printed as `[redacted]` by `Debug`, so a stray `{:?}` of a message cannot leak it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SecretText(zeroize::Zeroizing<String>);
 
@@ -114,7 +152,8 @@ impl SecretText {
         SecretText(zeroize::Zeroizing::new(value))
     }
 
-    /// The value itself, for the one place that uses it (the request header the broker sets).
+    /// The value itself, for the one place that uses it (the request header the broker sets,
+    /// the environment of the server it was resolved for).
     pub fn expose(&self) -> &str {
         &self.0
     }
@@ -176,5 +215,25 @@ mod tests {
             !shown.contains("editor-secret") && shown.contains("[redacted]"),
             "{shown}"
         );
+        let ask = Request::ResolveSecrets(McpSecretRequest {
+            server: "gh".into(),
+            names: vec!["GITHUB_TOKEN".into(), "UNSET".into()],
+        });
+        let back: Request = decode_payload("REQUEST", &encode_payload(&ask)).unwrap();
+        assert_eq!(back, ask);
+        let answer = Response::Secrets(vec![
+            ResolvedSecret {
+                name: "GITHUB_TOKEN".into(),
+                value: Some(SecretText::new("ghp_server-secret".into())),
+            },
+            ResolvedSecret {
+                name: "UNSET".into(),
+                value: None,
+            },
+        ]);
+        let back: Response = decode_payload("RESPONSE", &encode_payload(&answer)).unwrap();
+        assert_eq!(back, answer);
+        let shown = format!("{answer:?}");
+        assert!(!shown.contains("server-secret"), "{shown}");
     }
 }

@@ -160,7 +160,8 @@ pub(super) fn prepare(
     // ---- the run store and the agent ----
     let mut store =
         super::store::open(args.org.as_deref(), env).map_err(|e| usage(format!("{e:#}")))?;
-    let secrets = env.secret_values();
+    // The secrets MCP servers are given count as secrets whatever their names.
+    let secrets = env.secret_values_with(&crate::mcp::secret_names(&loaded, &workspace));
     store.set_secret_values(secrets.clone());
     let agent_name = args
         .agent
@@ -230,6 +231,9 @@ impl Host {
             supervisor_config(Some(prep.workspace.clone()), env, prep.kernel_landlock_abi)?;
         cfg.isolation = prep.isolation;
         cfg.secret_names = env.secret_names();
+        // The secrets MCP servers are given reach the broker alone, whatever their names.
+        cfg.secret_names
+            .extend(crate::mcp::secret_names(&prep.loaded, &prep.workspace));
         // A `workspace-rw` server needs an mcp worker (and launcher) that may write the workspace.
         cfg.ctx.mcp_workspace_write =
             crate::mcp::wants_workspace_write(&prep.loaded, &prep.workspace);

@@ -137,12 +137,21 @@ pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     let kernel = hanzo_sandbox::doctor::probe_kernel();
     let (mut cfg, _run_dir) = supervisor_config(Some(cwd.clone()), &env, kernel.landlock_abi)?;
     cfg.ctx.mcp_workspace_write = plan.wants_workspace_write();
-    // Remote servers are reached through the broker: it runs only when one is configured.
-    cfg.roles = Some(if crate::mcp::has_remote(&plan.config) {
-        vec![Role::Broker, Role::Mcp]
-    } else {
-        vec![Role::Mcp]
-    });
+    // The secrets servers are given reach the broker alone, whatever their names.
+    cfg.secret_names.extend(
+        crate::mcp::secret_grants(&plan.config)
+            .into_iter()
+            .flat_map(|g| g.names),
+    );
+    // Remote servers are reached, and secrets given, through the broker: it runs only when one
+    // is configured.
+    cfg.roles = Some(
+        if crate::mcp::has_remote(&plan.config) || crate::mcp::has_secrets(&plan.config) {
+            vec![Role::Broker, Role::Mcp]
+        } else {
+            vec![Role::Mcp]
+        },
+    );
     let sup = Supervisor::start(cfg).await?;
     let code = with_tree(&sup, args, &plan, &loaded).await;
     sup.shutdown().await;
@@ -158,6 +167,9 @@ async fn with_tree(
     sup.wait_ready().await?;
     if crate::mcp::has_remote(&plan.config) {
         crate::mcp::allow_remotes(sup, &plan.config, McpLogin::Never).await?;
+    }
+    if crate::mcp::has_secrets(&plan.config) {
+        crate::mcp::allow_secrets(&sup.broker, &plan.config).await?;
     }
     let statuses = match sup
         .mcp

@@ -51,7 +51,14 @@ pub struct Broker {
     mcp_servers: RwLock<crate::mcp_http::McpServers>,
     /// The client for them: no redirects, public addresses only for host names.
     mcp_client: reqwest::Client,
+    /// Which secrets each MCP stdio server may be given (`mcp_secrets.rs`).
+    mcp_secrets: RwLock<crate::mcp_secrets::McpSecretGrants>,
+    /// Where those secrets' values come from: this process's environment (tests pass another).
+    secret_env: SecretEnv,
 }
+
+/// A lookup of a secret variable by name.
+pub type SecretEnv = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 fn fail(kind: HttpFailureKind, message: impl Into<String>) -> Response {
     Response::Failed(HttpFailure {
@@ -89,7 +96,39 @@ impl Broker {
             pacer: Arc::new(RealPacer),
             mcp_servers: RwLock::new(crate::mcp_http::McpServers::default()),
             mcp_client,
+            mcp_secrets: RwLock::new(crate::mcp_secrets::McpSecretGrants::default()),
+            secret_env: Box::new(|k| std::env::var(k).ok()),
         })
+    }
+
+    /// Take MCP servers' secrets from `env` instead of this process's environment (tests).
+    pub fn with_secret_env(mut self, env: SecretEnv) -> Broker {
+        self.secret_env = env;
+        self
+    }
+
+    /// Replace which secrets each MCP stdio server may be given; how many pairs were granted.
+    pub fn allow_mcp_secrets(
+        &self,
+        grants: Vec<hanzo_ipc::roles::broker::McpSecretGrant>,
+    ) -> Result<usize, crate::mcp_secrets::McpSecretError> {
+        let grants = crate::mcp_secrets::McpSecretGrants::new(grants)?;
+        let n = grants.len();
+        *self.mcp_secrets.write().unwrap_or_else(|p| p.into_inner()) = grants;
+        Ok(n)
+    }
+
+    /// The values of the secrets `req.server` is to be spawned with, if every one was granted
+    /// to it ([`crate::mcp_secrets::McpSecretGrants::resolve`]).
+    pub fn resolve_mcp_secrets(
+        &self,
+        req: &hanzo_ipc::roles::mcphttp::McpSecretRequest,
+    ) -> Result<Vec<hanzo_ipc::roles::mcphttp::ResolvedSecret>, crate::mcp_secrets::McpSecretError>
+    {
+        self.mcp_secrets
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .resolve(&req.server, &req.names, &*self.secret_env)
     }
 
     /// Where `credentials.json` is: logins, logouts and refreshes write there.
@@ -486,8 +525,9 @@ impl Broker {
             .any(|s| !s.is_empty() && find(hay, s.as_bytes()).is_some())
     }
 
-    /// Every secret value the broker holds: its credentials', and the header values editors
-    /// gave for their remote MCP servers (any of which may be a credential).
+    /// Every secret value the broker holds: its credentials', the header values editors
+    /// gave for their remote MCP servers (any of which may be a credential), and the secrets
+    /// granted to MCP stdio servers.
     pub(crate) fn held_secrets(&self) -> Vec<String> {
         let mut all: Vec<String> = self
             .read_creds()
@@ -495,6 +535,15 @@ impl Broker {
             .map(|s| s.expose().to_string())
             .collect();
         all.extend(self.mcp_servers().header_values());
+        let granted: Vec<String> = self
+            .mcp_secrets
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .names()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        all.extend(granted.iter().filter_map(|n| (self.secret_env)(n)));
         all
     }
 

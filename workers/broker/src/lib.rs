@@ -22,6 +22,7 @@ pub mod egress;
 pub mod fetch;
 pub mod jwks;
 pub mod mcp_http;
+pub mod mcp_secrets;
 pub mod oauth;
 pub mod pkce;
 pub mod secret;

@@ -350,6 +350,15 @@ impl Handler<BrokerProtocol, OwnedWriteHalf> for BrokerHandler {
                     endpoints: u32::try_from(n).unwrap_or(u32::MAX),
                 })
             }
+            Request::AllowMcpSecrets(grants) => {
+                let n = self
+                    .broker()?
+                    .allow_mcp_secrets(grants)
+                    .map_err(|e| RemoteError::new(RemoteErrorKind::Refused, e.to_string()))?;
+                Ok(Response::Configured {
+                    endpoints: u32::try_from(n).unwrap_or(u32::MAX),
+                })
+            }
             Request::DescribeCredentials => Ok(Response::Credentials(self.broker()?.report())),
             Request::AuthStatus => Ok(Response::AuthStatus(self.broker()?.status())),
             Request::ConfigureEgress(settings) => self.egress.configure(false, &settings).await,
@@ -480,8 +489,10 @@ impl<W: tokio::io::AsyncWrite + Unpin + Send + 'static> Handler<HttpProtocol, W>
     }
 }
 
-/// The mcp worker's channel: a request names a configured MCP server, checked against the
-/// servers the supervisor allowed, and carries only that server's token ([`Broker::fetch_mcp`]).
+/// The mcp worker's channel: an exchange names a configured MCP server, checked against the
+/// servers the supervisor allowed, and carries only that server's token ([`Broker::fetch_mcp`]);
+/// a stdio server's secrets are given only when the supervisor granted each to that server
+/// ([`Broker::resolve_mcp_secrets`]).
 struct McpDirectHandler {
     broker: Arc<Broker>,
 }
@@ -493,13 +504,25 @@ impl<W: tokio::io::AsyncWrite + Unpin + Send + 'static> Handler<McpHttpProtocol,
         &self,
         request: mcphttp::Request,
         items: ItemSink<McpHttpProtocol, W>,
-    ) -> Result<http::Response, RemoteError> {
-        let mcphttp::Request::Send(req) = request;
-        relay(
-            &items,
-            |tx| async move { self.broker.fetch_mcp(req, &tx).await },
-        )
-        .await
+    ) -> Result<mcphttp::Response, RemoteError> {
+        match request {
+            mcphttp::Request::Send(req) => {
+                relay(
+                    &items,
+                    |tx| async move { self.broker.fetch_mcp(req, &tx).await },
+                )
+                .await
+                .map(mcphttp::Response::Http)
+            }
+            mcphttp::Request::ResolveSecrets(req) => match self.broker.resolve_mcp_secrets(&req) {
+                Ok(values) => Ok(mcphttp::Response::Secrets(values)),
+                Err(e) => {
+                    // Names only: which server asked for what it was not granted.
+                    eprintln!("hanzo-dev broker worker: refused: {e}");
+                    Err(RemoteError::new(RemoteErrorKind::Refused, e.to_string()))
+                }
+            },
+        }
     }
 }
 

@@ -1,7 +1,9 @@
 //! The mcp worker's [`HttpClient`]: the broker, over the mcp ↔ broker direct channel (fd 4,
 //! `hanzo_ipc::roles::mcphttp`). The worker has no socket of its own; every exchange names the
 //! configured server it is for, and the broker decides whether the URL may be reached and which
-//! token (if any) goes with it. Nothing credential-bearing comes back.
+//! token (if any) goes with it. Nothing credential-bearing comes back. The same channel carries
+//! the one exception, [`BrokerLink::resolve_secrets`]: the secrets a stdio server's environment
+//! names, which the broker gives only for what the supervisor granted that server.
 //!
 //! The channel is opened (handshake) at the first exchange, within [`HANDSHAKE_TIMEOUT`]: a
 //! worker started without a broker (a command that runs the mcp worker alone) fails its remote
@@ -13,7 +15,9 @@ use crate::BoxFuture;
 use hanzo_ipc::channel::{Client, ResponseStream, StreamPart};
 use hanzo_ipc::frame::DEFAULT_MAX_FRAME;
 use hanzo_ipc::roles::http::{self, direct_handshake, HttpFailure, HttpFailureKind};
-use hanzo_ipc::roles::mcphttp::{McpHttpProtocol, McpHttpRequest, Request};
+use hanzo_ipc::roles::mcphttp::{
+    McpHttpProtocol, McpHttpRequest, McpSecretRequest, Request, ResolvedSecret, Response,
+};
 use hanzo_ipc::transport;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -78,6 +82,35 @@ impl BrokerLink {
                 message: why.clone(),
             }),
             LinkState::Fd(_) => unreachable!("replaced above"),
+        }
+    }
+
+    /// The values of the secrets `names` that stdio server `server` is to be spawned with, as
+    /// the broker holds them (`None`: it holds no such variable). An error says why the broker
+    /// gave none (it was not asked for a pair the supervisor granted, or it cannot be reached);
+    /// it never holds a value.
+    pub async fn resolve_secrets(
+        &self,
+        server: &str,
+        names: Vec<String>,
+    ) -> Result<Vec<ResolvedSecret>, String> {
+        let client = self.client().await.map_err(|e| e.message)?;
+        let asked = names.clone();
+        match client
+            .call(Request::ResolveSecrets(McpSecretRequest {
+                server: server.to_string(),
+                names,
+            }))
+            .await
+        {
+            Ok(Response::Secrets(values))
+                if values.len() == asked.len()
+                    && values.iter().zip(&asked).all(|(v, n)| v.name == *n) =>
+            {
+                Ok(values)
+            }
+            Ok(_) => Err("the broker answered the request for secrets out of order".into()),
+            Err(e) => Err(format!("the broker gave no secret: {e}")),
         }
     }
 
@@ -151,7 +184,9 @@ impl HttpClient for ServerHttp {
                         ended: false,
                     }),
                 }),
-                Some(Ok(StreamPart::Done(http::Response::Failed(f)))) => Err(from_failure(f)),
+                Some(Ok(StreamPart::Done(Response::Http(http::Response::Failed(f))))) => {
+                    Err(from_failure(f))
+                }
                 Some(Ok(_)) => Err(connect_error(
                     "the broker answered out of order (no response head first)".into(),
                 )),
@@ -179,8 +214,16 @@ impl HttpBody for BrokerBody {
                     kind: HttpErrorKind::Body,
                     message: "the broker sent a second response head".into(),
                 })),
-                Some(Ok(StreamPart::Done(http::Response::Done { .. }))) | None => None,
-                Some(Ok(StreamPart::Done(http::Response::Failed(f)))) => Some(Err(from_failure(f))),
+                Some(Ok(StreamPart::Done(Response::Http(http::Response::Done { .. })))) | None => {
+                    None
+                }
+                Some(Ok(StreamPart::Done(Response::Http(http::Response::Failed(f))))) => {
+                    Some(Err(from_failure(f)))
+                }
+                Some(Ok(StreamPart::Done(Response::Secrets(_)))) => Some(Err(HttpError {
+                    kind: HttpErrorKind::Body,
+                    message: "the broker answered an exchange with secrets".into(),
+                })),
                 Some(Err(e)) => Some(Err(HttpError {
                     kind: HttpErrorKind::Body,
                     message: format!("the broker failed mid-body: {e}"),

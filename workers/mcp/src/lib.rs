@@ -27,6 +27,7 @@ pub mod http;
 pub mod jsonrpc;
 pub mod names;
 mod peer;
+pub mod redact;
 pub mod requests;
 pub mod stdio;
 pub mod worker;

@@ -9,6 +9,14 @@
 //! The worker itself has no network and no credentials: remote (streamable-HTTP) servers are
 //! reached through the broker on the direct channel (fd 4, [`crate::broker_http`]).
 //!
+//! An entry's environment may name secrets (`EnvValue::Secret`): the worker asks the broker for
+//! their values on the same channel as it spawns the server (the broker answers only for what
+//! the supervisor granted that server), puts them in the server's environment, keeps only their
+//! fingerprints ([`crate::redact`]) and zeroes the values once the server is spawned. Every
+//! string the worker passes on (answers, progress, events, its stderr) has them replaced by
+//! `[redacted]`. A secret the broker does not hold fails that server, naming the variable and
+//! the secret, never a value.
+//!
 //! A server whose connection ends on its own (it crashed, broke the protocol, flooded a line) is
 //! restarted with backoff, a bounded number of times; calls in flight fail with a typed error.
 
@@ -16,6 +24,7 @@ use crate::broker_http::BrokerLink;
 use crate::classify::CallOutcome;
 use crate::client::{CallOptions, ClientOptions, McpClient, Progress, ServerEvent};
 use crate::error::{CloseReason, McpError};
+use crate::redact::Redactor;
 use crate::stdio::{ServerExit, ServerIo, ServerProcess, ServerSpawner, SpawnError, StdioSpec};
 use crate::BoxFuture;
 use hanzo_ipc::channel::{EventSink, Handler, ItemSink};
@@ -261,6 +270,8 @@ struct Inner {
     egress: Egress,
     /// What `workspace-rw` servers may write.
     workspace_write: WorkspaceWrite,
+    /// The fingerprints of the stdio servers' secrets, replaced in everything passed on.
+    redactor: Arc<Redactor>,
     state: Mutex<State>,
     /// Serialises `Configure`s.
     configuring: tokio::sync::Mutex<()>,
@@ -300,6 +311,7 @@ impl McpHandler {
                 tier: Tier::A,
                 egress: Egress::None,
                 workspace_write: WorkspaceWrite::None,
+                redactor: Arc::new(Redactor::new()),
                 state: Mutex::new(State::default()),
                 configuring: tokio::sync::Mutex::new(()),
             }),
@@ -346,6 +358,8 @@ impl McpHandler {
                 usize::try_from(config.max_message_bytes).unwrap_or(usize::MAX),
             );
             st.roots = config.roots.iter().map(PathBuf::from).collect();
+            let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
+            inner.redactor.retain(&names);
             let old: Vec<Arc<McpClient>> = std::mem::take(&mut st.servers)
                 .into_values()
                 .filter_map(|e| e.client)
@@ -374,13 +388,18 @@ impl McpHandler {
         self.statuses()
     }
 
-    /// Every configured server and its state.
+    /// Every configured server and its state (its secrets redacted).
     pub fn statuses(&self) -> Vec<McpServerStatus> {
-        self.inner
+        let statuses: Vec<McpServerStatus> = self
+            .inner
             .lock()
             .servers
             .values()
             .map(|e| e.status.clone())
+            .collect();
+        statuses
+            .into_iter()
+            .map(|s| scrub_status(&self.inner.redactor, s))
             .collect()
     }
 
@@ -411,21 +430,52 @@ impl McpHandler {
             let tools = client.qualified_tools().map_err(|err| {
                 RemoteError::new(RemoteErrorKind::Refused, format!("{name}: {err}"))
             })?;
+            let redactor = &self.inner.redactor;
             for (qualified, t) in tools {
+                // A tool named after a secret cannot be redacted (it is called by that name):
+                // it is left out.
+                if redactor.found_in(&t.name) {
+                    self.inner.log(
+                        LogLevel::Warn,
+                        format!(
+                            "MCP server {name:?}: a tool whose name holds a secret is left out"
+                        ),
+                    );
+                    continue;
+                }
                 out.push(McpToolInfo {
                     server: name.clone(),
                     tool: t.name,
                     qualified_name: qualified,
-                    description: t.description,
-                    input_schema_json: t.input_schema.to_string(),
+                    description: t.description.map(|d| redactor.scrub(&d)),
+                    input_schema_json: redactor.scrub(&t.input_schema.to_string()),
                 });
             }
         }
         Ok(out)
     }
 
-    /// One call, classified; `progress` receives the server's progress notifications.
+    /// One call, classified; `progress` receives the server's progress notifications. The
+    /// servers' secrets are redacted in both.
     pub async fn call(
+        &self,
+        call: McpToolCall,
+        progress: Option<Arc<dyn Fn(Progress) + Send + Sync>>,
+    ) -> McpCallOutcome {
+        let redactor = self.inner.redactor.clone();
+        let progress = progress.map(|p| {
+            let redactor = redactor.clone();
+            Arc::new(move |mut step: Progress| {
+                if let Some(m) = &mut step.message {
+                    redactor.scrub_in_place(m);
+                }
+                p(step)
+            }) as Arc<dyn Fn(Progress) + Send + Sync>
+        });
+        scrub_outcome(&redactor, self.call_unscrubbed(call, progress).await)
+    }
+
+    async fn call_unscrubbed(
         &self,
         call: McpToolCall,
         progress: Option<Arc<dyn Fn(Progress) + Send + Sync>>,
@@ -525,6 +575,14 @@ impl Inner {
     }
 
     fn emit(&self, event: Event) {
+        let event = match event {
+            Event::Common(CommonEvent::Log { level, mut message }) => {
+                self.redactor.scrub_in_place(&mut message);
+                Event::Common(CommonEvent::Log { level, message })
+            }
+            Event::ServerState(status) => Event::ServerState(scrub_status(&self.redactor, status)),
+            other => other,
+        };
         if let Some(events) = self.events.clone() {
             tokio::spawn(async move {
                 // A closed channel means the worker is ending anyway.
@@ -535,6 +593,83 @@ impl Inner {
 
     fn log(&self, level: LogLevel, message: String) {
         self.emit(Event::Common(CommonEvent::Log { level, message }));
+    }
+
+    /// A stdio server's environment from its entry: plain values as written, and the secrets it
+    /// names with their values from the broker (remembered by the redactor as this server's).
+    /// Fails, naming the variable and the secret and never a value, when the broker gives none.
+    async fn server_env(
+        &self,
+        server: &str,
+        env: &[(String, EnvValue)],
+    ) -> Result<Vec<(String, String)>, String> {
+        let named: Vec<(&str, &str)> = env
+            .iter()
+            .filter_map(|(k, v)| match v {
+                EnvValue::Secret(name) => Some((k.as_str(), name.as_str())),
+                EnvValue::Plain(_) => None,
+            })
+            .collect();
+        let values = if named.is_empty() {
+            self.redactor.set(server, &[]);
+            Vec::new()
+        } else {
+            let Some(broker) = &self.broker else {
+                return Err(format!(
+                    "its environment variable {} names the secret {}, which only the broker \
+                     gives, and this mcp worker has no channel to it",
+                    named[0].0, named[0].1
+                ));
+            };
+            let mut names: Vec<String> = named.iter().map(|(_, n)| n.to_string()).collect();
+            names.sort();
+            names.dedup();
+            let values = broker.resolve_secrets(server, names).await.map_err(|why| {
+                let list: Vec<String> = named
+                    .iter()
+                    .map(|(k, n)| format!("{k} = secret {n}"))
+                    .collect();
+                format!(
+                    "its environment names secrets ({}), and {why}",
+                    list.join(", ")
+                )
+            })?;
+            if let Some((k, n)) = named
+                .iter()
+                .find(|(_, n)| !values.iter().any(|v| v.name == *n && v.value.is_some()))
+            {
+                return Err(format!(
+                    "its environment variable {k} names the secret {n}, which the broker does \
+                     not hold: set {n} in the environment hanzo-dev is started in (it is handed \
+                     to the broker alone), or remove it from the entry"
+                ));
+            }
+            self.redactor.set(
+                server,
+                &values
+                    .iter()
+                    .filter_map(|v| v.value.as_ref().map(|s| s.expose()))
+                    .collect::<Vec<_>>(),
+            );
+            values
+        };
+        let mut out = Vec::with_capacity(env.len());
+        for (k, v) in env {
+            match v {
+                EnvValue::Plain(v) => out.push((k.clone(), v.clone())),
+                EnvValue::Secret(name) => {
+                    if let Some(value) = values
+                        .iter()
+                        .find(|r| r.name == *name)
+                        .and_then(|r| r.value.as_ref())
+                    {
+                        out.push((k.clone(), value.expose().to_string()));
+                    }
+                }
+            }
+        }
+        // `values` (zeroizing) is dropped here; the copies in `out` are zeroed after the spawn.
+        Ok(out)
     }
 
     /// Update a server's state if the configuration is still `generation`; `false` otherwise.
@@ -638,8 +773,10 @@ impl Inner {
                 }
             }
         });
-        let on_stderr: crate::stdio::StderrFn = Arc::new(|server, line, cut| {
+        let redactor = self.redactor.clone();
+        let on_stderr: crate::stdio::StderrFn = Arc::new(move |server, line, cut| {
             let more = if cut { " […]" } else { "" };
+            let line = redactor.scrub(line);
             eprintln!("hanzo-dev mcp worker: server {server:?} stderr: {line}{more}");
         });
         let options = ClientOptions {
@@ -668,20 +805,7 @@ impl Inner {
                 let runner = self.runner.clone()?;
                 let (profile, proxy_env) =
                     server_profile(profile, self.tier, &self.workspace_write, &self.egress)?;
-                let mut server_env = Vec::new();
-                for (k, v) in env {
-                    match v {
-                        EnvValue::Plain(v) => server_env.push((k.clone(), v.clone())),
-                        EnvValue::Secret(secret) => {
-                            return Err(format!(
-                                "its environment variable {k} names the secret {secret:?}, and \
-                                 secrets for MCP servers are resolved by the broker, which this \
-                                 build does not wire to the mcp worker yet; remove the secret \
-                                 from the entry"
-                            ))
-                        }
-                    }
-                }
+                let mut server_env = self.server_env(&cfg.name, env).await?;
                 // The proxy variables replace any the entry set: its network is the proxy's.
                 server_env.retain(|(k, _)| !proxy_env.iter().any(|(p, _)| p == k));
                 server_env.extend(proxy_env);
@@ -713,9 +837,11 @@ impl Inner {
                     profile,
                     fallback_cwd: home,
                 };
-                McpClient::connect_stdio(&cfg.name, &spec, &spawner, options)
-                    .await
-                    .map_err(|e| e.to_string())
+                let mut spec = spec;
+                let connected = McpClient::connect_stdio(&cfg.name, &spec, &spawner, options).await;
+                // The server has its environment (or failed to start): the secrets' values go.
+                hanzo_tools::runner::zeroize_env(&mut spec.env);
+                connected.map_err(|e| self.redactor.scrub(&e.to_string()))
             }
             McpTransport::Http { url, .. } => {
                 let Some(broker) = &self.broker else {
@@ -818,6 +944,40 @@ fn describe_state(s: &McpServerState) -> String {
         }
         McpServerState::Stopped => "stopped".into(),
     }
+}
+
+/// `status` with `redactor`'s values replaced (a failure's reason, the server's own name and
+/// version).
+fn scrub_status(redactor: &Redactor, mut status: McpServerStatus) -> McpServerStatus {
+    if redactor.is_empty() {
+        return status;
+    }
+    match &mut status.state {
+        McpServerState::Failed { reason } | McpServerState::Restarting { reason, .. } => {
+            redactor.scrub_in_place(reason)
+        }
+        _ => {}
+    }
+    if let Some((name, version)) = &mut status.server_info {
+        redactor.scrub_in_place(name);
+        redactor.scrub_in_place(version);
+    }
+    if let Some(v) = &mut status.protocol_version {
+        redactor.scrub_in_place(v);
+    }
+    status
+}
+
+/// `outcome` with `redactor`'s values replaced in the result and every reason.
+fn scrub_outcome(redactor: &Redactor, mut outcome: McpCallOutcome) -> McpCallOutcome {
+    match &mut outcome {
+        McpCallOutcome::Allowed { result_json, .. } => redactor.scrub_in_place(result_json),
+        McpCallOutcome::Denied { reason } | McpCallOutcome::Fault { reason } => {
+            redactor.scrub_in_place(reason)
+        }
+        McpCallOutcome::Failed { message, .. } => redactor.scrub_in_place(message),
+    }
+    outcome
 }
 
 fn status_of(

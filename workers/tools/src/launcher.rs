@@ -251,7 +251,7 @@ fn serve(control: OwnedFd, role: Role, ctx: &ProfileContext, tier: Tier) -> i32 
             continue;
         }
         let line = fds.remove(0);
-        if let Err(e) = spawn(
+        let spawned = spawn(
             &buf[..n],
             fds,
             &line,
@@ -261,7 +261,10 @@ fn serve(control: OwnedFd, role: Role, ctx: &ProfileContext, tier: Tier) -> i32 
             ctx,
             tier,
             &profile,
-        ) {
+        );
+        // The request's environment may hold secrets: not left in the buffer.
+        buf[..n].fill(0);
+        if let Err(e) = spawned {
             let mut msg = b"E".to_vec();
             msg.extend_from_slice(e.as_bytes());
             let _ = fdpass::send(line.as_fd(), &msg, &[]);
@@ -282,7 +285,25 @@ fn spawn(
     tier: Tier,
     launcher: &SandboxProfile,
 ) -> Result<(), String> {
-    let req: Request = serde_json::from_slice(request).map_err(|e| e.to_string())?;
+    let mut req: Request = serde_json::from_slice(request).map_err(|e| e.to_string())?;
+    let spawned = spawn_request(&req, fds, line, keeper, compiled, role, ctx, tier, launcher);
+    crate::runner::zeroize_env(&mut req.spawn.env);
+    spawned
+}
+
+/// [`spawn`] of a parsed request.
+#[allow(clippy::too_many_arguments)]
+fn spawn_request(
+    req: &Request,
+    fds: Vec<OwnedFd>,
+    line: &OwnedFd,
+    keeper: &Keeper,
+    compiled: &mut HashMap<CommandProfile, Arc<CommandConfinement>>,
+    role: Role,
+    ctx: &ProfileContext,
+    tier: Tier,
+    launcher: &SandboxProfile,
+) -> Result<(), String> {
     let want = usize::from(req.pipes.stdin)
         + usize::from(req.pipes.stdout)
         + usize::from(req.pipes.stderr == Stderr::Pipe);

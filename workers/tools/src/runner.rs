@@ -328,6 +328,15 @@ pub(crate) struct Request {
     pub pipes: Pipes,
 }
 
+/// Overwrite the values of `env` (they may be secrets, such as an MCP server's) before it is
+/// dropped.
+pub fn zeroize_env(env: &mut [(String, String)]) {
+    use zeroize::Zeroize;
+    for (_, v) in env.iter_mut() {
+        v.zeroize();
+    }
+}
+
 /// Largest request (command text and environment) one message may carry.
 pub(crate) const MAX_REQUEST: usize = 1 << 20;
 
@@ -408,7 +417,7 @@ impl Remote {
 impl Runner {
     /// Start `spawn` with `pipes`; the returned [`Running`] holds the caller's ends. Dropping it
     /// kills the command and everything it started.
-    pub fn start(&self, spawn: Spawn, pipes: Pipes) -> Result<Running, RunError> {
+    pub fn start(&self, mut spawn: Spawn, pipes: Pipes) -> Result<Running, RunError> {
         let program = spawn.program.display().to_string();
         let (ours, theirs) = fdpass::seqpacket_pair(true)?;
         let mut child_fds: Vec<OwnedFd> = vec![theirs];
@@ -430,8 +439,21 @@ impl Runner {
         }
         let local = match &self.inner {
             Inner::Launcher { control, send } => {
-                let bytes = serde_json::to_vec(&Request { spawn, pipes })
-                    .map_err(|e| RunError::Io(std::io::Error::other(e)))?;
+                // The environment may hold secrets (an MCP server's, resolved by the broker):
+                // neither the request nor its encoding is left behind in freed memory. The
+                // buffer is sized so that encoding it does not reallocate (and leave a copy).
+                let estimate = spawn
+                    .env
+                    .iter()
+                    .map(|(k, v)| k.len() + v.len())
+                    .sum::<usize>()
+                    + spawn.args.iter().map(|a| a.len()).sum::<usize>();
+                let mut req = Request { spawn, pipes };
+                let mut bytes =
+                    zeroize::Zeroizing::new(Vec::with_capacity(estimate.saturating_mul(2) + 4096));
+                let encoded = serde_json::to_writer(&mut *bytes, &req);
+                zeroize_env(&mut req.spawn.env);
+                encoded.map_err(|e| RunError::Io(std::io::Error::other(e)))?;
                 if bytes.len() > MAX_REQUEST {
                     return Err(RunError::TooLong(bytes.len()));
                 }
@@ -500,6 +522,7 @@ impl Runner {
                     Vec::new(),
                     hanzo_sandbox::own_pid(),
                 );
+                zeroize_env(&mut spawn.env);
                 // Spawned through tokio so that the keeper, our child, is reaped.
                 let mut cmd = tokio::process::Command::from(cmd);
                 cmd.kill_on_drop(false);

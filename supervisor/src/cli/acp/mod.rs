@@ -809,7 +809,8 @@ fn prompt_text(prompt: &Value) -> Result<String, Refusal> {
 /// reached through the broker under the URL rules of settings (`https`, or `http` to a loopback
 /// address named literally), their headers for the broker alone. An environment variable with a
 /// secret's name is refused: secrets reach a stdio server from the broker (`${secret:NAME}` in
-/// settings), never through the supervisor. Header values are moved out of `list` (not copied)
+/// the user's settings), never through the supervisor; and so is a `${secret:NAME}` value, which
+/// an editor may not use to pick one of the user's secrets. Header values are moved out of `list` (not copied)
 /// into zeroizing [`SecretText`]s; no error names one.
 fn mcp_servers(list: &mut Value, env: &StartEnv) -> Result<ExtraServers, Refusal> {
     let Some(list) = list.as_array_mut() else {
@@ -858,6 +859,16 @@ fn mcp_servers(list: &mut Value, env: &StartEnv) -> Result<ExtraServers, Refusal
             let (Some(k), Some(v)) = (e["name"].as_str(), e["value"].as_str()) else {
                 return Err(bad("env entries are {name, value} strings".into()));
             };
+            // `${secret:NAME}` is the settings' way to name a secret the broker gives a server.
+            // Not honoured from an editor: what it passes is plain text, and an editor (or what
+            // drives it) cannot choose which of the user's secrets a server is given.
+            if matches!(crate::mcp::env_value(v), EnvValue::Secret(_)) {
+                return Err(bad(format!(
+                    "env {k} names a secret; an editor cannot give an MCP server the user's \
+                     secrets: configure the server in the user's settings with \
+                     \"${{secret:NAME}}\""
+                )));
+            }
             if crate::secrets::is_secret_name(k, &configured) || crate::secrets::is_secret_value(v)
             {
                 return Err(bad(format!(
