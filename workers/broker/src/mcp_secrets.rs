@@ -79,10 +79,7 @@ impl McpSecretGrants {
                     });
                 }
             }
-            by_server
-                .entry(g.server)
-                .or_default()
-                .extend(g.names.into_iter());
+            by_server.entry(g.server).or_default().extend(g.names);
         }
         Ok(McpSecretGrants { by_server })
     }

@@ -238,7 +238,8 @@ mod tests {
         let scrubbed = r.scrub(&json);
         assert_eq!(scrubbed, r#"{"text":"x[redacted]y"}"#);
         assert_eq!(r.scrub(&format!("<{quoted}>")), "<[redacted]>");
-        assert_eq!(r.scrub(&format!("{SECRET}")), "[redacted]");
+        // Setting one server's values leaves another's.
+        assert_eq!(r.scrub(SECRET), "[redacted]");
         // Forgetting a server forgets its values.
         r.retain(&["db"]);
         assert_eq!(r.scrub(SECRET), SECRET);
