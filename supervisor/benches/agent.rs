@@ -234,6 +234,7 @@ fn steps(c: &mut Criterion) {
                         hooks_time: Duration::ZERO,
                         mcp: None,
                         lsp: None,
+                        builtin: Default::default(),
                     };
                     let mut store = RunStore::open(store_dir.path(), "local").expect("store");
                     let mut lp = AgentLoop {
@@ -343,6 +344,7 @@ fn steps(c: &mut Criterion) {
             hooks_time: Duration::ZERO,
             mcp: None,
             lsp: None,
+            builtin: Default::default(),
         };
         let call = ToolInvocation {
             id: "t".into(),

@@ -196,7 +196,17 @@ pub struct WorkerTools<'a> {
     /// The lsp worker: its tools are offered, and file-tool results get its diagnostics block
     /// (`agent::lsp`). `None`: no language servers in this run.
     pub lsp: Option<super::lsp::LspLink<'a>>,
+    /// The tools worker's own definitions once it has given them (start with
+    /// `Default::default()`).
+    pub builtin: BuiltinDefs,
 }
+
+/// The built-in tools' definitions, asked of the tools worker once per run: they are fixed for
+/// the build, while the MCP tools next to them are asked for at every step (a server may change
+/// its list). So a tools worker that is stopped or restarting costs the step that needed it, not
+/// every later step's tool list.
+#[derive(Debug, Default)]
+pub struct BuiltinDefs(Mutex<Option<Vec<ToolDef>>>);
 
 /// The tools of the ready MCP servers, offered as `mcp__<server>__<tool>` next to the built-in
 /// ones, and their calls through the mcp worker.
@@ -454,8 +464,9 @@ impl WorkerTools<'_> {
     }
 }
 
-impl ToolExecutor for WorkerTools<'_> {
-    async fn definitions(&self) -> Result<Vec<ToolDef>, String> {
+impl WorkerTools<'_> {
+    /// The tools worker's definitions of the built-in tools.
+    async fn builtin_definitions(&self) -> Result<Vec<ToolDef>, String> {
         let reply = within(
             Role::Tools,
             "the request for tool definitions",
@@ -465,24 +476,44 @@ impl ToolExecutor for WorkerTools<'_> {
         .await
         .map_err(|m| m.to_string())?;
         match reply {
-            Ok(tools::Response::Definitions(defs)) => {
-                let mut all: Vec<ToolDef> = defs
-                    .into_iter()
-                    .map(|d| ToolDef {
-                        name: d.name,
-                        description: d.description,
-                        input_schema_json: d.input_schema,
-                    })
-                    .chain(self.lsp.iter().flat_map(|_| super::lsp::tool_defs()))
-                    .collect();
-                if let Some(m) = &self.mcp {
-                    all.extend(m.definitions(self.deadlines.request).await?);
-                }
-                Ok(all)
-            }
+            Ok(tools::Response::Definitions(defs)) => Ok(defs
+                .into_iter()
+                .map(|d| ToolDef {
+                    name: d.name,
+                    description: d.description,
+                    input_schema_json: d.input_schema,
+                })
+                .collect()),
             Ok(other) => Err(format!("unexpected reply {other:?}")),
             Err(e) => Err(worker_failed(&e)),
         }
+    }
+}
+
+impl ToolExecutor for WorkerTools<'_> {
+    async fn definitions(&self) -> Result<Vec<ToolDef>, String> {
+        let cached = self
+            .builtin
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let builtin = match cached {
+            Some(defs) => defs,
+            None => {
+                let defs = self.builtin_definitions().await?;
+                *self.builtin.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(defs.clone());
+                defs
+            }
+        };
+        let mut all: Vec<ToolDef> = builtin
+            .into_iter()
+            .chain(self.lsp.iter().flat_map(|_| super::lsp::tool_defs()))
+            .collect();
+        if let Some(m) = &self.mcp {
+            all.extend(m.definitions(self.deadlines.request).await?);
+        }
+        Ok(all)
     }
 
     async fn execute(&self, call: &ToolInvocation, session_id: &str) -> ToolResult {

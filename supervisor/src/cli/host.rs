@@ -493,6 +493,7 @@ pub(super) fn worker_tools<'a>(
             .lsp_servers
             .clone()
             .map(|servers| LspLink::new(&sup.lsp, servers)),
+        builtin: Default::default(),
     }
 }
 
