@@ -1,5 +1,7 @@
-//! Supervisor ↔ worker round trip against raw socketpair round trips measured in the same run, and
-//! the cold start of the whole tree (spawn, confine, handshake, attest all five workers).
+//! Supervisor ↔ worker round trip against raw socketpair round trips measured in the same run (to
+//! another process with blocking I/O, to another process with tokio on both ends, to a thread,
+//! within one tokio runtime), and the cold start of the whole tree (spawn, confine, handshake,
+//! attest all five workers).
 
 use criterion::{criterion_group, Criterion};
 use hanzo_dev::secrets::StartEnv;
@@ -31,11 +33,15 @@ fn config() -> (
     (cfg, run, ws)
 }
 
-/// Set in the environment of the raw echo peer process.
+/// Set in the environment of the raw echo peer process (`"tokio"`: its tokio flavour).
 const ECHO_PEER_ENV: &str = "HANZO_BENCH_ECHO_PEER";
 
-/// The raw peer: echo fixed-size messages on the inherited socket (fd 3) until EOF.
-fn echo_peer() {
+/// The raw peer: echo fixed-size messages on the inherited socket (fd 3) until EOF, with blocking
+/// reads and writes, or (`tokio`) on a current-thread tokio runtime as a worker serves its channel.
+fn echo_peer(tokio_flavour: bool) {
+    if tokio_flavour {
+        return echo_peer_tokio();
+    }
     use std::os::fd::FromRawFd;
     // SAFETY: the parent passed a socket as fd 3 and nothing else in this process owns it.
     #[allow(unsafe_code)]
@@ -48,16 +54,36 @@ fn echo_peer() {
     }
 }
 
-/// Baseline 0: one 64-byte frame each way over a socketpair to another *process* (this bench
-/// binary re-executed as a plain echo loop) — the same process boundary a worker has, without
-/// framing, typing, a runtime or a sandbox.
-fn raw_process_round_trips(iters: u64) -> Duration {
+fn echo_peer_tokio() {
+    use std::os::fd::FromRawFd;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // SAFETY: the parent passed a socket as fd 3 and nothing else in this process owns it.
+    #[allow(unsafe_code)]
+    let s = unsafe { UnixStream::from_raw_fd(3) };
+    s.set_nonblocking(true).expect("non-blocking");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let mut s = tokio::net::UnixStream::from_std(s).expect("tokio socket");
+        let mut buf = [0u8; PAYLOAD + 5];
+        while s.read_exact(&mut buf).await.is_ok() {
+            if s.write_all(&buf).await.is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// The echo peer process on the other end of a new socketpair (fd 3 in it); our end.
+fn spawn_echo_peer(flavour: &str) -> (UnixStream, std::process::Child) {
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
-    let (mut a, b) = UnixStream::pair().expect("pair");
+    let (a, b) = UnixStream::pair().expect("pair");
     let fd = b.as_raw_fd();
     let mut cmd = std::process::Command::new(std::env::current_exe().expect("exe"));
-    cmd.env(ECHO_PEER_ENV, "1");
+    cmd.env(ECHO_PEER_ENV, flavour);
     // SAFETY: dup2 is async-signal-safe; it only changes this child's fd table.
     #[allow(unsafe_code)]
     unsafe {
@@ -68,8 +94,41 @@ fn raw_process_round_trips(iters: u64) -> Duration {
             Ok(())
         });
     }
-    let mut child = cmd.spawn().expect("echo peer");
+    let child = cmd.spawn().expect("echo peer");
     drop(b);
+    (a, child)
+}
+
+/// Baseline 0b: the same process boundary with tokio on both ends (this runtime, and a
+/// current-thread runtime in the peer process, as a worker has) — the floor for any request path
+/// that waits on epoll rather than in a blocking read, without framing, typing or a sandbox.
+fn raw_tokio_process_round_trips(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (a, mut child) = spawn_echo_peer("tokio");
+    a.set_nonblocking(true).expect("non-blocking");
+    let d = rt.block_on(async move {
+        let mut a = tokio::net::UnixStream::from_std(a).expect("tokio socket");
+        let msg = [7u8; PAYLOAD + 5];
+        let mut buf = [0u8; PAYLOAD + 5];
+        // One round trip before timing, so the peer is up.
+        a.write_all(&msg).await.expect("write");
+        a.read_exact(&mut buf).await.expect("read");
+        let t = Instant::now();
+        for _ in 0..iters {
+            a.write_all(&msg).await.expect("write");
+            a.read_exact(&mut buf).await.expect("read");
+        }
+        t.elapsed()
+    });
+    let _ = child.wait();
+    d
+}
+
+/// Baseline 0: one 64-byte frame each way over a socketpair to another *process* (this bench
+/// binary re-executed as a plain echo loop) — the same process boundary a worker has, without
+/// framing, typing, a runtime or a sandbox.
+fn raw_process_round_trips(iters: u64) -> Duration {
+    let (mut a, mut child) = spawn_echo_peer("blocking");
     let msg = [7u8; PAYLOAD + 5];
     let mut buf = [0u8; PAYLOAD + 5];
     // One round trip before timing, so the peer is up.
@@ -168,6 +227,9 @@ fn round_trip_on(c: &mut Criterion, flavor: &str, rt: tokio::runtime::Runtime) {
     g.bench_function("raw_socketpair_process", |b| {
         b.iter_custom(raw_process_round_trips)
     });
+    g.bench_function("raw_socketpair_process_tokio", |b| {
+        b.iter_custom(|n| raw_tokio_process_round_trips(&rt, n))
+    });
     g.bench_function("raw_socketpair_thread", |b| {
         b.iter_custom(raw_blocking_round_trips)
     });
@@ -227,8 +289,8 @@ fn cold_start(c: &mut Criterion) {
 criterion_group!(benches, round_trip, cold_start);
 
 fn main() {
-    if std::env::var_os(ECHO_PEER_ENV).is_some() {
-        echo_peer();
+    if let Some(flavour) = std::env::var_os(ECHO_PEER_ENV) {
+        echo_peer(flavour == "tokio");
         return;
     }
     benches();
