@@ -661,8 +661,9 @@ async fn changed_diagnostics_sends_one_did_change_per_edit_and_reopens_nothing()
         let mut answers = servers
             .changed_diagnostics(std::slice::from_ref(&file))
             .await;
-        let d = answers.pop().expect("one").1.expect("diagnostics");
-        assert_eq!(d.freshness, Freshness::Unconfirmed);
+        // Whether the answer counts as confirmed depends on when the server's own requests
+        // arrive; what this test is about is what reaches the server, below.
+        answers.pop().expect("one").1.expect("diagnostics");
     }
     // Unchanged content sends nothing.
     servers
