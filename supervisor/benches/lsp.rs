@@ -28,10 +28,18 @@
 //! contention.
 //!
 //! Besides criterion's figures, a paired run prints the medians and their ratios to the direct
-//! side (`HANZO_LSP_BENCH_ROUNDS` rounds, default 60; the two bridge sides take turns, one edit a
-//! round). In each round the three pyrights edit in turn, so each waits as long between its own
-//! edits (a server that ran a moment ago answers faster) and the machine's load falls on all
-//! alike.
+//! side, and the median of each round's own ratio (`HANZO_LSP_BENCH_ROUNDS` rounds, default 60;
+//! the two bridge sides take turns, one edit a round). In each round the three pyrights edit in
+//! turn, in an order that rotates from round to round, so each waits as long between its own
+//! edits (a server that ran a moment ago answers faster), none is always first, and the machine's
+//! load falls on all alike.
+//!
+//! pyright's own time per edit varies from run to run by more than the 5 % the bridge may add, so
+//! the last part measures the bridge's cost apart from any analysis: the same two paths (the lsp
+//! worker's `ChangedDiagnostics`, and direct framing from this process) against the tests'
+//! scripted server (`workers/lsp/tests/fixtures/fake_lsp.py pull`), which answers a pull at once.
+//! The difference of the two medians is what the bridge adds per edit; it is printed beside
+//! pyright's direct median, as a share of it.
 
 // The tests' helper for putting the servers in a workspace (it needs nothing else of theirs).
 #[path = "../tests/common/servers.rs"]
@@ -57,6 +65,54 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 const BAD: &str = "def f(x: int) -> int:\n    return x\n\n\ny: int = f(\"no\")\n";
 const GOOD: &str = "def f(x: int) -> int:\n    return x\n\n\ny: int = f(3)\n";
 
+/// What one side edits and which server answers: pyright on a Python file, or the tests' scripted
+/// server (`fake_lsp.py pull`), which answers a pull at once, on a `.fake` file.
+#[derive(Clone, Copy)]
+struct Lang {
+    /// The file edited, at the workspace's top.
+    file: &'static str,
+    /// The `languageId` the direct side opens it with.
+    language_id: &'static str,
+    /// With one error, and without.
+    bad: &'static str,
+    good: &'static str,
+}
+
+const PYRIGHT: Lang = Lang {
+    file: "app.py",
+    language_id: "python",
+    bad: BAD,
+    good: GOOD,
+};
+
+const INSTANT: Lang = Lang {
+    file: "app.fake",
+    language_id: "fake",
+    bad: "x = 1\ny = ERR\n",
+    good: "x = 1\ny = 2\n",
+};
+
+impl Lang {
+    fn content(self, i: u64) -> &'static str {
+        if errors_expected(i) == 1 {
+            self.bad
+        } else {
+            self.good
+        }
+    }
+}
+
+/// The scripted server, copied into `root` (where the lsp worker's sandbox can read it).
+fn instant_server(root: &Path) -> PathBuf {
+    let script = root.join("fake_lsp.py");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../workers/lsp/tests/fixtures/fake_lsp.py"),
+        &script,
+    )
+    .expect("copy the scripted server");
+    script
+}
+
 fn node_modules() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../test-deps/lsp/node_modules");
     assert!(
@@ -74,24 +130,28 @@ fn errors_expected(i: u64) -> usize {
     usize::from(i.is_multiple_of(2))
 }
 
-fn content(i: u64) -> &'static str {
-    if errors_expected(i) == 1 {
-        BAD
-    } else {
-        GOOD
+/// The `lsp_servers` table the bridge runs with (pyright; with `instant`, also the scripted server
+/// at that path).
+fn servers_json(instant: Option<&Path>) -> String {
+    let mut table = json!({"pyright": {"command": "node_modules/.bin/pyright-langserver"}});
+    if let Some(script) = instant {
+        table["fake"] = json!({
+            "command": "/usr/bin/python3",
+            "args": [script.display().to_string(), "pull"],
+            "files": ["**/*.fake"],
+            "language_id": "fake",
+        });
     }
-}
-
-/// The `lsp_servers` table the bridge runs with.
-fn servers_json() -> String {
-    json!({"pyright": {"command": "node_modules/.bin/pyright-langserver"}}).to_string()
+    table.to_string()
 }
 
 /// Ours: the supervisor and its lsp worker, as in a run.
 struct Bridge {
     sup: Supervisor,
     _run: hanzo_dev::startup::RunDir,
-    file: PathBuf,
+    root: PathBuf,
+    /// The `lsp_servers` table configured (the agent loop's link sends the same).
+    servers: String,
 }
 
 impl Bridge {
@@ -109,34 +169,35 @@ impl Bridge {
         cfg.roles = Some(vec![Role::Lsp]);
         let sup = Supervisor::start(cfg).await.expect("start");
         sup.wait_ready().await.expect("ready");
+        let servers = servers_json(Some(&instant_server(root)));
         let r = sup
             .lsp
             .call(lsp::Request::Configure {
-                servers_json: servers_json(),
+                servers_json: servers.clone(),
             })
             .await
             .expect("configure");
         assert_eq!(r, Response::Done);
-        let file = root.join("app.py");
-        std::fs::write(&file, BAD).expect("write");
         let b = Bridge {
             sup,
             _run: run,
-            file,
+            root: root.to_path_buf(),
+            servers,
         };
-        b.edit(0).await;
+        b.edit(PYRIGHT, 0).await;
+        b.edit(INSTANT, 0).await;
         b
     }
 
     /// The request the agent loop sends after an edit.
-    async fn edit(&self, i: u64) {
-        std::fs::write(&self.file, content(i)).expect("write");
+    async fn edit(&self, lang: Lang, i: u64) {
+        std::fs::write(self.root.join(lang.file), lang.content(i)).expect("write");
         let r = self
             .sup
             .lsp
             .call_within(
                 lsp::Request::ChangedDiagnostics {
-                    paths: vec!["app.py".to_string()],
+                    paths: vec![lang.file.to_string()],
                 },
                 Duration::from_secs(120),
             )
@@ -157,8 +218,8 @@ impl Bridge {
     /// The agent loop's own path after a `write_file`: `Configure`, `ChangedDiagnostics`, and
     /// the diagnostics block appended to the tool's result.
     async fn edit_via_agent(&self, link: &LspLink<'_>, i: u64) {
-        let text = content(i);
-        std::fs::write(&self.file, text).expect("write");
+        let text = PYRIGHT.content(i);
+        std::fs::write(self.root.join(PYRIGHT.file), text).expect("write");
         let input = json!({"path": "app.py", "content": text}).to_string();
         let mut result = ToolResult::ok("wrote app.py");
         link.enrich("write_file", &input, &mut result).await;
@@ -173,6 +234,7 @@ impl Bridge {
 
 /// The baseline: pyright over its pipes, with nothing but what the exchange needs.
 struct Direct {
+    lang: Lang,
     _child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
@@ -184,8 +246,9 @@ struct Direct {
 }
 
 impl Direct {
-    /// `own_session`: started through `setsid`, in a session (and scheduling group) of its own.
-    async fn start(root: &Path, own_session: bool) -> Self {
+    /// pyright; `own_session`: started through `setsid`, in a session (and scheduling group) of
+    /// its own.
+    async fn pyright(root: &Path, own_session: bool) -> Self {
         let server = bin_dir().join("pyright-langserver");
         let mut command = if own_session {
             let mut c = tokio::process::Command::new("setsid");
@@ -194,8 +257,19 @@ impl Direct {
         } else {
             tokio::process::Command::new(server)
         };
+        command.arg("--stdio");
+        Self::start(root, command, PYRIGHT).await
+    }
+
+    /// The scripted server, answering pulls at once.
+    async fn instant(root: &Path) -> Self {
+        let mut command = tokio::process::Command::new("/usr/bin/python3");
+        command.arg(instant_server(root)).arg("pull");
+        Self::start(root, command, INSTANT).await
+    }
+
+    async fn start(root: &Path, mut command: tokio::process::Command, lang: Lang) -> Self {
         let mut child = command
-            .arg("--stdio")
             .current_dir(root)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -206,13 +280,14 @@ impl Direct {
         let stdin = child.stdin.take().expect("stdin");
         let stdout = BufReader::new(child.stdout.take().expect("stdout"));
         let root_uri = format!("file://{}", root.display());
-        let file = root.join("app.py");
-        std::fs::write(&file, BAD).expect("write");
+        let file = root.join(lang.file);
+        std::fs::write(&file, lang.bad).expect("write");
         let mut d = Direct {
+            lang,
             _child: child,
             stdin,
             stdout,
-            uri: format!("{root_uri}/app.py"),
+            uri: format!("{root_uri}/{}", lang.file),
             file,
             version: 1,
             next_id: 1,
@@ -220,10 +295,14 @@ impl Direct {
         };
         let init = json!({"processId": null, "rootUri": root_uri, "workspaceFolders": [{"uri": root_uri, "name": "ws"}],
                           "capabilities": client_capabilities()});
-        d.call("initialize", init).await;
+        let init = d.call("initialize", init).await;
+        // A static pull provider (the scripted server); pyright registers one after `initialized`.
+        d.identifier = init["capabilities"]["diagnosticProvider"]["identifier"]
+            .as_str()
+            .map(str::to_string);
         d.send(&json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
             .await;
-        let open = json!({"textDocument": {"uri": d.uri, "languageId": "python", "version": 1, "text": BAD}});
+        let open = json!({"textDocument": {"uri": d.uri, "languageId": lang.language_id, "version": 1, "text": lang.bad}});
         d.send(&json!({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": open}))
             .await;
         while d.identifier.is_none() {
@@ -307,7 +386,7 @@ impl Direct {
     }
 
     async fn edit(&mut self, i: u64) {
-        let text = content(i);
+        let text = self.lang.content(i);
         std::fs::write(&self.file, text).expect("write");
         self.version += 1;
         let change = json!({"textDocument": {"uri": self.uri, "version": self.version}, "contentChanges": [{"text": text}]});
@@ -341,12 +420,12 @@ fn bench(c: &mut Criterion) {
     let session_ws = tempfile::tempdir().expect("tmp");
     let ours_root = ours_ws.path().canonicalize().expect("root");
     let bridge = rt.block_on(Bridge::start(&ours_root));
-    let mut direct = rt.block_on(Direct::start(direct_ws.path(), false));
-    let mut session = rt.block_on(Direct::start(session_ws.path(), true));
-    let link = LspLink::new(&bridge.sup.lsp, servers_json());
+    let mut direct = rt.block_on(Direct::pyright(direct_ws.path(), false));
+    let mut session = rt.block_on(Direct::pyright(session_ws.path(), true));
+    let link = LspLink::new(&bridge.sup.lsp, bridge.servers.clone());
     rt.block_on(async {
         for i in 1..6 {
-            bridge.edit(i).await;
+            bridge.edit(PYRIGHT, i).await;
             direct.edit(i).await;
             session.edit(i).await;
         }
@@ -389,7 +468,7 @@ fn bench(c: &mut Criterion) {
                 let start = Instant::now();
                 for _ in 0..iters {
                     n_bridge += 1;
-                    bridge.edit(n_bridge).await;
+                    bridge.edit(PYRIGHT, n_bridge).await;
                 }
                 start.elapsed()
             })
@@ -413,30 +492,58 @@ fn bench(c: &mut Criterion) {
         .and_then(|v| v.parse().ok())
         .unwrap_or(60);
     // Each round: direct, the bridge (the lsp worker's request in even rounds, the agent loop in
-    // odd ones: they share a pyright), own session. Every pyright thus waits two edits between
-    // its own, and none follows itself.
+    // odd ones: they share a pyright), own session — in an order that rotates with the round, so
+    // that each side is first, second and third equally often (the first of a round runs while
+    // the other two pyrights may still be busy with their last edit). Every pyright thus waits
+    // two edits between its own, and none follows itself.
     let mut times: [Vec<Duration>; 4] = Default::default();
+    // The bridge's time over the direct side's in the same round (worker rounds, agent rounds).
+    let mut round_ratios: [Vec<f64>; 2] = Default::default();
     rt.block_on(async {
         for round in 0..rounds {
-            let t = Instant::now();
-            n_direct += 1;
-            direct.edit(n_direct).await;
-            times[0].push(t.elapsed());
-            let t = Instant::now();
-            n_bridge += 1;
-            if round % 2 == 0 {
-                bridge.edit(n_bridge).await;
-                times[1].push(t.elapsed());
-            } else {
-                bridge.edit_via_agent(&link, n_bridge).await;
-                times[3].push(t.elapsed());
+            let mut this_round = [Duration::ZERO; 3];
+            for k in 0..3u64 {
+                let side = (round + k) % 3;
+                let t = Instant::now();
+                match side {
+                    0 => {
+                        n_direct += 1;
+                        direct.edit(n_direct).await;
+                    }
+                    1 => {
+                        n_bridge += 1;
+                        if round % 2 == 0 {
+                            bridge.edit(PYRIGHT, n_bridge).await;
+                        } else {
+                            bridge.edit_via_agent(&link, n_bridge).await;
+                        }
+                    }
+                    _ => {
+                        n_session += 1;
+                        session.edit(n_session).await;
+                    }
+                }
+                this_round[usize::try_from(side).expect("0..3")] = t.elapsed();
             }
-            let t = Instant::now();
-            n_session += 1;
-            session.edit(n_session).await;
-            times[2].push(t.elapsed());
+            let [d, b, own] = this_round;
+            times[0].push(d);
+            times[2].push(own);
+            let which = usize::from(round % 2 == 1);
+            times[if which == 0 { 1 } else { 3 }].push(b);
+            round_ratios[which].push(b.as_secs_f64() / d.as_secs_f64());
         }
     });
+    let ratio_median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let [worker_ratios, agent_ratios] = round_ratios;
+    println!(
+        "per-round ratio to the direct side (median over {} rounds each): through the lsp worker {:.3}, through the agent loop {:.3}",
+        worker_ratios.len(),
+        ratio_median(worker_ratios),
+        ratio_median(agent_ratios)
+    );
     let [theirs, ours, own_session, agent] = times.map(median);
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let ratio = |d: Duration| d.as_secs_f64() / theirs.as_secs_f64();
@@ -449,6 +556,83 @@ fn bench(c: &mut Criterion) {
         ratio(agent),
         ms(own_session),
         ratio(own_session)
+    );
+
+    // What the bridge itself adds per edit: the same two paths against a server that answers a
+    // pull at once, so nearly all that remains is the path (IPC, the worker's client, the
+    // sandboxed server's pipes), not the analysis.
+    let instant_ws = tempfile::tempdir().expect("tmp");
+    let mut instant = rt.block_on(Direct::instant(instant_ws.path()));
+    let (mut n_instant, mut n_instant_bridge) = (0u64, 0u64);
+    rt.block_on(async {
+        for _ in 0..20 {
+            n_instant += 1;
+            instant.edit(n_instant).await;
+            n_instant_bridge += 1;
+            bridge.edit(INSTANT, n_instant_bridge).await;
+        }
+    });
+    let mut group = c.benchmark_group("edit_to_fresh_diagnostics_instant_server");
+    group.sample_size(20);
+    group.bench_function("direct", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    n_instant += 1;
+                    instant.edit(n_instant).await;
+                }
+                start.elapsed()
+            })
+        })
+    });
+    group.bench_function("through_the_lsp_worker", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    n_instant_bridge += 1;
+                    bridge.edit(INSTANT, n_instant_bridge).await;
+                }
+                start.elapsed()
+            })
+        })
+    });
+    group.finish();
+    // Paired, alternating which side goes first.
+    let mut instant_times: [Vec<Duration>; 2] = Default::default();
+    rt.block_on(async {
+        for round in 0..rounds * 10 {
+            for k in 0..2 {
+                let side = (round + k) % 2;
+                let t = Instant::now();
+                if side == 0 {
+                    n_instant += 1;
+                    instant.edit(n_instant).await;
+                } else {
+                    n_instant_bridge += 1;
+                    bridge.edit(INSTANT, n_instant_bridge).await;
+                }
+                instant_times[usize::try_from(side).expect("0..2")].push(t.elapsed());
+            }
+        }
+    });
+    let [instant_direct, instant_bridge] = instant_times.map(median);
+    let added = instant_bridge.saturating_sub(instant_direct);
+    // The share is taken of the fastest pyright median of the paired part (a slower run of
+    // pyright would make the bridge's share look smaller than it is).
+    let fastest = [theirs, ours, own_session, agent]
+        .into_iter()
+        .min()
+        .expect("four sides");
+    println!(
+        "instant server, paired over {} rounds: direct median {:.1} µs, through the lsp worker {:.1} µs; the bridge adds {:.1} µs per edit, {:.1} % of the fastest pyright median above ({:.2} ms)",
+        rounds * 10,
+        instant_direct.as_secs_f64() * 1e6,
+        instant_bridge.as_secs_f64() * 1e6,
+        added.as_secs_f64() * 1e6,
+        100.0 * added.as_secs_f64() / fastest.as_secs_f64(),
+        ms(fastest)
     );
     rt.block_on(bridge.sup.shutdown());
 }
