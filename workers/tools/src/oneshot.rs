@@ -13,7 +13,8 @@
 //!   filesystem is read-only;
 //! - **tier A**: the command runs under a keeper (its processes' own Landlock domain, which the
 //!   keeper sweeps with `kill(-1)` when the command exits, so a double-forked daemon does not
-//!   outlive it), in the cgroup; `TMPDIR` is in a private directory the caller removes.
+//!   outlive it), in the cgroup; `HOME` and `TMPDIR` are in a private directory the caller
+//!   removes, on a memory filesystem (`/dev/shm`) unless the caller has a `TMPDIR`.
 //!
 //! With `auto`, a failure to set up tier B (no user namespaces, a refused mount) falls back to
 //! tier A with the reason on stderr; with `strict` it is an error.
@@ -32,7 +33,7 @@ use hanzo_sandbox::namespaces::{self, Side, TierB, WaitAs};
 use hanzo_sandbox::spawn::CommandConfinement;
 use std::ffi::OsString;
 use std::os::fd::{AsFd, AsRawFd};
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -169,9 +170,30 @@ const FORWARDER_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1
 /// A private directory for one command in tier A (`HOME`, `TMPDIR`), removed when dropped.
 struct RunDir(PathBuf);
 
+/// Where tier A's private directories go: the caller's `TMPDIR` when set; else `/dev/shm` when it
+/// is a memory filesystem whose entries only their owner may remove (sticky, as `/tmp` is), as
+/// tier B's private `/tmp` is a memory filesystem too; else `/tmp`. Creating and removing the
+/// three directories costs about 20 µs on tmpfs against 350 µs on ext4 here, a tenth of what the
+/// one-shot adds to a command. What the command writes there is charged to its memory cgroup.
+fn private_base() -> PathBuf {
+    if std::env::var_os("TMPDIR").is_some_and(|v| !v.is_empty()) {
+        return std::env::temp_dir();
+    }
+    let shm = Path::new("/dev/shm");
+    let on_tmpfs = nix::sys::statfs::statfs(shm)
+        .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC);
+    let sticky = std::fs::symlink_metadata(shm)
+        .is_ok_and(|m| m.is_dir() && m.permissions().mode() & libc::S_ISVTX != 0);
+    if on_tmpfs && sticky {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}
+
 impl RunDir {
     fn create() -> std::io::Result<RunDir> {
-        let base = std::env::temp_dir();
+        let base = private_base();
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())

@@ -20,6 +20,7 @@ use std::ffi::OsString;
 use std::io::{ErrorKind, Read};
 use std::net::{TcpListener, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -155,7 +156,6 @@ impl Fixture {
             u8::from(tier_b)
         )));
         std::fs::write(&canary.0, "canary\n").expect("canary");
-        use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&canary.0, std::fs::Permissions::from_mode(0o644)).expect("chmod");
         Fixture {
             tier_b,
@@ -757,19 +757,46 @@ remote = iovec(0x400000, 64)"
         &lim,
     );
 
-    // --- The private directory ($HOME's parent, in the host's /tmp) is removed after the run.
-    // (Tier A's is in the sandbox process's temporary directory, `/tmp` here: the child's
-    // environment carries no TMPDIR whatever this test's does; tier B's lives in its private /tmp.)
+    // --- The private directory ($HOME's parent) is removed after the run. Tier B's lives in its
+    // private /tmp. Tier A's is in /dev/shm (a memory filesystem, as tier B's /tmp is) when the
+    // sandbox process has no TMPDIR (the child's environment carries none, whatever this test's
+    // does), and in the sandbox process's TMPDIR when it has one.
+    let shm_usable = std::fs::read_to_string("/proc/mounts")
+        .is_ok_and(|m| m.lines().any(|l| l.starts_with("tmpfs /dev/shm ")))
+        && std::fs::metadata("/dev/shm").is_ok_and(|m| m.permissions().mode() & 0o1000 != 0);
+    let base = if fx.tier_b || !shm_usable {
+        Path::new("/tmp")
+    } else {
+        Path::new("/dev/shm")
+    };
+    let removed_under = |home: &str, base: &Path| {
+        let run_dir = Path::new(home.trim()).parent().map(Path::to_path_buf);
+        let ok = run_dir
+            .as_ref()
+            .is_some_and(|d| d.starts_with(base) && d != base && !d.exists());
+        (
+            ok,
+            format!("{home} -> {run_dir:?}, expected under {}", base.display()),
+        )
+    };
     let (code, home) = fx.sandbox("echo $HOME", None, &[]);
-    let run_dir = Path::new(home.trim()).parent().map(Path::to_path_buf);
+    let (removed, why) = removed_under(&home, base);
     r.check(
         "the command's private directory is removed afterwards",
-        code == 0
-            && run_dir
-                .as_ref()
-                .is_some_and(|d| d.starts_with("/tmp") && d != Path::new("/tmp") && !d.exists()),
-        &format!("{home} -> {run_dir:?}"),
+        code == 0 && removed,
+        &why,
     );
+    if !fx.tier_b {
+        let chosen = fx.out.join("chosen-tmp");
+        std::fs::create_dir_all(&chosen).expect("mkdir");
+        let (code, home) = fx.call("echo $HOME").set("TMPDIR", chosen.display()).go();
+        let (removed, why) = removed_under(&home, &chosen);
+        r.check(
+            "tier A's private directory is in the sandbox process's TMPDIR when it has one",
+            code == 0 && removed,
+            &why,
+        );
+    }
 
     // --- Ordinary work still works. (In tier B the git directory is read-only for commands:
     // status and diff work, a commit is refused; tier A commits.)
