@@ -493,8 +493,9 @@ pub fn run_with_egress(spec: &OneShot, egress: Option<OneShotEgress>) -> Result<
     hanzo_sandbox::signals::forward(-child.id().cast_signed());
     let status = child.wait().map_err(spawn_error)?;
     drop(switch);
-    drop(cgroup);
+    // The private directory first: its pages (on a memory filesystem) are charged to the cgroup.
     drop(run_dir);
+    drop(cgroup);
     Ok(status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
