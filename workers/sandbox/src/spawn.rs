@@ -354,9 +354,16 @@ fn drop_capabilities_raw() -> io::Result<()> {
     };
     let setpcap = got == 0 && current[0].effective & (1 << CAP_SETPCAP) != 0;
     if setpcap {
+        // Capability numbers run from 0 to the kernel's last without a gap, so the first one it
+        // does not know (EINVAL) ends the loop (about 23 syscalls fewer than trying all 64 on a
+        // current kernel; the attestation checks that the bounding set came out empty).
         for cap in 0..64 {
             // SAFETY: PR_CAPBSET_DROP takes a capability number; unknown numbers fail (EINVAL).
-            unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+            if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } < 0
+                && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL)
+            {
+                break;
+            }
         }
         // SAFETY: PR_SET_SECUREBITS takes an integer only.
         if unsafe {
