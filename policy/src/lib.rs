@@ -21,7 +21,6 @@ pub mod isolation;
 pub mod network;
 pub mod permission;
 pub mod profile;
-pub mod record;
 pub mod secret;
 pub mod secret_names;
 pub mod settings;
