@@ -175,3 +175,28 @@ async fn a_server_whose_tool_names_collide_contributes_nothing_and_the_others_ar
     assert_eq!(status("bad").tools_problem, None);
     s.handler.shutdown().await;
 }
+
+/// Tool names are the server's: a collision between names holding terminal control sequences
+/// is reported with them escaped (the report reaches `mcp list` and the supervisor's stderr).
+#[tokio::test]
+async fn a_collision_report_escapes_control_characters_in_the_names() {
+    let s = setup();
+    s.handler
+        .configure(McpConfig {
+            servers: vec![server(&s.ws, "esc", &["t\u{1b}[2J", "t\u{7}[2J"])],
+            roots: Vec::new(),
+            max_result_bytes: 1 << 20,
+            max_message_bytes: 1 << 20,
+        })
+        .await;
+    let status = s.handler.statuses().remove(0);
+    assert_eq!(status.state, McpServerState::Ready, "{status:?}");
+    let problem = status.tools_problem.expect("a collision");
+    assert!(
+        problem.contains(r#"tools "t\u{1b}[2J" and "t\u{7}[2J" both become "mcp__esc__t__2J""#),
+        "{problem}"
+    );
+    assert!(!problem.chars().any(char::is_control), "{problem:?}");
+    assert!(s.handler.tools(None).await.expect("the listing").is_empty());
+    s.handler.shutdown().await;
+}
