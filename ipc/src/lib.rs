@@ -24,6 +24,7 @@ pub mod probe;
 pub mod proto;
 pub mod role;
 pub mod roles;
+pub mod secret;
 
 #[cfg(feature = "transport")]
 pub mod channel;

@@ -1,71 +1,15 @@
-//! Secrets, in one place for every crate: [`Secret`], the one type that holds a secret value
-//! (zeroized when dropped, never shown by `Debug` or `Display`, never `Serialize`), and
+//! Secrets, in one place for every crate: [`Secret`] (defined in `hanzo-ipc`, the lowest crate,
+//! and re-exported here), the one type that holds a secret value (zeroized when dropped, never
+//! shown by `Debug` or `Display`, never `Serialize`), and
 //! [`SecretValues`], the one scrubber — it redacts known values from what leaves the agent loop
 //! (text, JSON, the broker's error bodies as bytes) and refuses to store a record that still
 //! holds one.
 
-use schemars::{JsonSchema, Schema, SchemaGenerator};
-use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use std::borrow::Cow;
 use std::fmt;
-use zeroize::Zeroizing;
 
-/// A secret string (an API key, a token, a password): zeroized when dropped, printed as
-/// `[redacted]` by `Debug` and `Display` so a stray `{:?}` in a log or an error cannot leak it,
-/// and deliberately not `Serialize`, so it cannot be written out by accident.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(Zeroizing<String>);
-
-impl Secret {
-    /// Wraps `value`; from here on it is never printed.
-    pub fn new(value: impl Into<String>) -> Secret {
-        Secret(Zeroizing::new(value.into()))
-    }
-
-    /// The value itself, for the one place that uses it (a request header, the broker's hand).
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    /// Whether the value is empty (an unset key).
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(REDACTED)
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(REDACTED)
-    }
-}
-
-impl<'de> Deserialize<'de> for Secret {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Secret, D::Error> {
-        String::deserialize(d).map(Secret::new)
-    }
-}
-
-impl JsonSchema for Secret {
-    fn schema_name() -> Cow<'static, str> {
-        "Secret".into()
-    }
-    fn inline_schema() -> bool {
-        true
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        schemars::json_schema!({"type": "string"})
-    }
-}
-
-/// What a known secret value is replaced with.
-pub const REDACTED: &str = "[redacted]";
+pub use hanzo_ipc::secret::{Secret, REDACTED};
 
 /// Values shorter than this are not treated as secrets: recognising `0` or `yes` would redact
 /// ordinary text everywhere, and a value this short is guessed, not stolen. They are still kept

@@ -129,39 +129,46 @@ pub struct McpHeader {
 }
 
 /// A secret that has to cross a channel (towards the broker, or from it to the mcp worker for a
-/// stdio server's environment): serialized as the plain string, but zeroized when dropped and
+/// stdio server's environment): the one [`crate::secret::Secret`], made `Serialize` as the plain
+/// string for exactly the message fields declared with this type. Zeroized when dropped and
 /// printed as `[redacted]` by `Debug`, so a stray `{:?}` of a message cannot leak it.
 #[derive(Clone, PartialEq, Eq)]
-pub struct SecretText(zeroize::Zeroizing<String>);
+pub struct SecretText(crate::secret::Secret);
 
 impl Serialize for SecretText {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
+        s.serialize_str(self.0.expose())
     }
 }
 
 impl<'de> Deserialize<'de> for SecretText {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<SecretText, D::Error> {
-        String::deserialize(d).map(SecretText::new)
+        crate::secret::Secret::deserialize(d).map(SecretText)
     }
 }
 
 impl SecretText {
     /// Wraps `value` (moved, not copied).
     pub fn new(value: String) -> SecretText {
-        SecretText(zeroize::Zeroizing::new(value))
+        SecretText(crate::secret::Secret::new(value))
     }
 
     /// The value itself, for the one place that uses it (the request header the broker sets,
     /// the environment of the server it was resolved for).
     pub fn expose(&self) -> &str {
-        &self.0
+        self.0.expose()
+    }
+}
+
+impl From<crate::secret::Secret> for SecretText {
+    fn from(secret: crate::secret::Secret) -> SecretText {
+        SecretText(secret)
     }
 }
 
 impl std::fmt::Debug for SecretText {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("[redacted]")
+        self.0.fmt(f)
     }
 }
 

@@ -10,7 +10,7 @@ use hanzo_tools::defs::{
 
 /// The model a built-in agent uses unless `--model` or settings say otherwise; empty means "the
 /// provider's default".
-pub const DEFAULT_MODEL: &str = "";
+pub const AGENT_DEFAULT_MODEL: &str = "";
 
 /// Tools that only look.
 pub const READ_ONLY_TOOLS: &[&str] = &[
@@ -77,7 +77,7 @@ pub fn builtin(name: &str) -> Option<AgentDef> {
     };
     Some(AgentDef {
         name: name.to_string(),
-        model: DEFAULT_MODEL.to_string(),
+        model: AGENT_DEFAULT_MODEL.to_string(),
         system_prompt: prompt.to_string(),
         tools: tools.iter().map(|t| t.to_string()).collect(),
     })

@@ -7,7 +7,7 @@
 
 use super::runs::{emit, finish, iso_utc, pretty_json, printable, store_failure, table, Failure};
 use super::store;
-use crate::agent::defs::{builtin, builtins, AUTO_STAGES, BUILTIN_NAMES, DEFAULT_MODEL};
+use crate::agent::defs::{builtin, builtins, AGENT_DEFAULT_MODEL, AUTO_STAGES, BUILTIN_NAMES};
 use crate::secrets::StartEnv;
 use hanzo_store::{Agent, AgentDef, StoreError};
 use serde::Serialize;
@@ -125,7 +125,7 @@ impl AgentView {
             name: "auto".into(),
             builtin: true,
             stages: Some(AUTO_STAGES.iter().map(|s| s.to_string()).collect()),
-            model: DEFAULT_MODEL.into(),
+            model: AGENT_DEFAULT_MODEL.into(),
             system_prompt: None,
             tools: Vec::new(),
             created_ms: None,
@@ -180,7 +180,9 @@ fn execute(args: &Args, env: &StartEnv) -> Result<String, Failure> {
             };
             let def = AgentDef {
                 name: name.clone(),
-                model: model.clone().unwrap_or_else(|| DEFAULT_MODEL.to_string()),
+                model: model
+                    .clone()
+                    .unwrap_or_else(|| AGENT_DEFAULT_MODEL.to_string()),
                 system_prompt: prompt,
                 tools: check_tools(tools)?,
             };

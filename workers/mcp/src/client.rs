@@ -161,7 +161,6 @@ pub struct McpClient {
     info: ServerInfo,
     options: ClientOptions,
     tools: watch::Receiver<Arc<ToolSet>>,
-    tools_tx: Arc<watch::Sender<Arc<ToolSet>>>,
     refresher: JoinHandle<()>,
 }
 
@@ -239,7 +238,6 @@ impl McpClient {
                     info,
                     options,
                     tools: rx,
-                    tools_tx: tx.clone(),
                     refresher,
                 };
                 if has_tools {
@@ -355,11 +353,6 @@ impl McpClient {
         let mut rx = self.tools.clone();
         let _ = tokio::time::timeout(within, rx.wait_for(|set| set.listed_epoch >= arrived)).await;
         self.tools()
-    }
-
-    /// Re-list the tools now.
-    pub async fn refresh_tools(&self) -> Result<usize, McpError> {
-        refresh(&self.peer, &self.tools_tx, self.options.request_timeout).await
     }
 
     /// Call a tool. `Ok` is the classified answer; `Err` means no answer came (the connection

@@ -136,15 +136,15 @@ pub fn now_secs() -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Server-provided text made safe to show: every known secret replaced, control characters
-/// dropped, at most 300 characters.
+/// Server-provided text made safe to show: every known secret replaced (by the one scrubber,
+/// `hanzo_policy::secret::SecretValues`), control characters dropped, at most 300 characters.
 pub fn sanitize(text: &str, secrets: &[&str]) -> String {
-    let mut s = text.to_string();
-    for secret in secrets.iter().filter(|s| s.len() >= 4) {
-        s = s.replace(secret, "[redacted]");
-    }
-    let cleaned: String = s.chars().filter(|c| !c.is_control()).take(300).collect();
-    cleaned
+    let scrubbed = hanzo_policy::secret::SecretValues::new(secrets.iter().copied()).scrub(text);
+    scrubbed
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(300)
+        .collect()
 }
 
 /// Check an endpoint the broker is about to send a secret to.
@@ -192,5 +192,8 @@ mod tests {
     fn sanitize_scrubs_secrets_and_control_characters() {
         let out = sanitize("bad token tok-123456\x1b[31m red\nline", &["tok-123456"]);
         assert_eq!(out, "bad token [redacted][31m redline");
+        // A secret that contains another is redacted whole, whichever is listed first.
+        let out = sanitize("key abcd-efgh-ijkl", &["efgh", "abcd-efgh-ijkl"]);
+        assert_eq!(out, "key [redacted]");
     }
 }
