@@ -1413,7 +1413,10 @@ mod tests {
                 .map(|g| g.access)
                 .collect::<Vec<_>>()
         };
-        assert_eq!(docs(&profile_for(Role::Mcp, &with).fs), [FsAccess::ReadExec]);
+        assert_eq!(
+            docs(&profile_for(Role::Mcp, &with).fs),
+            [FsAccess::ReadExec]
+        );
         assert!(docs(&profile_for(Role::Mcp, &ctx()).fs).is_empty());
         for tier in [Tier::A, Tier::B] {
             assert_eq!(
@@ -1421,11 +1424,18 @@ mod tests {
                 [FsAccess::ReadExec]
             );
             for role in [Role::Tools, Role::Lsp] {
-                assert!(docs(&launcher_profile(role, &with, tier).fs).is_empty(), "{role}");
+                assert!(
+                    docs(&launcher_profile(role, &with, tier).fs).is_empty(),
+                    "{role}"
+                );
             }
         }
         for role in [Role::Tools, Role::Lsp, Role::Model, Role::Broker] {
-            assert_eq!(profile_for(role, &with), profile_for(role, &ctx()), "{role}");
+            assert_eq!(
+                profile_for(role, &with),
+                profile_for(role, &ctx()),
+                "{role}"
+            );
         }
     }
 

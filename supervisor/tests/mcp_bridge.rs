@@ -1077,7 +1077,8 @@ fn a_bad_server_name_or_read_path_is_a_settings_error_with_file_line_and_column(
     let file = cli.path("config/hanzo/settings.json");
     let text = "{\n  \"mcp_servers\": {\n    \"good\": {\"command\": \"/usr/bin/true\"},\n    \"bad__name\": {\"command\": \"/usr/bin/true\"}\n  }\n}\n";
     std::fs::write(&file, text).expect("settings");
-    let at = format!("{}:4:", file.display());
+    // Line 4, at the name's closing quote (where the parser stands once it has read the name).
+    let at = format!("{}:4:15: at `mcp_servers`", file.display());
     for args in [
         &["mcp", "list", "--json"][..],
         &["mcp", "call", "good", "x"][..],
@@ -1159,7 +1160,12 @@ fn filesystem_entry(peers: &Path, dirs: &[&Path], extra: serde_json::Value) -> s
 
 /// `hanzo-dev mcp call SERVER TOOL --args ARGS --json` (`mcp__*` allowed by the settings): the
 /// outcome document.
-fn cli_call(cli: &TestHome, server: &str, tool: &str, args: serde_json::Value) -> serde_json::Value {
+fn cli_call(
+    cli: &TestHome,
+    server: &str,
+    tool: &str,
+    args: serde_json::Value,
+) -> serde_json::Value {
     let (_, stdout, stderr) = cli.run(&[
         "mcp",
         "call",
@@ -1198,25 +1204,43 @@ fn read_paths_from_settings_let_a_server_read_that_directory_alone_and_not_write
         },
         "permissions": {"mcp__*": "allow"},
     }));
-    let read = |server: &str, path: PathBuf| cli_call(&cli, server, "read", serde_json::json!({"path": path}));
+    let read = |server: &str, path: PathBuf| {
+        cli_call(&cli, server, "read", serde_json::json!({"path": path}))
+    };
     let doc = read("reader", docs.join("readme.txt"));
     assert_eq!(doc["classification"], "allowed", "{doc}");
     assert_eq!(doc["is_error"], false, "{doc}");
     assert!(
-        doc["result"].to_string().contains("from the extra directory"),
+        doc["result"]
+            .to_string()
+            .contains("from the extra directory"),
         "{doc}"
     );
     let doc = read("reader", private.join("secret.txt"));
     assert_eq!(doc["is_error"], true, "{doc}");
-    assert!(!doc.to_string().contains(CANARY), "the canary leaked: {doc}");
+    assert!(
+        !doc.to_string().contains(CANARY),
+        "the canary leaked: {doc}"
+    );
     let doc = read("plain", docs.join("readme.txt"));
     assert_eq!(doc["is_error"], true, "{doc}");
-    assert!(!doc.to_string().contains("from the extra directory"), "{doc}");
+    assert!(
+        !doc.to_string().contains("from the extra directory"),
+        "{doc}"
+    );
     let target = docs.join("written.txt");
     let doc = cli_call(&cli, "reader", "write", serde_json::json!({"path": target}));
     assert_eq!(doc["is_error"], true, "{doc}");
-    assert!(!target.exists(), "the server wrote into its read path: {doc}");
-    let doc = cli_call(&cli, "reader", "write", serde_json::json!({"path": docs.join("readme.txt")}));
+    assert!(
+        !target.exists(),
+        "the server wrote into its read path: {doc}"
+    );
+    let doc = cli_call(
+        &cli,
+        "reader",
+        "write",
+        serde_json::json!({"path": docs.join("readme.txt")}),
+    );
     assert_eq!(doc["is_error"], true, "{doc}");
     assert_eq!(
         std::fs::read_to_string(docs.join("readme.txt")).unwrap_or_default(),
@@ -1252,14 +1276,8 @@ fn a_per_server_result_cap_cuts_the_result_and_marks_the_cut() {
         "{cut}"
     );
     assert!(!cut.contains(&big), "{cut}");
-    let (code, stdout, stderr) = cli.run(&[
-        "mcp",
-        "call",
-        "small",
-        "read",
-        "--args",
-        &args.to_string(),
-    ]);
+    let (code, stdout, stderr) =
+        cli.run(&["mcp", "call", "small", "read", "--args", &args.to_string()]);
     assert_eq!(code, 0, "{stderr}");
     assert!(
         stdout.contains(&format!(
@@ -1291,7 +1309,12 @@ fn a_filesystem_none_server_cannot_list_or_read_the_workspace() {
         },
         "permissions": {"mcp__*": "allow"},
     }));
-    let doc = cli_call(&cli, "blind", "list_directory", serde_json::json!({"path": ws}));
+    let doc = cli_call(
+        &cli,
+        "blind",
+        "list_directory",
+        serde_json::json!({"path": ws}),
+    );
     assert_eq!(doc["classification"], "allowed", "{doc}");
     assert_eq!(doc["is_error"], true, "{doc}");
     // The server's own checks allow the workspace (it is among its directories and the

@@ -783,15 +783,14 @@ mod tests {
                 key_path,
                 ..
             } => {
-                assert_eq!(*line, 4, "{err}");
-                assert!(*column > 0, "{err}");
+                assert_eq!((*line, *column), (4, 15), "{err}");
                 assert!(key_path.starts_with("mcp_servers"), "{key_path}");
             }
             other => panic!("wrong error {other:?}"),
         }
         let shown = err.to_string();
         assert!(
-            shown.starts_with("/home/u/.config/hanzo/settings.json:4:"),
+            shown.starts_with("/home/u/.config/hanzo/settings.json:4:15: at `mcp_servers`: "),
             "{shown}"
         );
         assert!(shown.contains("\"bad__name\" contains `__`"), "{shown}");
@@ -805,7 +804,10 @@ mod tests {
         let (f, _) = parse(r#"{"mcp_servers": {"my-srv_1": {"command": "x", "read_paths": ["/srv"], "max_result_bytes": 1}}}"#)
             .expect("good name");
         let s = &f.mcp_servers.expect("servers")["my-srv_1"];
-        assert_eq!((s.read_paths.as_deref(), s.max_result_bytes), (Some(&["/srv".to_string()][..]), Some(1)));
+        assert_eq!(
+            (s.read_paths.as_deref(), s.max_result_bytes),
+            (Some(&["/srv".to_string()][..]), Some(1))
+        );
     }
 
     #[test]

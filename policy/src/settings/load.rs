@@ -127,7 +127,11 @@ pub fn load(sources: &SettingsSources) -> Result<LoadedSettings, SettingsError> 
     let mut warnings = Vec::new();
     let mut files = Vec::new();
     let read_rules = super::read_paths::ReadPathRules::new(
-        sources.env.get("HOME").filter(|h| !h.is_empty()).map(PathBuf::from),
+        sources
+            .env
+            .get("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from),
         [&sources.user_file, &sources.trust_store]
             .into_iter()
             .flatten()

@@ -163,10 +163,7 @@ mod tests {
         let (mut s, _) = parse_settings(Scope::User, "u.json", &text).expect("parses");
         let mut rules = ReadPathRules::new(
             Some(home.to_path_buf()),
-            vec![
-                home.join(".config/hanzo"),
-                home.join(".local/share/hanzo"),
-            ],
+            vec![home.join(".config/hanzo"), home.join(".local/share/hanzo")],
         );
         // The test's home lies in a temporary directory: only `/var/tmp` stands for them here.
         rules.shared_tmp = vec![PathBuf::from("/var/tmp")];
@@ -202,23 +199,37 @@ mod tests {
                 real_home.join("docs/a").display().to_string()
             ]
         );
-        assert!(w[0].message.contains("does not exist; it is ignored"), "{w:?}");
+        assert!(
+            w[0].message.contains("does not exist; it is ignored"),
+            "{w:?}"
+        );
         for (bad, why) in [
             ("/", "root of the filesystem"),
             ("~/", "home directory itself"),
             ("~/docs/keys", "inside ~/.ssh"),
             ("~/.ssh", "inside ~/.ssh"),
-            ("~/.local/share/hanzo/runs", "overlaps hanzo's own directory"),
+            (
+                "~/.local/share/hanzo/runs",
+                "overlaps hanzo's own directory",
+            ),
             ("~/.local", "overlaps hanzo's own directory"),
             ("docs", "must be absolute"),
-            ("/var/tmp", "a temporary directory tier B gives every sandbox"),
+            (
+                "/var/tmp",
+                "a temporary directory tier B gives every sandbox",
+            ),
         ] {
             let err = run(&home, &[bad]).expect_err(bad).to_string();
             assert!(err.contains(why), "{bad}: {err}");
-            assert!(err.contains("u.json: at `mcp_servers.s.read_paths`"), "{err}");
+            assert!(
+                err.contains("u.json: at `mcp_servers.s.read_paths`"),
+                "{err}"
+            );
         }
         let parent = real_home.parent().expect("parent").display().to_string();
-        let err = run(&home, &[&parent]).expect_err("contains home").to_string();
+        let err = run(&home, &[&parent])
+            .expect_err("contains home")
+            .to_string();
         assert!(err.contains("contains the home directory"), "{err}");
         let tmp = ReadPathRules::new(None, Vec::new());
         assert!(tmp
