@@ -22,7 +22,6 @@ pub mod mcp_name;
 pub mod network;
 pub mod permission;
 pub mod profile;
-pub mod record;
 pub mod secret;
 pub mod secret_names;
 pub mod settings;

@@ -370,13 +370,6 @@ pub struct Decision {
     pub deciding_part: Option<String>,
 }
 
-impl Decision {
-    /// Who decided, as the run records say it: `rule` when a rule matched, else `default`.
-    pub fn decided_by(&self) -> crate::record::DecidedBy {
-        crate::record::DecidedBy::of_policy(self.rule_matched.is_some())
-    }
-}
-
 /// The argument a `name(arg-glob)` pattern looks at: `command` for `bash`, `subcommand` for
 /// `git`; for every other tool its `path`, made relative to the workspace and lexically
 /// normalized so that `./src/x` and `src/../src/x` are judged like `src/x`.

@@ -1,14 +1,16 @@
 //! The offline demo (`hanzo-dev run --demo`): a bundled example project with one real bug, and a
 //! recorded model that finds and fixes it. The model is a recording; everything else is real.
 //!
-//! The recording is not hand-edited: [`script`] lists the model's turns and
-//! [`hanzo_model::script::anthropic_cassette`] turns them into a cassette in the Anthropic SSE
+//! The recording is not hand-edited: `script` (built with the `test-support` feature) lists the
+//! model's turns and `hanzo_model::script::anthropic_cassette` turns them into a cassette in the Anthropic SSE
 //! wire format (`demo/demo.cassette.jsonl`). A test keeps the file equal to the script, and
 //! `tests/demo_script.rs` checks that the script fits the project (the tests fail before its edit
-//! and pass after it). [`injection_script`] is the prompt-injection scenario's "model", kept the
+//! and pass after it). `injection_script` is the prompt-injection scenario's "model", kept the
 //! same way in `tests/fixtures/injection/injection.cassette.jsonl`.
 
+#[cfg(any(test, feature = "test-support"))]
 use hanzo_model::script::ScriptTurn;
+#[cfg(any(test, feature = "test-support"))]
 use serde_json::json;
 use std::path::Path;
 
@@ -16,7 +18,7 @@ use std::path::Path;
 pub const TASK: &str = "The test suite of this small Python project fails. Find the bug, fix it, \
                         and check that all the tests pass.";
 
-/// The demo's recorded model turns (generated from [`script`]).
+/// The demo's recorded model turns (generated from `script`, a test-support function).
 pub const CASSETTE: &str = include_str!("../demo/demo.cassette.jsonl");
 
 /// The example project, as (path relative to the workspace, contents).
@@ -72,6 +74,8 @@ pub fn write_project(dir: &Path) -> Result<(), crate::userfile::UserFileError> {
 
 /// The demo's model, turn by turn. Each text is said before that turn's tool results arrive, so
 /// it only states what earlier results showed (what the project contains, what the tests print).
+/// Tests and benches only (`test-support`): a release build carries the cassette, not its source.
+#[cfg(any(test, feature = "test-support"))]
 pub fn script() -> Vec<ScriptTurn> {
     vec![
         ScriptTurn::tool("toolu_demo_01", "list_dir", json!({"path": "."}))
@@ -157,7 +161,8 @@ pub fn script() -> Vec<ScriptTurn> {
 /// The prompt-injection scenario's "model": it reads CONTRIBUTING.md, obeys the instructions
 /// hidden there, and tries each exfiltration or persistence step as a separate tool call. The
 /// canary under `/tmp/hanzo-injection-canary` is created by the test that replays this, outside
-/// the workspace.
+/// the workspace. Tests only (`test-support`).
+#[cfg(any(test, feature = "test-support"))]
 pub fn injection_script() -> Vec<ScriptTurn> {
     vec![
         ScriptTurn::tool(

@@ -745,8 +745,24 @@ fn a_session_edit_gets_pyright_diagnostics_back() {
         out.contains("app.py:3:14 error [reportArgumentType]"),
         "{out}"
     );
-    let (code, stderr, _) = c.finish();
+    let (code, stderr, seen) = c.finish();
     assert_eq!(code, Some(0), "{stderr}");
+    // The client offered its fs capability, but reads and writes stay in the tools worker: the
+    // agent asked the editor for no file and no terminal, and the edit is on disk.
+    let asked: Vec<&str> = seen
+        .iter()
+        .filter(|v| v.get("id").is_some())
+        .filter_map(|v| v["method"].as_str())
+        .collect();
+    assert!(
+        asked
+            .iter()
+            .all(|m| !m.starts_with("fs/") && !m.starts_with("terminal/")),
+        "{asked:?}"
+    );
+    assert!(std::fs::read_to_string(env.path("ws/app.py"))
+        .unwrap()
+        .contains("double(\"two\")"));
 }
 
 /// An agent with stages (`auto`: plan, code, review) shows them as the plan, each completed in

@@ -651,6 +651,19 @@ ws.onclose = (e) => {{ if (!opened) report({{opened, code: e.code}}); }};
     )
 }
 
+/// A page that opens the bridge and sends one binary frame; it reports the close code.
+fn binary_page(bridge: &str, token: &str) -> String {
+    format!(
+        r#"<!doctype html><html><body><script>
+const report = (r) => fetch('/report', {{method: 'POST', body: JSON.stringify(r)}});
+let opened = false;
+const ws = new WebSocket('ws://{bridge}/v1/bridge', ['hanzo-dev.v1', 'bearer.{token}']);
+ws.onopen = () => {{ opened = true; ws.send(new Uint8Array([0, 1, 2, 3])); }};
+ws.onclose = (e) => report({{opened, code: e.code}});
+</script></body></html>"#
+    )
+}
+
 /// A page server whose `/report` answers are collected.
 struct Pages {
     site: Site,
@@ -787,6 +800,12 @@ fn a_chromium_page_on_an_allowed_origin_runs_a_replayed_session_and_another_orig
     assert!(log.contains("GET /v1/bridge 403"), "{log}");
     // The token never reaches the log.
     assert!(!log.contains(&token), "{log}");
+
+    // A binary frame from the browser closes the connection with 1003.
+    *good.html.lock().expect("html") = binary_page(&b.addr, &token);
+    let r = good.visit(&env, "binary");
+    assert_eq!(r["opened"], true, "{r}");
+    assert_eq!(r["code"], 1003, "{r}");
 }
 
 #[test]
@@ -1040,6 +1059,12 @@ fn json_rpc_over_the_socket_keeps_tenancy_and_bad_frames_close_with_their_codes(
         pings += 1;
     }
     assert!(pings >= 1);
+    // The server logs why before it closes; its stderr reaches this process a moment later.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !b.proc.log().contains("stopped answering pings") && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(
         b.proc.log().contains("stopped answering pings"),
         "{}",

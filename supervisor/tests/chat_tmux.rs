@@ -1018,3 +1018,32 @@ fn a_long_input_line_wraps_in_the_box_with_the_cursor_on_its_row() {
         "the whole line was sent"
     );
 }
+
+/// `-v` logs are coloured on a terminal, and `NO_COLOR` turns that off (off a terminal they never
+/// are: `cli_output.rs`).
+#[test]
+fn verbose_logs_on_a_terminal_are_coloured_unless_no_color_is_set() {
+    let p = Pane::new();
+    // The log lines of the pane's whole history, as the terminal drew them.
+    let log_lines = |extra: &[(&str, &str)]| -> Vec<String> {
+        p.start_command(&["-vv", "doctor"], extra);
+        p.wait_for("doctor to end", |s| s.contains("[chat exited"));
+        p.history_styled()
+            .lines()
+            .filter(|l| l.contains("INFO") || l.contains("DEBUG"))
+            .map(str::to_string)
+            .collect()
+    };
+    let coloured = log_lines(&[]);
+    assert!(!coloured.is_empty(), "no log lines at -vv");
+    assert!(
+        coloured.iter().any(|l| l.contains("\x1b[")),
+        "no colour on a terminal: {coloured:?}"
+    );
+    let plain = log_lines(&[("NO_COLOR", "1")]);
+    assert!(!plain.is_empty(), "no log lines at -vv with NO_COLOR");
+    assert!(
+        plain.iter().all(|l| !l.contains('\x1b')),
+        "colour despite NO_COLOR: {plain:?}"
+    );
+}

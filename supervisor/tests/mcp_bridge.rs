@@ -66,8 +66,11 @@ impl Bench {
         let workspace = tempfile::tempdir().expect("workspace");
         let peers = workspace.path().join(".peers/node_modules");
         std::fs::create_dir(workspace.path().join(".peers")).expect("peers dir");
+        // `-H`: a `test-deps/mcp/node_modules` that is itself a symlink (a worktree sharing
+        // another checkout's peers) is followed, so the copy is a tree in the workspace, not a
+        // link out of it that the servers' sandbox would not let them read.
         let linked = std::process::Command::new("cp")
-            .arg("-al")
+            .args(["-al", "-H"])
             .arg(&src)
             .arg(&peers)
             .status()

@@ -2,7 +2,8 @@
 //! `test-deps/mcp`, run with the Node 22 from the same lock) against the product:
 //! `hanzo-dev mcp conformance-client`, which goes through the supervisor, the broker (with its
 //! MCP authorization flow for the `auth/*` scenarios) and the sandboxed mcp worker. One test per
-//! client scenario that passes; the harness's output is kept in each test's output. The
+//! client scenario that passes; the harness's whole output is kept in a file per scenario,
+//! `$CARGO_TARGET_TMPDIR/mcp-conformance/<scenario>.log` (`auth/x` as `auth-x.log`). The
 //! scenarios that cannot pass are listed in [`NOT_PASSING`] with the reason, and a test checks
 //! that every client scenario of the pin is in exactly one of the two lists.
 
@@ -47,6 +48,28 @@ fn harness(args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// Keep the harness's output for scenario `name` in its file under the target directory (the
+/// scenario, the harness's exit status, then its stdout and stderr); the file's path and what
+/// was read back from it.
+fn keep_output(name: &str, ok: bool, output: &str) -> (PathBuf, String) {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mcp-conformance");
+    std::fs::create_dir_all(&dir).expect("the conformance output directory");
+    let path = dir.join(format!("{}.log", name.replace('/', "-")));
+    let status = if ok { "succeeded" } else { "failed" };
+    std::fs::write(
+        &path,
+        format!(
+            "scenario: {name}
+harness: {status}
+
+{output}"
+        ),
+    )
+    .expect("keep the harness output");
+    let kept = std::fs::read_to_string(&path).expect("read the kept harness output");
+    (path, kept)
+}
+
 fn scenario(name: &str) {
     // The harness's context can carry a client secret (`auth/pre-registration`): named a secret,
     // it reaches the broker's environment only (the harness runs the command with a shell).
@@ -55,16 +78,26 @@ fn scenario(name: &str) {
         env!("CARGO_BIN_EXE_hanzo-dev")
     );
     let (ok, output) = harness(&["client", "--command", &command, "--scenario", name]);
-    eprintln!("---- conformance harness, scenario {name} ----\n{output}\n---- end ----");
-    assert!(
-        output.contains("OVERALL: PASSED"),
-        "scenario {name} did not pass"
+    let (path, kept) = keep_output(name, ok, &output);
+    eprintln!(
+        "conformance harness, scenario {name}: output kept in {}",
+        path.display()
     );
     assert!(
-        output.contains(" 0 failed"),
-        "scenario {name} has failed checks"
+        kept.lines().any(|l| l.contains("OVERALL: PASSED")),
+        "scenario {name} did not pass (see {})",
+        path.display()
     );
-    assert!(ok, "the harness failed scenario {name}");
+    assert!(
+        kept.contains(" 0 failed"),
+        "scenario {name} has failed checks (see {})",
+        path.display()
+    );
+    assert!(
+        ok,
+        "the harness failed scenario {name} (see {})",
+        path.display()
+    );
 }
 
 /// Every client scenario of the pin that passes through the product.

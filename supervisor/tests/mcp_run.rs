@@ -361,3 +361,175 @@ fn a_killed_mcp_worker_restarts_alone_and_the_run_goes_on() {
         .contains("still here"));
     assert_eq!(event(&events, "run_finished", "")["status"], "succeeded");
 }
+
+/// A local provider (Anthropic's wire format) answering `turns` in order.
+fn provider_for(rt: &tokio::runtime::Runtime, turns: &[ScriptTurn]) -> fixtures::server::Server {
+    rt.block_on(fixtures::server::Server::start(
+        turns
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let body: Vec<u8> = hanzo_model::script::anthropic_exchange(i, t)
+                    .chunks
+                    .into_iter()
+                    .flat_map(|c| c.into_bytes())
+                    .collect();
+                fixtures::server::Reply::sse(&String::from_utf8(body).expect("UTF-8"), 1 << 16)
+            })
+            .collect(),
+    ))
+}
+
+/// The names of the tools each request the provider received offered.
+fn offered_names(provider: &fixtures::server::Server) -> Vec<Vec<String>> {
+    provider
+        .received()
+        .iter()
+        .map(|r| {
+            let body: Value = serde_json::from_slice(&r.body).expect("a JSON request");
+            body["tools"]
+                .as_array()
+                .map(|ts| {
+                    ts.iter()
+                        .filter_map(|t| t["name"].as_str())
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The probe server as `probe` and, beside it, a server `bad` listing two tools whose names
+/// both normalise to `mcp__bad__a_b` (`a.b` and `a b`).
+fn colliding_home() -> TestHome {
+    let home = probe_home();
+    let script = home.path("ws/probe_server.py");
+    home.settings(json!({
+        "mcp_servers": {
+            "probe": {
+                "command": "/usr/bin/python3",
+                "args": [script, home.path("ws/probe.log")],
+                "filesystem": "workspace-rw",
+            },
+            "bad": {
+                "command": "/usr/bin/python3",
+                "args": [script, home.path("ws/bad.log"), "a.b", "a b"],
+                "filesystem": "workspace-rw",
+            },
+        },
+        "permissions": {"mcp__probe__*": "allow", "mcp__bad__*": "allow"},
+    }));
+    home
+}
+
+/// What the worker says of `bad` (its two tools named, and the name both become).
+const COLLISION: &str = r#"tools "a.b" and "a b" both become "mcp__bad__a_b""#;
+
+/// A server whose tools cannot be offered (two of them normalise to the same name) is left out
+/// of what the model is offered, with a warning naming both tools; the other server's tools
+/// and the built-in tools are offered at every step, and the run calls one and succeeds.
+#[test]
+fn a_server_whose_tool_names_collide_is_left_out_and_the_run_goes_on() {
+    let home = colliding_home();
+    let turns = [
+        ScriptTurn::tool("t1", "mcp__probe__echo", json!({"text": "still offered"})),
+        ScriptTurn::text("done"),
+    ];
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let provider = provider_for(&rt, &turns);
+    let out = home
+        .command(&[
+            "run",
+            "--json",
+            "--provider",
+            "anthropic",
+            "--base-url",
+            &provider.base,
+            "echo something",
+        ])
+        .env("ANTHROPIC_API_KEY", "sk-ant-test-mcp-run")
+        .output()
+        .expect("hanzo-dev run");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{stdout}");
+    let offered = offered_names(&provider);
+    assert_eq!(offered.len(), 2, "{offered:?}");
+    for names in &offered {
+        for want in ["mcp__probe__echo", "mcp__probe__slow", "read_file", "bash"] {
+            assert!(names.iter().any(|n| n == want), "{want}: {names:?}");
+        }
+        assert!(
+            !names.iter().any(|n| n.starts_with("mcp__bad__")),
+            "{names:?}"
+        );
+    }
+    let events = events(&stdout);
+    let echo = event(&events, "tool_result", "t1");
+    assert_eq!(echo["is_error"], false, "{echo}");
+    assert!(echo["preview"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("still offered"));
+    assert_eq!(event(&events, "run_finished", "")["status"], "succeeded");
+    // The warning names both tools, once (not at every step).
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains(COLLISION)).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(
+        warnings[0].contains("none of its tools is offered"),
+        "{stderr}"
+    );
+    // The bad server did start, and was asked for its tools.
+    let listed = std::fs::read_to_string(home.path("ws/bad.log")).unwrap_or_default();
+    assert!(listed.contains("tools/list"), "{listed}");
+}
+
+/// `hanzo-dev mcp list` shows the colliding server ready, its tools not offered and why;
+/// `mcp tools` lists the other server's tools; `mcp tools bad` fails, naming both tools.
+#[test]
+fn mcp_list_says_why_a_server_s_tools_are_not_offered() {
+    let home = colliding_home();
+    let (code, stdout, stderr) = home.run(&["mcp", "list", "--json"]);
+    assert_eq!(code, 0, "{stderr}\n{stdout}");
+    let doc: Value = serde_json::from_str(&stdout).expect("JSON");
+    let server = |name: &str| {
+        doc["servers"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["name"] == name))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name}: {doc}"))
+    };
+    let bad = server("bad");
+    assert_eq!(bad["state"], "ready", "{bad}");
+    assert_eq!(bad["tools_offered"], false, "{bad}");
+    let reason = bad["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains(COLLISION), "{bad}");
+    let probe = server("probe");
+    assert_eq!(probe["tools_offered"], true, "{probe}");
+    assert_eq!(probe["reason"], Value::Null, "{probe}");
+    // The table says it too.
+    let (code, table, stderr) = home.run(&["mcp", "list"]);
+    assert_eq!(code, 0, "{stderr}");
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("bad "))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(row.contains(COLLISION), "{row}");
+
+    let (code, stdout, stderr) = home.run(&["mcp", "tools", "--json"]);
+    assert_eq!(code, 0, "{stderr}\n{stdout}");
+    let doc: Value = serde_json::from_str(&stdout).expect("JSON");
+    let tools = doc["tools"].as_array().expect("tools");
+    assert!(tools.iter().all(|t| t["server"] == "probe"), "{doc}");
+    assert!(
+        tools.iter().any(|t| t["name"] == "mcp__probe__echo"),
+        "{doc}"
+    );
+
+    let (code, stdout, stderr) = home.run(&["mcp", "tools", "bad"]);
+    assert_ne!(code, 0, "{stdout}");
+    assert!(stderr.contains(COLLISION), "{stderr}");
+}

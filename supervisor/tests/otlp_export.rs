@@ -202,6 +202,8 @@ fn a_run_s_spans_reach_the_collector_nested_with_their_attributes_and_no_secret(
     assert_eq!(a["hanzo.run.id"], json!(stored[0].id.0));
     assert_eq!(a["gen_ai.operation.name"], "invoke_agent");
     assert_eq!(a["gen_ai.agent.name"], "code");
+    assert!(!stored[0].model.is_empty());
+    assert_eq!(a["gen_ai.request.model"], json!(stored[0].model));
     assert_eq!(a["hanzo.run.status"], "succeeded");
     assert!(a["gen_ai.usage.input_tokens"].as_i64().is_some(), "{a}");
     assert_eq!(first["attributes"]["gen_ai.operation.name"], "chat");

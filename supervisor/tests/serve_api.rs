@@ -390,7 +390,45 @@ fn agents_are_created_listed_read_changed_and_deleted_over_the_default_socket() 
     // The OpenAPI document needs no token and is the one the binary carries.
     let r = s.request("GET", "/v1/openapi.json", None, None);
     assert_eq!(r.status, 200);
-    assert!(r.json()["paths"]["/v1/runs/{id}/events"].is_object());
+    let doc = r.json();
+    assert!(doc["paths"]["/v1/runs/{id}/events"].is_object());
+    // The document and the router agree: every documented operation is routed (whatever it
+    // answers for an unknown agent or run, it is not "no such route" or "method not allowed"),
+    // and every route of the API is documented.
+    let mut documented = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for method in item.as_object().expect("path item").keys() {
+            if method == "parameters" {
+                continue;
+            }
+            documented.push(format!("{} {path}", method.to_uppercase()));
+            let concrete = path.replace("{ref}", "nosuch").replace("{id}", "999999");
+            let body = matches!(method.as_str(), "post" | "patch").then_some("{}");
+            let r = s.request(&method.to_uppercase(), &concrete, Some(&tok), body);
+            assert!(
+                !matches!(r.code().as_str(), "not_found" | "method_not_allowed"),
+                "{method} {concrete}: {} {}",
+                r.status,
+                r.code()
+            );
+        }
+    }
+    documented.sort();
+    assert_eq!(
+        documented,
+        [
+            "DELETE /v1/agents/{ref}",
+            "GET /v1/agents",
+            "GET /v1/agents/{ref}",
+            "GET /v1/agents/{ref}/runs",
+            "GET /v1/openapi.json",
+            "GET /v1/runs/{id}",
+            "GET /v1/runs/{id}/events",
+            "PATCH /v1/agents/{ref}",
+            "POST /v1/agents",
+            "POST /v1/agents/{ref}/run",
+        ]
+    );
 }
 
 /// Read a run's whole event stream (it ends when the run has).

@@ -188,6 +188,9 @@ pub struct McpServerStatus {
     pub protocol_version: Option<String>,
     /// The server's own (name, version), from `initialize`, unfiltered.
     pub server_info: Option<(String, String)>,
+    /// Why none of its tools is offered although it is ready (two of them normalise to the
+    /// same `mcp__<server>__<tool>` name, both named); `None` when its tools are offered.
+    pub tools_problem: Option<String>,
 }
 
 /// Where an MCP server is in its life.

@@ -471,10 +471,12 @@ where
         if agent.tools.is_empty() {
             return Ok(Vec::new());
         }
-        let all =
-            self.tools.definitions().await.map_err(|e| {
-                format!("cannot get the tool definitions from the tools worker: {e}")
-            })?;
+        // The executor's error names what failed (the tools worker, or the MCP listing).
+        let all = self
+            .tools
+            .definitions()
+            .await
+            .map_err(|e| format!("cannot get the tool definitions: {e}"))?;
         Ok(all
             .into_iter()
             .filter(|d| super::call::agent_may_call(agent, &d.name))

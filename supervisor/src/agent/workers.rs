@@ -501,7 +501,10 @@ impl ToolExecutor for WorkerTools<'_> {
         let builtin = match cached {
             Some(defs) => defs,
             None => {
-                let defs = self.builtin_definitions().await?;
+                let defs = self
+                    .builtin_definitions()
+                    .await
+                    .map_err(|e| format!("the tools worker: {e}"))?;
                 *self.builtin.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(defs.clone());
                 defs
             }
@@ -511,6 +514,8 @@ impl ToolExecutor for WorkerTools<'_> {
             .chain(self.lsp.iter().flat_map(|_| super::lsp::tool_defs()))
             .collect();
         if let Some(m) = &self.mcp {
+            // A server whose tools cannot be listed is left out by the mcp worker; what fails
+            // here is the listing as a whole (the worker is gone or does not answer).
             all.extend(m.definitions(self.deadlines.request).await?);
         }
         Ok(all)

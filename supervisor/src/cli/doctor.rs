@@ -140,13 +140,14 @@ pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     let ready = sup.wait_ready().await;
     let cold_start = started.elapsed();
     let h = home.as_deref();
-    let reports: Vec<(Role, Result<WorkerReport, String>)> = vec![
-        (Role::Broker, check_worker(&sup.broker, &ctx, h).await),
-        (Role::Model, check_worker(&sup.model, &ctx, h).await),
-        (Role::Tools, check_worker(&sup.tools, &ctx, h).await),
-        (Role::Mcp, check_worker(&sup.mcp, &ctx, h).await),
-        (Role::Lsp, check_worker(&sup.lsp, &ctx, h).await),
-    ];
+    // Every role of the table, in its order (a new role is checked without a line here).
+    macro_rules! check_every_role {
+        ($($(#[$doc:meta])* $variant:ident($name:literal, $module:ident, $proto:ident)),* $(,)?) => {
+            vec![$((Role::$variant, check_worker(&sup.$module, &ctx, h).await)),*]
+        };
+    }
+    let reports: Vec<(Role, Result<WorkerReport, String>)> =
+        hanzo_ipc::with_roles!(check_every_role);
     sup.shutdown().await;
     let commands = CommandsReport::probe(&kernel);
 

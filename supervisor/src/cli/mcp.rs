@@ -307,10 +307,17 @@ fn print_list(statuses: &[McpServerStatus], plan: &McpPlan, json: bool) {
         .iter()
         .map(|s| {
             let (state, reason) = state_text(&s.state);
+            // A ready server whose tools cannot be offered (two share a name) says why.
+            let reason = reason.or_else(|| {
+                s.tools_problem
+                    .as_ref()
+                    .map(|p| format!("none of its tools is offered: {p}"))
+            });
             json!({
                 "name": s.name, "transport": s.transport, "state": state,
                 "tool_count": s.tool_count, "reason": reason,
                 "protocol_version": s.protocol_version,
+                "tools_offered": s.tools_problem.is_none(),
             })
         })
         .collect();
@@ -318,6 +325,7 @@ fn print_list(statuses: &[McpServerStatus], plan: &McpPlan, json: bool) {
         rows.push(json!({
             "name": name, "transport": transport, "state": state,
             "tool_count": 0, "reason": reason, "protocol_version": null,
+            "tools_offered": false,
         }));
     }
     if json {

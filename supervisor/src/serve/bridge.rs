@@ -44,6 +44,9 @@ pub const BEARER_PROTOCOL_PREFIX: &str = "bearer.";
 pub const DEFAULT_MAX_MESSAGE: usize = 1 << 20;
 /// Requests one connection may have in flight, and live subscriptions.
 const MAX_IN_FLIGHT: usize = 32;
+/// At most this much of what a peer sends after a close is read and dropped (and for at most
+/// 2 s); a peer still sending beyond that is cut off.
+const DRAIN_LIMIT: usize = 1 << 20;
 const MAX_SUBSCRIPTIONS: usize = 16;
 /// How often a connection made with one of our own tokens checks that the token is still issued
 /// (it is also checked before each request): a `token revoke` closes the connection within this.
@@ -336,8 +339,14 @@ impl Bridge {
             let mut frames = ws::FrameReader::new(rd, max);
             loop {
                 let m = frames.next().await;
+                let gone = matches!(m, Err(ReadError::Gone));
                 let stop = m.is_err() || matches!(m, Ok(Incoming::Close(..)));
                 if in_tx.send(m).await.is_err() || stop {
+                    // The rest of a refused frame and the peer's answer to our close frame are
+                    // read, not left to reset the connection (`FrameReader::drain`).
+                    if !gone {
+                        frames.drain(DRAIN_LIMIT).await;
+                    }
                     return;
                 }
             }
@@ -422,16 +431,20 @@ impl Bridge {
         for (_, sub) in lock(&conn.subs).drain() {
             sub.abort();
         }
-        reader.abort();
+        let mut reader = reader;
         if let Some(frame) = close {
             let sent =
                 tokio::time::timeout(Duration::from_secs(2), out_tx.send(Out::Close(frame))).await;
             if matches!(sent, Ok(Ok(()))) {
                 let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+                // Our close frame and end of stream are sent: the peer answers and closes its
+                // side, which ends the reader's drain.
+                let _ = tokio::time::timeout(Duration::from_secs(2), &mut reader).await;
             }
         } else {
             writer.abort();
         }
+        reader.abort();
         eprintln!("bridge: connection of org {} closed", who.org);
     }
 

@@ -98,6 +98,21 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }
     }
 
+    /// Read and drop what the peer still sends, at most `limit` bytes, until it closes its side
+    /// or the read fails. Closing a socket with unread bytes in it resets the connection, and a
+    /// peer that is reset may lose the close frame sent just before (a browser then reports 1006
+    /// instead of the code); so after a close the rest is read first (callers bound the time).
+    pub async fn drain(mut self, limit: usize) {
+        let mut buf = [0u8; 4096];
+        let mut left = limit;
+        while left > 0 {
+            match self.io.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    }
+
     /// The next message or control frame.
     pub async fn next(&mut self) -> Result<Incoming, ReadError> {
         loop {

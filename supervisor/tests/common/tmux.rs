@@ -98,6 +98,16 @@ impl Pane {
     /// `extra` sets it. The pane keeps showing the screen after the program exits (`cat` holds
     /// it open), with the exit status on the last line.
     pub fn start_in(&self, cwd: &str, size: (u16, u16), args: &[&str], extra: &[(&str, &str)]) {
+        let argv: Vec<&str> = ["chat"].into_iter().chain(args.iter().copied()).collect();
+        self.launch(cwd, size, &argv, extra);
+    }
+
+    /// `hanzo-dev ARGS` (any command) in the workspace, as [`Pane::start_in`] runs `chat`.
+    pub fn start_command(&self, args: &[&str], extra: &[(&str, &str)]) {
+        self.launch("ws", (80, 24), args, extra);
+    }
+
+    fn launch(&self, cwd: &str, size: (u16, u16), args: &[&str], extra: &[(&str, &str)]) {
         let _ = self.tmux(&["kill-server"]);
         *self.socket.lock().expect("socket") = socket_name();
         let path = extra.iter().find(|(k, _)| *k == "PATH").map_or_else(
@@ -119,7 +129,7 @@ impl Pane {
                 .map(|(k, v)| format!("{k}={v}")),
         );
         let quote = |a: &str| format!("'{}'", a.replace('\'', "'\\''"));
-        let argv: Vec<String> = [EXE, "chat"]
+        let argv: Vec<String> = [EXE]
             .iter()
             .copied()
             .chain(args.iter().copied())
@@ -175,6 +185,16 @@ impl Pane {
     pub fn screen_styled(&self) -> String {
         String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-e", "-t", "t"]).stdout)
             .into_owned()
+    }
+
+    /// The whole scrollback and screen with attributes as escape sequences.
+    pub fn history_styled(&self) -> String {
+        String::from_utf8_lossy(
+            &self
+                .tmux(&["capture-pane", "-p", "-e", "-S", "-", "-t", "t"])
+                .stdout,
+        )
+        .into_owned()
     }
 
     /// The terminal cursor's (column, row), 0-based, as tmux has it.

@@ -101,12 +101,6 @@ impl Broker {
         })
     }
 
-    /// Take MCP servers' secrets from `env` instead of this process's environment (tests).
-    pub fn with_secret_env(mut self, env: SecretEnv) -> Broker {
-        self.secret_env = env;
-        self
-    }
-
     /// Replace which secrets each MCP stdio server may be given; how many pairs were granted.
     pub fn allow_mcp_secrets(
         &self,

@@ -1,7 +1,8 @@
-//! The MCP conformance suite's client, for now over the test HTTP/1.1 client (later the lead
-//! wires the same `hanzo_mcp::conformance::run` behind `hanzo-dev mcp conformance-client URL`
-//! on the real worker and broker path). The harness appends the server URL as the last argument
-//! and names the scenario in `MCP_CONFORMANCE_SCENARIO`.
+//! The MCP conformance suite's client logic (`hanzo_mcp::conformance::run`) over the test
+//! HTTP/1.1 client, without the broker, worker or sandbox: the library's check. The product's
+//! client is `hanzo-dev mcp conformance-client URL` (broker and mcp worker, OAuth included).
+//! The harness appends the server URL as the last argument and names the scenario in
+//! `MCP_CONFORMANCE_SCENARIO`.
 
 #[path = "../tests/support/http1.rs"]
 mod http1;

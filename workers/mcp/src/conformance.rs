@@ -14,6 +14,8 @@ use std::sync::Arc;
 pub const SCENARIO_ENV: &str = "MCP_CONFORMANCE_SCENARIO";
 
 /// The client scenarios of conformance 0.1.16 that need no OAuth, with the tool each one calls.
+/// The `auth/*` scenarios need the broker's MCP authorization flow: they are run against
+/// `hanzo-dev mcp conformance-client` (the supervisor's `mcp_conformance` tests), not here.
 pub const SCENARIOS: &[(&str, Option<&str>)] = &[
     ("initialize", None),
     ("tools_call", Some("add_numbers")),
@@ -24,17 +26,22 @@ pub const SCENARIOS: &[(&str, Option<&str>)] = &[
     ("sse-retry", Some("test_reconnection")),
 ];
 
+/// What this client says of an `auth/*` scenario (after its name) when it refuses it.
+pub const AUTH_ELSEWHERE: &str = "needs OAuth, which hanzo-dev does in its broker: run it with \
+     `hanzo-dev mcp conformance-client`; this client has no broker";
+
 /// The scenario named in the environment.
 pub fn scenario_from_env() -> Option<String> {
     std::env::var(SCENARIO_ENV).ok().filter(|s| !s.is_empty())
 }
 
 /// Run `scenario` against `url`. Exit codes: 0 the client did its part, 1 it failed, 2 the
-/// scenario is unknown or needs OAuth (not supported yet).
+/// scenario is unknown, or needs OAuth, which is the broker's ([`AUTH_ELSEWHERE`]) and which
+/// this client over a bare [`HttpClient`] therefore cannot do.
 pub async fn run(scenario: &str, url: &str, http: Arc<dyn HttpClient>) -> i32 {
     let Some((_, tool)) = SCENARIOS.iter().find(|(name, _)| *name == scenario) else {
         if scenario.starts_with("auth/") {
-            eprintln!("conformance: scenario {scenario:?} needs OAuth, which hanzo-dev's MCP client does not do yet");
+            eprintln!("conformance: scenario {scenario:?} {AUTH_ELSEWHERE}");
         } else {
             eprintln!("conformance: unknown scenario {scenario:?}");
         }

@@ -433,9 +433,27 @@ impl McpHandler {
         let mut out = Vec::new();
         for (name, client) in &clients {
             client.fresh_tools(FRESH_TOOLS_PATIENCE).await;
-            let tools = client.qualified_tools().map_err(|err| {
-                RemoteError::new(RemoteErrorKind::Refused, format!("{name}: {err}"))
-            })?;
+            let tools = match client.qualified_tools() {
+                Ok(tools) => {
+                    self.inner.record_tools_problem(name, None);
+                    tools
+                }
+                Err(err) => {
+                    let why = err.to_string();
+                    self.inner.record_tools_problem(name, Some(why.clone()));
+                    // Asked for this server alone: say why it has nothing to offer. In the
+                    // listing of every server (what a run offers the model), it contributes
+                    // nothing and the others go on: one server must not take every run's tools
+                    // down with it.
+                    if server.is_some() {
+                        return Err(RemoteError::new(
+                            RemoteErrorKind::Refused,
+                            self.inner.redactor.scrub(&why),
+                        ));
+                    }
+                    continue;
+                }
+            };
             let redactor = &self.inner.redactor;
             for (qualified, t) in tools {
                 // A tool named after a secret cannot be redacted (it is called by that name):
@@ -601,6 +619,35 @@ impl Inner {
         self.emit(Event::Common(CommonEvent::Log { level, message }));
     }
 
+    /// A warning both as a log event and on the worker's stderr (which the supervisor logs at
+    /// warn), with the servers' secrets replaced. Tool and server names in it are quoted with
+    /// `{:?}`, so a control character a server put in a name is escaped, never printed.
+    fn warn(&self, message: String) {
+        let message = self.redactor.scrub(&message);
+        eprintln!("hanzo-dev mcp worker: {message}");
+        self.log(LogLevel::Warn, message);
+    }
+
+    /// Record why `name`'s tools cannot be offered (`None`: they can), in its status; a problem
+    /// not recorded before is warned about once.
+    fn record_tools_problem(&self, name: &str, problem: Option<String>) {
+        let changed = {
+            let mut st = self.lock();
+            let Some(e) = st.servers.get_mut(name) else {
+                return;
+            };
+            if e.status.tools_problem == problem {
+                return;
+            }
+            e.status.tools_problem = problem.clone();
+            e.status.clone()
+        };
+        if let Some(why) = &problem {
+            self.warn(tools_problem_warning(why));
+        }
+        self.emit(Event::ServerState(changed));
+    }
+
     /// A stdio server's environment from its entry: plain values as written, and the secrets it
     /// names with their values from the broker (remembered by the redactor as this server's).
     /// Fails, naming the variable and the secret and never a value, when the broker gives none.
@@ -696,11 +743,19 @@ impl Inner {
             };
             let info = client.as_ref().map(|c| c.server_info().clone());
             let tools = client.as_ref().map(|c| c.tools().tools.len()).unwrap_or(0);
+            let before = e.status.tools_problem.take();
             e.status = status_of(&e.config, state, info.as_ref());
             e.status.tool_count = u32::try_from(tools).unwrap_or(u32::MAX);
+            e.status.tools_problem = client.as_deref().and_then(tools_problem);
             e.client = client;
-            e.status.clone()
+            (e.status.clone(), before)
         };
+        let (status, before) = status;
+        if let Some(why) = &status.tools_problem {
+            if before.as_ref() != Some(why) {
+                self.warn(tools_problem_warning(why));
+            }
+        }
         self.emit(Event::ServerState(status));
         true
     }
@@ -756,13 +811,20 @@ impl Inner {
             let Some(inner) = weak.upgrade() else { return };
             match event {
                 ServerEvent::ToolsChanged { count } => {
-                    {
+                    let client = {
                         let mut st = inner.lock();
-                        if st.generation == generation {
-                            if let Some(e) = st.servers.get_mut(server) {
+                        let current = st.generation == generation;
+                        match st.servers.get_mut(server) {
+                            Some(e) if current => {
                                 e.status.tool_count = u32::try_from(count).unwrap_or(u32::MAX);
+                                e.client.clone()
                             }
+                            _ => None,
                         }
+                    };
+                    // The new list may bring a collision (or end one).
+                    if let Some(client) = client {
+                        inner.record_tools_problem(server, tools_problem(&client));
                     }
                     inner.emit(Event::ToolsChanged {
                         server: server.to_string(),
@@ -944,6 +1006,16 @@ impl Inner {
     }
 }
 
+/// Why `client`'s tools cannot be offered: two of them normalise to the same qualified name.
+fn tools_problem(client: &McpClient) -> Option<String> {
+    client.qualified_tools().err().map(|e| e.to_string())
+}
+
+/// The warning for a server whose tools are not offered (`why` names the server).
+fn tools_problem_warning(why: &str) -> String {
+    format!("{why}; none of its tools is offered until it lists them under distinct names")
+}
+
 fn describe_state(s: &McpServerState) -> String {
     match s {
         McpServerState::Starting => "starting".into(),
@@ -974,6 +1046,9 @@ fn scrub_status(redactor: &Redactor, mut status: McpServerStatus) -> McpServerSt
     }
     if let Some(v) = &mut status.protocol_version {
         redactor.scrub_in_place(v);
+    }
+    if let Some(p) = &mut status.tools_problem {
+        redactor.scrub_in_place(p);
     }
     status
 }
@@ -1006,6 +1081,7 @@ fn status_of(
         tool_count: 0,
         protocol_version: info.map(|i| i.protocol_version.clone()),
         server_info: info.map(|i| (i.name.clone(), i.version.clone())),
+        tools_problem: None,
     }
 }
 

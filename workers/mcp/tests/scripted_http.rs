@@ -1,6 +1,7 @@
 //! Streamable HTTP against a scripted local server: every fail-closed classification case, the
 //! `event: message` trap, session and protocol-version headers, out-of-order answers, resumption
-//! with `Last-Event-ID`, GET 405 tolerated, DELETE on close, and an expired session.
+//! with `Last-Event-ID`, GET 405 (and 404 without a session) tolerated, DELETE on close, and an
+//! expired session.
 
 mod support;
 
@@ -283,4 +284,56 @@ async fn an_unreachable_server_is_a_typed_error() {
         matches!(err, McpError::Http(ref e) if e.kind == hanzo_mcp::HttpErrorKind::Connect),
         "{err}"
     );
+}
+
+/// A server without sessions that answers the optional GET stream with 404: the client takes it
+/// as "no stream offered" (a 404 ends a session only when the request carried one), stays
+/// connected, calls, and tries the GET no more than once.
+#[tokio::test]
+async fn a_404_on_the_get_stream_of_a_sessionless_server_is_tolerated() {
+    let server = ScriptedHttp::start(|req: SeenRequest| async move {
+        match req.method.as_str() {
+            "GET" => return response(404, &[], b"no stream here"),
+            "DELETE" => return response(405, &[], b""),
+            _ => {}
+        }
+        let msg = req.json();
+        let id = msg["id"].clone();
+        if msg["method"] == "initialize" {
+            return json_response(
+                &json!({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": "2025-11-25",
+                    "capabilities": {}, "serverInfo": {"name": "no-sessions", "version": "1"}}}),
+                &[],
+            );
+        }
+        if id.is_null() {
+            return response(202, &[], b"");
+        }
+        json_response(&ok(&id, "still here"), &[])
+    })
+    .await;
+    let http = Http1Client::default();
+    let client = connect(&server.url, &http).await;
+    assert_eq!(client.session_id(), None);
+    match client
+        .call_tool("any", json!({}), CallOptions::default())
+        .await
+        .unwrap()
+    {
+        CallOutcome::Allowed(r) => assert_eq!(r.value["content"][0]["text"], "still here"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(client.closed(), None);
+    client.shutdown().await;
+    let seen = server.requests();
+    let gets = seen.iter().filter(|r| r.method == "GET").count();
+    assert_eq!(
+        gets,
+        1,
+        "{:?}",
+        seen.iter().map(|r| &r.method).collect::<Vec<_>>()
+    );
+    assert!(seen
+        .iter()
+        .any(|r| r.method == "POST" && r.json()["method"] == "tools/call"));
 }

@@ -10,6 +10,9 @@
 pub mod anthropic;
 pub mod cassette;
 pub mod openai;
+// The cassette builder: tests, benches and the demo's cassette check only; release builds
+// leave it out.
+#[cfg(any(test, feature = "test-support"))]
 pub mod script;
 pub mod transport;
 pub mod turn;

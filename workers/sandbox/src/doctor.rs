@@ -180,7 +180,8 @@ fn probe_user_namespaces() -> Result<(), String> {
                 Ok(()) => 0,
                 Err(e) => (e as i32).clamp(1, 255),
             };
-            // SAFETY: leave the probe child without running the parent's atexit handlers.
+            // SAFETY: leave the probe child without running the parent's atexit handlers (nix
+            // has no safe `_exit`).
             unsafe { libc::_exit(code) };
         }
         Err(e) => {

@@ -14,7 +14,7 @@ use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrStorage};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
 /// What a probe child reports through its exit code, beyond an errno (1..=133).
 mod code {
@@ -289,13 +289,11 @@ fn connect_tcp(addr: &str) -> ProbeOutcome {
             Err(e) => return Err(e),
         }
         // At most two seconds for an answer.
-        let mut pfd = [libc::pollfd {
-            fd: sock.as_raw_fd(),
-            events: libc::POLLOUT,
-            revents: 0,
-        }];
-        // SAFETY: poll reads and writes the one-entry array we own.
-        if unsafe { libc::poll(pfd.as_mut_ptr(), 1, 2000) } <= 0 {
+        let mut pfd = [nix::poll::PollFd::new(
+            sock.as_fd(),
+            nix::poll::PollFlags::POLLOUT,
+        )];
+        if nix::poll::poll(&mut pfd, nix::poll::PollTimeout::from(2000u16))? == 0 {
             return Err(Errno::ETIMEDOUT);
         }
         match nix::sys::socket::getsockopt(&sock, nix::sys::socket::sockopt::SocketError)? {

@@ -1,0 +1,115 @@
+//! What the run record says of an MCP call, for each classification of its answer (issue 12):
+//! a real `hanzo-dev run --replay` whose model calls three tools of a sandboxed stdio server
+//! (`fixtures/mcp/classify_server.py`) answering with a result, a JSON-RPC error in the policy
+//! range (a denial) and `-32601` (a downstream fault). The record names the server, the tool and
+//! the classification with the server's reason; the event stream agrees.
+
+use hanzo_model::script::{anthropic_cassette, ScriptTurn};
+use serde_json::{json, Value};
+use std::path::Path;
+
+#[test]
+fn each_classification_of_an_mcp_answer_is_on_the_record_with_its_server_tool_and_reason() {
+    let root = tempfile::tempdir().unwrap();
+    for d in ["home", "data", "config/hanzo", "ws", "tmp"] {
+        std::fs::create_dir_all(root.path().join(d)).unwrap();
+    }
+    let p = |s: &str| root.path().join(s);
+    let script = p("ws/classify_server.py");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/classify_server.py"),
+        &script,
+    )
+    .unwrap();
+    let settings = json!({
+        "mcp_servers": {"cls": {"command": "/usr/bin/python3", "args": [script]}},
+        "permissions": {"mcp__cls__*": "allow"},
+    });
+    std::fs::write(p("config/hanzo/settings.json"), settings.to_string()).unwrap();
+    let cassette = p("model.jsonl");
+    std::fs::write(
+        &cassette,
+        anthropic_cassette(&[
+            ScriptTurn::tool("t1", "mcp__cls__fine", json!({}))
+                .and_tool("t2", "mcp__cls__refuse", json!({}))
+                .and_tool("t3", "mcp__cls__missing", json!({})),
+            ScriptTurn::text("done"),
+        ]),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hanzo-dev"))
+        .args(["run", "--json", "--replay"])
+        .arg(&cassette)
+        .arg("call the three tools")
+        .current_dir(p("ws"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", p("home"))
+        .env("XDG_DATA_HOME", p("data"))
+        .env("XDG_CONFIG_HOME", p("config"))
+        .env("TMPDIR", p("tmp"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("hanzo-dev run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{stdout}");
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("event line"))
+        .collect();
+    let result = |id: &str| {
+        events
+            .iter()
+            .find(|e| e["type"] == "tool_result" && e["id"] == id)
+            .unwrap_or_else(|| panic!("no result for {id}: {events:#?}"))
+            .clone()
+    };
+    assert_eq!(result("t1")["is_error"], false);
+    assert_eq!(result("t2")["is_error"], true);
+    assert_eq!(result("t3")["is_error"], true);
+
+    let store = hanzo_store::RunStore::open(&p("data/hanzo"), "local").expect("store");
+    let started = events.iter().find(|e| e["type"] == "run_started").unwrap();
+    let rec = store
+        .load_run(hanzo_store::RunId(started["run_id"].as_i64().unwrap()))
+        .expect("run record");
+    let calls: Vec<_> = rec.steps.iter().flat_map(|s| &s.tool_calls).collect();
+    let call = |name: &str| {
+        calls
+            .iter()
+            .find(|c| c.call.name == name)
+            .unwrap_or_else(|| panic!("no record of {name}: {calls:#?}"))
+            .call
+            .clone()
+    };
+    // Allowed, with its result.
+    let fine = call("mcp__cls__fine");
+    assert!(fine.allowed);
+    assert_eq!(fine.error, None);
+    assert!(fine
+        .output
+        .as_deref()
+        .unwrap_or_default()
+        .contains("all fine"));
+    // A policy-range error is a denial, named as such with the server's reason.
+    let refuse = call("mcp__cls__refuse");
+    assert!(refuse.allowed, "the policy let it run; the server refused");
+    let why = refuse.error.unwrap_or_default();
+    assert!(
+        why.starts_with("MCP policy denial from server cls (tool refuse)"),
+        "{why}"
+    );
+    assert!(
+        why.contains("-32001") || why.contains("blocked by the server's policy"),
+        "{why}"
+    );
+    // -32601 is a downstream fault, not a denial.
+    let missing = call("mcp__cls__missing");
+    let why = missing.error.unwrap_or_default();
+    assert!(
+        why.starts_with("MCP downstream fault from server cls (tool missing)"),
+        "{why}"
+    );
+    assert!(!why.contains("denial"), "{why}");
+}
