@@ -18,6 +18,7 @@ pub mod git;
 pub mod glob;
 pub mod hooks;
 pub mod isolation;
+pub mod mcp_name;
 pub mod network;
 pub mod permission;
 pub mod profile;

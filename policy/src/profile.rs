@@ -474,6 +474,11 @@ pub struct ProfileContext {
     /// namespace keeps the workspace writable with the protected paths bound read-only, as the
     /// tools worker's does. `false`: the mcp role reads the workspace only.
     pub mcp_workspace_write: bool,
+    /// The paths configured MCP stdio servers may read beyond the workspace (their
+    /// `read_paths`, resolved and vetted by the settings loader), read-only for the mcp role
+    /// alone: its worker, its launcher (and in tier B its mount namespace); each server's own
+    /// profile grants only its own.
+    pub mcp_extra_read: Vec<PathBuf>,
 }
 
 impl ProfileContext {
@@ -490,6 +495,26 @@ impl ProfileContext {
             .collect()
     }
 }
+
+/// Directories under `$HOME` that hold secrets or settings: no grant a configuration asks for
+/// (a language server's installation prefix, an MCP server's `read_paths`) lies inside one.
+pub const SECRET_HOME_DIRS: &[&str] = &[
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".config",
+    ".kube",
+    ".docker",
+    ".azure",
+    ".password-store",
+    ".terraform.d",
+];
+
+/// Directories tier B replaces by a private, writable, size-limited tmpfs in every sandbox. A
+/// path beneath one cannot be granted to one sandboxed program alone (there, a grant of the
+/// private `/tmp` reaches whatever is bound back into it), so no configured read path may lie
+/// beneath one.
+pub const PRIVATE_TMP_DIRS: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
 
 /// System directories that programs need to read and execute. `/etc` is not among them: only
 /// the entries in [`COMMAND_ETC`] are granted (root-only files there are secrets).
@@ -762,6 +787,13 @@ pub fn profile_for(role: Role, ctx: &ProfileContext) -> SandboxProfile {
 /// asks for it ([`ProfileContext::mcp_workspace_write`]).
 fn mcp_grants(ctx: &ProfileContext) -> Vec<PathGrant> {
     let mut fs = reader_grants(ctx, "server programs");
+    fs.extend(ctx.mcp_extra_read.iter().map(|p| {
+        grant(
+            p,
+            FsAccess::ReadExec,
+            "a path an MCP server's read_paths names",
+        )
+    }));
     if let (true, Some(ws)) = (ctx.mcp_workspace_write, &ctx.workspace) {
         for g in fs.iter_mut().filter(|g| &g.path == ws) {
             *g = grant(
@@ -993,11 +1025,12 @@ pub fn launcher_profile(role: Role, ctx: &ProfileContext, tier: Tier) -> Sandbox
             Role::Mcp if ctx.mcp_workspace_write => FsScope::WorkspaceRw,
             _ => FsScope::WorkspaceRo,
         },
-        // The lsp role's servers may read their installation prefixes (and nothing else does).
-        extra_read: if role == Role::Lsp {
-            ctx.toolchains.clone()
-        } else {
-            Vec::new()
+        // The lsp role's servers may read their installation prefixes, the mcp role's the
+        // servers' `read_paths` (and no other role either).
+        extra_read: match role {
+            Role::Lsp => ctx.toolchains.clone(),
+            Role::Mcp => ctx.mcp_extra_read.clone(),
+            _ => Vec::new(),
         },
         ..CommandProfile::bash(tier)
     };
@@ -1029,6 +1062,7 @@ mod tests {
             allow_dangerous_workspace: false,
             toolchains: Vec::new(),
             mcp_workspace_write: false,
+            mcp_extra_read: Vec::new(),
         }
     }
 
@@ -1365,6 +1399,44 @@ mod tests {
             .fs
             .iter()
             .any(|g| rw.hidden.iter().any(|h| g.path.starts_with(h))));
+    }
+
+    #[test]
+    fn the_mcp_roles_extra_reads_are_its_own_and_read_only() {
+        let with = ProfileContext {
+            mcp_extra_read: vec!["/srv/docs".into()],
+            ..ctx()
+        };
+        let docs = |fs: &[PathGrant]| {
+            fs.iter()
+                .filter(|g| g.path == Path::new("/srv/docs"))
+                .map(|g| g.access)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            docs(&profile_for(Role::Mcp, &with).fs),
+            [FsAccess::ReadExec]
+        );
+        assert!(docs(&profile_for(Role::Mcp, &ctx()).fs).is_empty());
+        for tier in [Tier::A, Tier::B] {
+            assert_eq!(
+                docs(&launcher_profile(Role::Mcp, &with, tier).fs),
+                [FsAccess::ReadExec]
+            );
+            for role in [Role::Tools, Role::Lsp] {
+                assert!(
+                    docs(&launcher_profile(role, &with, tier).fs).is_empty(),
+                    "{role}"
+                );
+            }
+        }
+        for role in [Role::Tools, Role::Lsp, Role::Model, Role::Broker] {
+            assert_eq!(
+                profile_for(role, &with),
+                profile_for(role, &ctx()),
+                "{role}"
+            );
+        }
     }
 
     #[test]

@@ -29,6 +29,9 @@ pub struct McpLaunch {
     /// Left out when unset, so that the hash of an entry without it is what it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filesystem: Option<crate::settings::McpFilesystemSetting>,
+    /// `read_paths`: what outside the workspace the server may read. Left out when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_paths: Option<Vec<String>>,
 }
 
 /// What needs trust in one workspace file.
@@ -70,6 +73,7 @@ impl FileTrustContent {
                             env: e.env.clone(),
                             cwd: e.cwd.clone(),
                             filesystem: e.filesystem,
+                            read_paths: e.read_paths.clone(),
                         },
                     )
                 })
@@ -173,6 +177,9 @@ fn describe_launch(l: &McpLaunch) -> String {
     }
     if let Some(cwd) = &l.cwd {
         s.push_str(&format!(", in {cwd}"));
+    }
+    if let Some(paths) = &l.read_paths {
+        s.push_str(&format!(", reads {paths:?}"));
     }
     s
 }

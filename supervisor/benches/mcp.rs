@@ -159,6 +159,7 @@ impl Setup {
                 initialize_timeout_ms: 30_000,
                 call_timeout_ms: 30_000,
                 elicitation_defaults: false,
+                max_result_bytes: None,
             }],
             roots: vec![self.ws.path().display().to_string()],
             max_result_bytes: 1 << 20,

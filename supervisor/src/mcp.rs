@@ -5,7 +5,8 @@
 //! Scope rules: a project or local settings file adds a server only in a trusted workspace (the
 //! settings merge already drops an untrusted file's `command`, `args`, `env` and `cwd`; a `url`
 //! it sets is refused here, since the broker would otherwise be asked to reach it). Server names
-//! follow the `mcp__<server>__<tool>` contract (`hanzo_mcp::validate_server_name`).
+//! follow the `mcp__<server>__<tool>` contract: the settings loader refuses any other name with
+//! its file, line and column (`hanzo_policy::mcp_name`), and the plan checks again.
 //!
 //! Secrets (`"env": {"VAR": "${secret:NAME}"}`): honoured only for a stdio server whose whole
 //! launch — `command`, `args`, `env` and `cwd` — comes from the user's settings. A workspace
@@ -138,6 +139,34 @@ impl McpPlan {
             )
         })
     }
+}
+
+impl McpPlan {
+    /// Every path a stdio server of the plan may read beyond the workspace (their `read_paths`):
+    /// the mcp worker and its launcher are started able to read them
+    /// ([`ProfileContext::mcp_extra_read`](hanzo_policy::profile::ProfileContext)).
+    pub fn extra_reads(&self) -> Vec<std::path::PathBuf> {
+        let mut out: Vec<std::path::PathBuf> = Vec::new();
+        for s in &self.config.servers {
+            if let McpTransport::Stdio { profile, .. } = &s.transport {
+                for p in &profile.extra_read {
+                    let p = std::path::PathBuf::from(p);
+                    if !out.contains(&p) {
+                        out.push(p);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// [`McpPlan::extra_reads`] for `loaded`'s servers in `workspace`.
+pub fn extra_reads(
+    loaded: &hanzo_policy::settings::LoadedSettings,
+    workspace: &Path,
+) -> Vec<std::path::PathBuf> {
+    plan_for(loaded, workspace).map_or_else(|_| Vec::new(), |p| p.extra_reads())
 }
 
 /// [`McpPlan::wants_workspace_write`] for `loaded`'s servers in `workspace`.
@@ -281,7 +310,8 @@ pub fn mcp_plan_with(
                         McpFilesystemSetting::WorkspaceRo => McpFilesystem::WorkspaceRo,
                         McpFilesystemSetting::WorkspaceRw => McpFilesystem::WorkspaceRw,
                     },
-                    extra_read: Vec::new(),
+                    // Resolved and vetted by the settings loader.
+                    extra_read: s.read_paths.clone(),
                     network: !s.network_allow.is_empty(),
                     egress_address: None,
                 },
@@ -313,6 +343,7 @@ pub fn mcp_plan_with(
             initialize_timeout_ms: s.startup_timeout_ms.unwrap_or(INITIALIZE_TIMEOUT_MS),
             call_timeout_ms: s.timeout_ms.unwrap_or(CALL_TIMEOUT_MS),
             elicitation_defaults: false,
+            max_result_bytes: s.max_result_bytes,
         });
     }
     Ok(McpPlan {
@@ -819,6 +850,28 @@ mod tests {
         // Trusted, the workspace's url is used.
         let plan = mcp_plan(&c, &sources, true, Path::new("/w")).unwrap();
         assert_eq!(plan.config.servers.len(), 2);
+    }
+
+    #[test]
+    fn read_paths_and_result_caps_reach_the_worker_config() {
+        let docs = McpServer {
+            read_paths: vec!["/srv/docs".into()],
+            max_result_bytes: Some(4096),
+            ..stdio("d")
+        };
+        let c = config(&[("docs", docs), ("plain", stdio("p"))]);
+        let plan = mcp_plan(&c, &BTreeMap::new(), true, Path::new("/w")).unwrap();
+        let of = |n: &str| plan.config.servers.iter().find(|s| s.name == n).unwrap();
+        assert_eq!(of("docs").max_result_bytes, Some(4096));
+        assert_eq!(of("plain").max_result_bytes, None);
+        let reads = |n: &str| match &of(n).transport {
+            McpTransport::Stdio { profile, .. } => profile.extra_read.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(reads("docs"), ["/srv/docs"]);
+        assert!(reads("plain").is_empty());
+        assert_eq!(plan.extra_reads(), [std::path::PathBuf::from("/srv/docs")]);
+        assert_eq!(plan.config.max_result_bytes, MAX_RESULT_BYTES);
     }
 
     #[test]

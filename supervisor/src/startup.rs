@@ -146,6 +146,7 @@ pub fn supervisor_config(
             allow_dangerous_workspace: false,
             toolchains: Vec::new(),
             mcp_workspace_write: false,
+            mcp_extra_read: Vec::new(),
         },
         env: env.vars.clone(),
         secret_names: env.extra_secret_names(),

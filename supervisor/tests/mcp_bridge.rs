@@ -131,6 +131,7 @@ impl Bench {
             initialize_timeout_ms: 30_000,
             call_timeout_ms: 30_000,
             elicitation_defaults: false,
+            max_result_bytes: None,
         }
     }
 
@@ -1067,4 +1068,268 @@ fn filesystem_workspace_rw_from_settings_lets_that_server_alone_write() {
     let out = write("ro", &theirs);
     assert!(out.contains("refused"), "{out}");
     assert!(!theirs.exists());
+}
+
+/// A settings file whose `mcp_servers` names a server outside the name contract (`bad__name`)
+/// is a settings error naming the file, line and column: `mcp list`, `mcp call` and `run` stop
+/// with exit code 2 before starting anything, instead of starting no server (or some) with a
+/// warning. A `read_paths` that names a directory of secrets is a settings error too.
+#[test]
+fn a_bad_server_name_or_read_path_is_a_settings_error_with_file_line_and_column() {
+    let cli = TestHome::new();
+    let file = cli.path("config/hanzo/settings.json");
+    let text = "{\n  \"mcp_servers\": {\n    \"good\": {\"command\": \"/usr/bin/true\"},\n    \"bad__name\": {\"command\": \"/usr/bin/true\"}\n  }\n}\n";
+    std::fs::write(&file, text).expect("settings");
+    // Line 4, at the name's closing quote (where the parser stands once it has read the name).
+    let at = format!("{}:4:15: at `mcp_servers`", file.display());
+    for args in [
+        &["mcp", "list", "--json"][..],
+        &["mcp", "call", "good", "x"][..],
+        &["run", "hello"][..],
+    ] {
+        let (code, stdout, stderr) = cli.run(args);
+        assert_eq!(code, 2, "{args:?}: {stdout}\n{stderr}");
+        assert!(stderr.contains(&at), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("MCP server name \"bad__name\" contains `__`"),
+            "{args:?}: {stderr}"
+        );
+        assert!(stdout.is_empty(), "{args:?}: {stdout}");
+    }
+    std::fs::create_dir_all(cli.path("home/.ssh")).expect("mkdir");
+    cli.settings(serde_json::json!({
+        "mcp_servers": {"fs": {"command": "/usr/bin/true", "read_paths": ["~/.ssh"]}},
+    }));
+    let (code, _, stderr) = cli.run(&["mcp", "list"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}: at `mcp_servers.fs.read_paths`",
+            file.display()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("a directory of secrets and settings"),
+        "{stderr}"
+    );
+    cli.settings(serde_json::json!({
+        "mcp_servers": {"fs": {"command": "/usr/bin/true", "read_paths": [cli.path("tmp")]}},
+    }));
+    let (code, _, stderr) = cli.run(&["mcp", "list"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("a temporary directory tier B"), "{stderr}");
+}
+
+/// A directory outside `/tmp` (in the target directory), removed when dropped.
+fn outside_tmp() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir")
+}
+
+/// `test-deps/mcp/node_modules` hard-linked under `dir` (followed first: the worktree's may be
+/// a link to another tree, which no sandbox here reads); the copy's path.
+fn link_peers(dir: &Path) -> PathBuf {
+    let src = std::fs::canonicalize(node_modules()).expect("peers");
+    std::fs::create_dir_all(dir).expect("mkdir");
+    let dst = dir.join("node_modules");
+    let linked = std::process::Command::new("cp")
+        .arg("-al")
+        .arg(&src)
+        .arg(&dst)
+        .status()
+        .expect("cp -al");
+    assert!(linked.success(), "hard-linking the peers");
+    dst
+}
+
+/// A `server-filesystem` settings entry run by the peers' node, told `dirs` are allowed (so only
+/// the sandbox refuses), with `extra` merged in.
+fn filesystem_entry(peers: &Path, dirs: &[&Path], extra: serde_json::Value) -> serde_json::Value {
+    let mut args = vec![peers
+        .join("@modelcontextprotocol/server-filesystem/dist/index.js")
+        .display()
+        .to_string()];
+    args.extend(dirs.iter().map(|d| d.display().to_string()));
+    let mut entry = serde_json::json!({
+        "command": peers.join("node/bin/node"),
+        "args": args,
+        "env": {"LANG": "C.UTF-8"},
+    });
+    for (k, v) in extra.as_object().expect("object") {
+        entry[k] = v.clone();
+    }
+    entry
+}
+
+/// `hanzo-dev mcp call SERVER TOOL --args ARGS --json` (`mcp__*` allowed by the settings): the
+/// outcome document.
+fn cli_call(
+    cli: &TestHome,
+    server: &str,
+    tool: &str,
+    args: serde_json::Value,
+) -> serde_json::Value {
+    let (_, stdout, stderr) = cli.run(&[
+        "mcp",
+        "call",
+        server,
+        tool,
+        "--args",
+        &args.to_string(),
+        "--json",
+    ]);
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"))
+}
+
+/// `read_paths` from the settings reach the sandbox of that server alone. The hostile fixture
+/// server (whose `read` and `write` tools open any path they are given, so only the sandbox
+/// refuses; `server-filesystem` would refuse on its own, since the client's roots — the workspace
+/// — replace the directories it is told) reads a file in the extra directory; a canary in a
+/// sibling directory that no setting names stays unreadable; it cannot write the extra
+/// directory; a second server without `read_paths` cannot read the extra directory either.
+#[test]
+fn read_paths_from_settings_let_a_server_read_that_directory_alone_and_not_write_it() {
+    let cli = mcp_cli();
+    let script = script(&cli);
+    // Not under the test's home, which lies in `/tmp`: no read path may (see `read_paths`).
+    let outside = outside_tmp();
+    let docs = outside.path().join("docs");
+    let private = outside.path().join("private");
+    for d in [&docs, &private] {
+        std::fs::create_dir_all(d).expect("mkdir");
+    }
+    std::fs::write(docs.join("readme.txt"), "from the extra directory").expect("doc");
+    std::fs::write(private.join("secret.txt"), CANARY).expect("canary");
+    cli.settings(serde_json::json!({
+        "mcp_servers": {
+            "reader": {"command": "/usr/bin/python3", "args": [script], "read_paths": [docs]},
+            "plain": {"command": "/usr/bin/python3", "args": [script]},
+        },
+        "permissions": {"mcp__*": "allow"},
+    }));
+    let read = |server: &str, path: PathBuf| {
+        cli_call(&cli, server, "read", serde_json::json!({"path": path}))
+    };
+    let doc = read("reader", docs.join("readme.txt"));
+    assert_eq!(doc["classification"], "allowed", "{doc}");
+    assert_eq!(doc["is_error"], false, "{doc}");
+    assert!(
+        doc["result"]
+            .to_string()
+            .contains("from the extra directory"),
+        "{doc}"
+    );
+    let doc = read("reader", private.join("secret.txt"));
+    assert_eq!(doc["is_error"], true, "{doc}");
+    assert!(
+        !doc.to_string().contains(CANARY),
+        "the canary leaked: {doc}"
+    );
+    let doc = read("plain", docs.join("readme.txt"));
+    assert_eq!(doc["is_error"], true, "{doc}");
+    assert!(
+        !doc.to_string().contains("from the extra directory"),
+        "{doc}"
+    );
+    let target = docs.join("written.txt");
+    let doc = cli_call(&cli, "reader", "write", serde_json::json!({"path": target}));
+    assert_eq!(doc["is_error"], true, "{doc}");
+    assert!(
+        !target.exists(),
+        "the server wrote into its read path: {doc}"
+    );
+    let doc = cli_call(
+        &cli,
+        "reader",
+        "write",
+        serde_json::json!({"path": docs.join("readme.txt")}),
+    );
+    assert_eq!(doc["is_error"], true, "{doc}");
+    assert_eq!(
+        std::fs::read_to_string(docs.join("readme.txt")).unwrap_or_default(),
+        "from the extra directory"
+    );
+}
+
+/// `max_result_bytes` is each server's own: through `hanzo-dev mcp call`, a result longer than
+/// the cap of the server that set one is cut and the cut is marked (in JSON and in text); the
+/// same result from a server left at the default comes whole.
+#[test]
+fn a_per_server_result_cap_cuts_the_result_and_marks_the_cut() {
+    let cli = mcp_cli();
+    let script = script(&cli);
+    let big = "0123456789".repeat(300);
+    std::fs::write(cli.path("ws/big.txt"), &big).expect("big file");
+    cli.settings(serde_json::json!({
+        "mcp_servers": {
+            "small": {"command": "/usr/bin/python3", "args": [script], "max_result_bytes": 100},
+            "whole": {"command": "/usr/bin/python3", "args": [script]},
+        },
+        "permissions": {"mcp__*": "allow"},
+    }));
+    let args = serde_json::json!({"path": cli.path("ws/big.txt")});
+    let doc = cli_call(&cli, "small", "read", args.clone());
+    assert_eq!(doc["classification"], "allowed", "{doc}");
+    assert_eq!(doc["truncated"], true, "{doc}");
+    let bytes = doc["bytes"].as_u64().expect("bytes");
+    assert!(bytes > 3000, "{doc}");
+    let cut = doc["result"].as_str().expect("the cut result is text");
+    assert!(
+        cut.ends_with(&format!("[hanzo-dev: result cut at 100 of {bytes} bytes]")),
+        "{cut}"
+    );
+    assert!(!cut.contains(&big), "{cut}");
+    let (code, stdout, stderr) =
+        cli.run(&["mcp", "call", "small", "read", "--args", &args.to_string()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "[hanzo-dev: the MCP result was cut; it had {bytes} bytes]"
+        )),
+        "{stdout}"
+    );
+    let doc = cli_call(&cli, "whole", "read", args);
+    assert_eq!(doc["truncated"], false, "{doc}");
+    assert!(doc["result"].to_string().contains(&big), "{doc}");
+}
+
+/// `"filesystem": "none"`: the real `server-filesystem` (its program granted through
+/// `read_paths`, outside the workspace, since it reaches no workspace) starts, and cannot list
+/// or read the workspace it is told is allowed.
+#[test]
+fn a_filesystem_none_server_cannot_list_or_read_the_workspace() {
+    let cli = TestHome::new();
+    let outside = outside_tmp();
+    let peers = link_peers(&outside.path().join("peers"));
+    let ws = cli.ws();
+    std::fs::write(ws.join("inside.txt"), CANARY).expect("file");
+    cli.settings(serde_json::json!({
+        "mcp_servers": {
+            "blind": filesystem_entry(&peers, &[&ws], serde_json::json!({
+                "filesystem": "none",
+                "read_paths": [peers],
+            })),
+        },
+        "permissions": {"mcp__*": "allow"},
+    }));
+    let doc = cli_call(
+        &cli,
+        "blind",
+        "list_directory",
+        serde_json::json!({"path": ws}),
+    );
+    assert_eq!(doc["classification"], "allowed", "{doc}");
+    assert_eq!(doc["is_error"], true, "{doc}");
+    // The server's own checks allow the workspace (it is among its directories and the
+    // client's roots): the refusal is the sandbox's.
+    assert!(doc.to_string().contains("EACCES"), "{doc}");
+    assert!(!doc.to_string().contains("inside.txt"), "{doc}");
+    let doc = cli_call(
+        &cli,
+        "blind",
+        "read_text_file",
+        serde_json::json!({"path": ws.join("inside.txt")}),
+    );
+    assert_eq!(doc["is_error"], true, "{doc}");
+    assert!(!doc.to_string().contains(CANARY), "{doc}");
 }

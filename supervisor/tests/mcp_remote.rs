@@ -413,6 +413,7 @@ fn remote_config(name: &str, url: &str) -> McpServerConfig {
         initialize_timeout_ms: 20_000,
         call_timeout_ms: 20_000,
         elicitation_defaults: false,
+        max_result_bytes: None,
     }
 }
 

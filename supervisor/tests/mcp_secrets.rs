@@ -146,6 +146,7 @@ impl Tree {
             initialize_timeout_ms: 30_000,
             call_timeout_ms: 30_000,
             elicitation_defaults: false,
+            max_result_bytes: None,
         }
     }
 

@@ -94,7 +94,8 @@ pub struct McpConfig {
 /// One configured MCP server.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct McpServerConfig {
-    /// Validated by the supervisor (`hanzo_mcp::validate_server_name`) with file:line:col.
+    /// Follows the name contract (`hanzo_policy::mcp_name`): the settings loader refuses any
+    /// other name with its file, line and column, and an editor's (ACP) is checked as it arrives.
     pub name: String,
     /// How the server is reached.
     pub transport: McpTransport,
@@ -104,6 +105,10 @@ pub struct McpServerConfig {
     pub call_timeout_ms: u64,
     /// `elicitation/create` answered with the schema's defaults (SEP-1034) instead of refused.
     pub elicitation_defaults: bool,
+    /// This server's cap on a `tools/call` result (`max_result_bytes` in its settings entry);
+    /// `None`: [`McpConfig::max_result_bytes`].
+    #[serde(default)]
+    pub max_result_bytes: Option<u64>,
 }
 
 /// How an MCP server is reached.
@@ -314,6 +319,7 @@ mod tests {
                 initialize_timeout_ms: 30_000,
                 call_timeout_ms: 60_000,
                 elicitation_defaults: false,
+                max_result_bytes: None,
             }],
             roots: vec!["/work".into()],
             max_result_bytes: 1 << 20,

@@ -128,12 +128,23 @@ pub struct McpServerEntry {
     /// `workspace-rw` (the git directory, the hooks path and `.hanzo/` stay read-only). It
     /// widens what a program may do, so a workspace file sets it only once trusted.
     pub filesystem: Option<McpFilesystemSetting>,
+    /// Directories (or files) outside the workspace this stdio server may also read: absolute,
+    /// or `~/`-relative. Never hanzo's own configuration or data directories. Like
+    /// `filesystem`, it widens what a program may do, so a workspace file sets it only once
+    /// trusted.
+    pub read_paths: Option<Vec<String>>,
+    /// The largest `tools/call` result of this server passed on, in bytes (1 to 8 MiB; default
+    /// 262 144); a longer result is cut and the cut is marked.
+    pub max_result_bytes: Option<u64>,
 }
 
 /// The longest `mcp_servers.*.timeout_ms`: one hour.
 pub const MAX_MCP_CALL_TIMEOUT_MS: u64 = 60 * 60 * 1000;
 /// The longest `mcp_servers.*.startup_timeout_ms`: ten minutes.
 pub const MAX_MCP_STARTUP_TIMEOUT_MS: u64 = 10 * 60 * 1000;
+/// The largest `mcp_servers.*.max_result_bytes`: 8 MiB, the largest message the mcp worker
+/// accepts from a server at all.
+pub const MAX_MCP_RESULT_BYTES: u64 = 8 << 20;
 
 impl McpServerEntry {
     /// The fields that decide what program runs: they need workspace trust in project/local files.
@@ -143,6 +154,7 @@ impl McpServerEntry {
             || self.env.is_some()
             || self.cwd.is_some()
             || self.filesystem.is_some()
+            || self.read_paths.is_some()
     }
 }
 
@@ -362,7 +374,10 @@ pub struct SettingsFile {
     pub api_key: Option<Secret>,
     /// OAuth credentials; honoured only in the user file.
     pub oauth_credentials: Option<SecretObject>,
-    /// MCP servers by name; merged across files field by field.
+    /// MCP servers by name; merged across files field by field. A name must follow the
+    /// `mcp__<server>__<tool>` contract (letters, digits, `-`, single `_`): another name is an
+    /// error naming the file, line and column.
+    #[serde(default, deserialize_with = "mcp_servers_by_valid_name")]
     pub mcp_servers: Option<BTreeMap<String, McpServerEntry>>,
     /// Permission rules: tool pattern → `allow`, `deny` or `prompt` (or `{mode, reason}`), first
     /// match wins within the file.
@@ -384,6 +399,39 @@ pub struct SettingsFile {
     /// replaces a whole entry. From project and local files only when the workspace is trusted
     /// (an entry decides what program runs).
     pub lsp_servers: Option<BTreeMap<String, LspServerEntry>>,
+}
+
+/// `mcp_servers`, refusing a server name outside the contract while the parser still knows where
+/// the name is (so the error carries its line and column, and the key path).
+fn mcp_servers_by_valid_name<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<BTreeMap<String, McpServerEntry>>, D::Error> {
+    struct Servers;
+    impl<'de> Visitor<'de> for Servers {
+        type Value = Option<BTreeMap<String, McpServerEntry>>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an object mapping MCP server names to entries")
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(name) = map.next_key::<String>()? {
+                crate::mcp_name::validate_server_name(&name).map_err(de::Error::custom)?;
+                let entry: McpServerEntry = map.next_value()?;
+                out.insert(name, entry);
+            }
+            Ok(Some(out))
+        }
+    }
+    d.deserialize_option(Servers)
 }
 
 pub(crate) const TOP_KEYS: &[&str] = &[
@@ -422,6 +470,8 @@ pub(crate) const MCP_KEYS: &[&str] = &[
     "startup_timeout_ms",
     "network_allow",
     "filesystem",
+    "read_paths",
+    "max_result_bytes",
 ];
 pub(crate) const HOOK_KEYS: &[&str] = &["event", "command", "tool_pattern", "timeout_ms"];
 pub(crate) const SANDBOX_KEYS: &[&str] = &[
@@ -587,12 +637,6 @@ fn validate(s: &SettingsFile, file: &str) -> Result<(), SettingsError> {
     }
     if let Some(servers) = &s.mcp_servers {
         for (name, e) in servers {
-            if name.is_empty() {
-                return Err(invalid(
-                    "mcp_servers".into(),
-                    "a server name must not be empty".into(),
-                ));
-            }
             for (field, v) in [("command", &e.command), ("url", &e.url)] {
                 if v.as_deref().is_some_and(|v| v.trim().is_empty()) {
                     return Err(invalid(
@@ -608,6 +652,7 @@ fn validate(s: &SettingsFile, file: &str) -> Result<(), SettingsError> {
                     e.startup_timeout_ms,
                     MAX_MCP_STARTUP_TIMEOUT_MS,
                 ),
+                ("max_result_bytes", e.max_result_bytes, MAX_MCP_RESULT_BYTES),
             ] {
                 if let Some(v) = v.filter(|v| *v == 0 || *v > max) {
                     return Err(invalid(
@@ -699,6 +744,14 @@ mod tests {
                 r#"{"url": "https://x", "startup_timeout_ms": 600001}"#,
                 "mcp_servers.s.startup_timeout_ms",
             ),
+            (
+                r#"{"command": "x", "max_result_bytes": 0}"#,
+                "mcp_servers.s.max_result_bytes",
+            ),
+            (
+                r#"{"command": "x", "max_result_bytes": 8388609}"#,
+                "mcp_servers.s.max_result_bytes",
+            ),
         ] {
             let err = parse(&format!("{{\"mcp_servers\": {{\"s\": {entry}}}}}")).expect_err(entry);
             assert!(
@@ -717,6 +770,44 @@ mod tests {
         );
         let err = parse("{\"permissions\": {\"a\": \"allow\", \"a\": \"deny\"}}").expect_err("dup");
         assert!(err.to_string().contains("appears twice"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_mcp_server_name_names_file_line_and_column() {
+        let text = "{\n  \"mcp_servers\": {\n    \"good\": {\"command\": \"a\"},\n    \"bad__name\": {\"command\": \"b\"}\n  }\n}";
+        let err = parse(text).expect_err("bad name");
+        match &err {
+            SettingsError::Type {
+                line,
+                column,
+                key_path,
+                ..
+            } => {
+                assert_eq!((*line, *column), (4, 15), "{err}");
+                assert!(key_path.starts_with("mcp_servers"), "{key_path}");
+            }
+            other => panic!("wrong error {other:?}"),
+        }
+        let shown = err.to_string();
+        assert!(
+            shown.starts_with("/home/u/.config/hanzo/settings.json:4:15: at `mcp_servers`: "),
+            "{shown}"
+        );
+        assert!(shown.contains("\"bad__name\" contains `__`"), "{shown}");
+        for bad in ["", "_a", "a.b", "a b", "ä"] {
+            let text = serde_json::json!({"mcp_servers": {bad: {"command": "x"}}}).to_string();
+            let err = parse(&text).expect_err(bad).to_string();
+            assert!(err.contains("MCP server name"), "{bad:?}: {err}");
+        }
+        let (f, _) = parse(r#"{"mcp_servers": null, "model": "m"}"#).expect("null is unset");
+        assert!(f.mcp_servers.is_none());
+        let (f, _) = parse(r#"{"mcp_servers": {"my-srv_1": {"command": "x", "read_paths": ["/srv"], "max_result_bytes": 1}}}"#)
+            .expect("good name");
+        let s = &f.mcp_servers.expect("servers")["my-srv_1"];
+        assert_eq!(
+            (s.read_paths.as_deref(), s.max_result_bytes),
+            (Some(&["/srv".to_string()][..]), Some(1))
+        );
     }
 
     #[test]

@@ -126,6 +126,18 @@ pub fn load(sources: &SettingsSources) -> Result<LoadedSettings, SettingsError> 
     let mut tier_files = Vec::new();
     let mut warnings = Vec::new();
     let mut files = Vec::new();
+    let read_rules = super::read_paths::ReadPathRules::new(
+        sources
+            .env
+            .get("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from),
+        [&sources.user_file, &sources.trust_store]
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f.parent().map(Path::to_path_buf))
+            .collect(),
+    );
     for (tier, path) in sources.tier_files() {
         let name = path.display().to_string();
         let text = match std::fs::read_to_string(&path) {
@@ -137,8 +149,9 @@ pub fn load(sources: &SettingsSources) -> Result<LoadedSettings, SettingsError> 
             Err(source) => return Err(SettingsError::Read { file: name, source }),
         };
         files.push((tier, path, true));
-        let (settings, w) = parse_settings(tier, &name, &text)?;
+        let (mut settings, w) = parse_settings(tier, &name, &text)?;
         warnings.extend(w);
+        super::read_paths::resolve(&mut settings, &name, &read_rules, &mut warnings)?;
         tier_files.push(TierFile {
             tier,
             file: name,

@@ -145,6 +145,10 @@ pub struct McpServer {
     pub network_allow: Vec<String>,
     /// `filesystem`, when set (`workspace-ro` otherwise).
     pub filesystem: Option<super::file::McpFilesystemSetting>,
+    /// `read_paths` as written (absolute or `~/`-relative; vetted when the server is planned).
+    pub read_paths: Vec<String>,
+    /// `max_result_bytes`, when set (the caller's default otherwise).
+    pub max_result_bytes: Option<u64>,
 }
 
 /// A hook in effect, with the scope that configured it.
@@ -280,6 +284,7 @@ impl Config {
                 for (key, v) in [
                     ("timeout_ms", s.timeout_ms),
                     ("startup_timeout_ms", s.startup_timeout_ms),
+                    ("max_result_bytes", s.max_result_bytes),
                 ] {
                     if let Some(v) = v {
                         server[key] = json!(v);
@@ -290,6 +295,9 @@ impl Config {
                 }
                 if let Some(fs) = s.filesystem {
                     server["filesystem"] = json!(fs.as_str());
+                }
+                if !s.read_paths.is_empty() {
+                    server["read_paths"] = json!(s.read_paths);
                 }
                 (name.clone(), server)
             })
@@ -549,6 +557,7 @@ impl Merger {
                 entry.env = None;
                 entry.cwd = None;
                 entry.filesystem = None;
+                entry.read_paths = None;
                 if entry == McpServerEntry::default() {
                     continue;
                 }
@@ -779,6 +788,8 @@ impl Merger {
                     startup_timeout_ms: e.startup_timeout_ms,
                     network_allow: e.network_allow.unwrap_or_default(),
                     filesystem: e.filesystem,
+                    read_paths: e.read_paths.unwrap_or_default(),
+                    max_result_bytes: e.max_result_bytes,
                 },
             );
         }
@@ -852,6 +863,14 @@ fn merge_server_fields(acc: &mut McpServerEntry, entry: McpServerEntry) -> Vec<&
     if entry.filesystem.is_some() {
         acc.filesystem = entry.filesystem;
         set.push("filesystem");
+    }
+    if entry.read_paths.is_some() {
+        acc.read_paths = entry.read_paths;
+        set.push("read_paths");
+    }
+    if entry.max_result_bytes.is_some() {
+        acc.max_result_bytes = entry.max_result_bytes;
+        set.push("max_result_bytes");
     }
     set
 }

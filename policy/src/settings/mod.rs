@@ -8,6 +8,7 @@
 mod file;
 pub mod load;
 mod merge;
+mod read_paths;
 
 pub use file::{
     parse_settings, InputMode, IsolationMode, LspServerEntry, McpFilesystemSetting, McpServerEntry,

@@ -237,6 +237,8 @@ impl Host {
         // A `workspace-rw` server needs an mcp worker (and launcher) that may write the workspace.
         cfg.ctx.mcp_workspace_write =
             crate::mcp::wants_workspace_write(&prep.loaded, &prep.workspace);
+        // Servers' `read_paths`: the mcp worker (and launcher) must reach them to hand them on.
+        cfg.ctx.mcp_extra_read = crate::mcp::extra_reads(&prep.loaded, &prep.workspace);
         let lsp_table = crate::agent::lsp::prepare_servers(
             &mut cfg.ctx,
             &serde_json::to_string(&prep.loaded.merged.config.lsp_servers)

@@ -137,6 +137,7 @@ pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     let kernel = hanzo_sandbox::doctor::probe_kernel();
     let (mut cfg, _run_dir) = supervisor_config(Some(cwd.clone()), &env, kernel.landlock_abi)?;
     cfg.ctx.mcp_workspace_write = plan.wants_workspace_write();
+    cfg.ctx.mcp_extra_read = plan.extra_reads();
     // The secrets servers are given reach the broker alone, whatever their names.
     cfg.secret_names.extend(
         crate::mcp::secret_grants(&plan.config)
@@ -398,19 +399,31 @@ fn print_outcome(o: &McpCallOutcome, json: bool) {
         return;
     }
     match o {
-        McpCallOutcome::Allowed { result_json, .. } => {
+        McpCallOutcome::Allowed {
+            result_json,
+            truncated,
+            bytes,
+            ..
+        } => {
             let v: Value = serde_json::from_str(result_json).unwrap_or(Value::Null);
             let text: Vec<&str> = v["content"]
                 .as_array()
                 .map(|c| c.iter().filter_map(|b| b["text"].as_str()).collect())
                 .unwrap_or_default();
-            if text.is_empty() {
+            // A cut result is the text of the cut JSON (it no longer parses as a result).
+            if let Some(cut) = v.as_str().filter(|_| *truncated) {
+                println!("{}", crate::term::sanitize_line_for_terminal(cut));
+            } else if text.is_empty() {
                 println!("{}", crate::term::sanitize_line_for_terminal(result_json));
             } else {
                 println!(
                     "{}",
                     crate::term::sanitize_line_for_terminal(&text.join("\n"))
                 );
+            }
+            // The same mark a run gives the model.
+            if *truncated {
+                println!("[hanzo-dev: the MCP result was cut; it had {bytes} bytes]");
             }
         }
         _ => eprintln!(

@@ -121,6 +121,7 @@ async fn drive(
                 .unwrap_or(u64::MAX),
             call_timeout_ms: crate::mcp::CALL_TIMEOUT_MS,
             elicitation_defaults,
+            max_result_bytes: None,
         }],
         roots: Vec::new(),
         max_result_bytes: crate::mcp::MAX_RESULT_BYTES,

@@ -213,6 +213,7 @@ mod tests {
             initialize_timeout_ms: 1,
             call_timeout_ms: 1,
             elicitation_defaults: false,
+            max_result_bytes: None,
         };
         McpPlan {
             config: McpConfig {

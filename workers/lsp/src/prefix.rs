@@ -16,18 +16,9 @@
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
-/// Directories under `$HOME` that hold secrets or settings: no prefix is inside one.
-pub const SECRET_HOME_DIRS: &[&str] = &[
-    ".ssh",
-    ".aws",
-    ".gnupg",
-    ".config",
-    ".kube",
-    ".docker",
-    ".azure",
-    ".password-store",
-    ".terraform.d",
-];
+/// Directories under `$HOME` that hold secrets or settings: no prefix is inside one (the list
+/// the settings loader also vets MCP servers' `read_paths` with).
+pub use hanzo_policy::profile::SECRET_HOME_DIRS;
 
 /// Entries whose presence directly in a directory makes it a refused prefix (a home directory
 /// looks like this; a package tree does not).

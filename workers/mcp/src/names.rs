@@ -14,13 +14,8 @@ const KEEP_BYTES: usize = 55;
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum NameError {
     /// A server name that cannot be part of a tool name (`mcp__<server>__<tool>`).
-    #[error("MCP server name {name:?} {why}; use letters, digits, `-` and single `_` (e.g. \"github\", \"my-server\")")]
-    InvalidServerName {
-        /// The name as configured.
-        name: String,
-        /// What is wrong with it.
-        why: &'static str,
-    },
+    #[error(transparent)]
+    InvalidServerName(#[from] hanzo_policy::mcp_name::InvalidServerName),
     /// Two of a server's tools normalise to the same qualified name.
     #[error("MCP server {server:?}: tools {first:?} and {second:?} both become {name:?}; rename one on the server, or disable one of them")]
     Collision {
@@ -66,30 +61,10 @@ pub fn qualified_tool_name(server: &str, tool: &str) -> String {
 }
 
 /// A server name must be non-empty, made of `[A-Za-z0-9_-]`, and contain no `__` nor start or end
-/// with `_` — any of those would make `mcp__<server>__<tool>` ambiguous.
+/// with `_` — any of those would make `mcp__<server>__<tool>` ambiguous. The contract lives in
+/// [`hanzo_policy::mcp_name`], which the settings loader also checks names with.
 pub fn validate_server_name(name: &str) -> Result<(), NameError> {
-    let bad = |why| {
-        Err(NameError::InvalidServerName {
-            name: name.to_string(),
-            why,
-        })
-    };
-    if name.is_empty() {
-        return bad("is empty");
-    }
-    if let Some(_c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
-    {
-        return bad("contains a character outside [A-Za-z0-9_-]");
-    }
-    if name.contains("__") {
-        return bad("contains `__`, the separator of mcp__<server>__<tool>");
-    }
-    if name.starts_with('_') || name.ends_with('_') {
-        return bad("starts or ends with `_`, which would run into the `__` separator");
-    }
-    Ok(())
+    Ok(hanzo_policy::mcp_name::validate_server_name(name)?)
 }
 
 /// The model-facing names of a server's tools, in order; an error names the first two tools that

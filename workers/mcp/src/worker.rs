@@ -119,7 +119,8 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
                 keep_rw.extend(opts.ctx.run_dir.iter().cloned());
                 TierB::new(
                     keep_rw,
-                    Vec::new(),
+                    // The servers' `read_paths`, bound back read-only.
+                    opts.ctx.mcp_extra_read.clone(),
                     opts.ctx.hidden.clone(),
                     hanzo_tools::paths::protected_paths(ws),
                     hanzo_policy::profile::COMMAND_ETC,
@@ -128,7 +129,12 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
             }
             _ => TierB::new(
                 opts.ctx.run_dir.iter().cloned().collect(),
-                opts.ctx.workspace.iter().cloned().collect(),
+                opts.ctx
+                    .workspace
+                    .iter()
+                    .chain(&opts.ctx.mcp_extra_read)
+                    .cloned()
+                    .collect(),
                 opts.ctx.hidden.clone(),
                 Vec::new(),
                 hanzo_policy::profile::COMMAND_ETC,
@@ -795,6 +801,10 @@ impl Inner {
             let st = self.lock();
             (st.roots.clone(), st.limits)
         };
+        // The server's own cap (its settings entry's `max_result_bytes`) overrides the run's.
+        let max_result = cfg
+            .max_result_bytes
+            .map_or(max_result, |b| usize::try_from(b).unwrap_or(usize::MAX));
         let weak = Arc::downgrade(self);
         let server_cfg = cfg.clone();
         let on_event: crate::client::EventFn = Arc::new(move |server, event| {

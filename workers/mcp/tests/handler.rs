@@ -98,6 +98,7 @@ fn server(ws: &std::path::Path, name: &str, tools: &[&str]) -> McpServerConfig {
         initialize_timeout_ms: 30_000,
         call_timeout_ms: 30_000,
         elicitation_defaults: false,
+        max_result_bytes: None,
     }
 }
 

@@ -153,6 +153,10 @@ impl WorkerOptions {
             args.push("--toolchain".to_string());
             args.push(t.display().to_string());
         }
+        for r in &self.ctx.mcp_extra_read {
+            args.push("--mcp-read".to_string());
+            args.push(r.display().to_string());
+        }
         if self.ctx.allow_dangerous_workspace {
             args.push("--allow-dangerous-workspace".into());
             args.push("yes".into());
@@ -193,6 +197,7 @@ impl WorkerOptions {
                 "--run-dir" => opts.ctx.run_dir = Some(value.into()),
                 "--hide" => opts.ctx.hidden.push(value.into()),
                 "--toolchain" => opts.ctx.toolchains.push(value.into()),
+                "--mcp-read" => opts.ctx.mcp_extra_read.push(value.into()),
                 "--allow-dangerous-workspace" => {
                     opts.ctx.allow_dangerous_workspace = value == "yes"
                 }
@@ -532,6 +537,7 @@ mod tests {
                 allow_dangerous_workspace: true,
                 toolchains: vec!["/h/.npm-global/lib/node_modules".into()],
                 mcp_workspace_write: true,
+                mcp_extra_read: vec!["/srv/docs".into()],
             },
             isolation: IsolationMode::Strict,
             fault: Some(Fault::OversizedFrame),

@@ -92,8 +92,9 @@ pub const DEFAULT_HIDE: &[&str] = &["/run", "/root", "/home"];
 /// data lives in `policy`; the complete set (the whole git directory wherever it is, the
 /// effective hooks path, included configuration, …) is `hanzo_tools::paths::protected_paths`.
 pub use hanzo_policy::git::PROTECTED_IN_WORKSPACE;
-/// Directories tier B replaces by a private, writable, size-limited tmpfs.
-pub const DEFAULT_PRIVATE_TMP: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
+/// Directories tier B replaces by a private, writable, size-limited tmpfs (the list lives in
+/// `policy`, which also refuses a configured read path beneath one).
+pub use hanzo_policy::profile::PRIVATE_TMP_DIRS as DEFAULT_PRIVATE_TMP;
 
 impl TierB {
     /// The set-up for a workspace: `keep_rw` (the workspace first, then the run directory and

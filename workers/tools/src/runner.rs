@@ -238,7 +238,8 @@ enum Inner {
     },
     Local {
         role: Role,
-        ctx: ProfileContext,
+        // Boxed: the context is large next to the launcher variant.
+        ctx: Box<ProfileContext>,
         keeper: Keeper,
         compiled: Mutex<HashMap<CommandProfile, Arc<CommandConfinement>>>,
     },
@@ -308,7 +309,7 @@ impl Runner {
         Runner {
             inner: Inner::Local {
                 role,
-                ctx,
+                ctx: Box::new(ctx),
                 keeper: Keeper::best().0,
                 compiled: Mutex::new(HashMap::new()),
             },

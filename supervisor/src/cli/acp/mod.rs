@@ -895,6 +895,7 @@ fn mcp_servers(list: &mut Value, env: &StartEnv) -> Result<ExtraServers, Refusal
             initialize_timeout_ms: crate::mcp::INITIALIZE_TIMEOUT_MS,
             call_timeout_ms: crate::mcp::CALL_TIMEOUT_MS,
             elicitation_defaults: false,
+            max_result_bytes: None,
         });
     }
     Ok(out)
@@ -955,6 +956,7 @@ fn http_server(name: &str, s: &mut Value) -> Result<(McpServerConfig, Vec<McpHea
         },
         initialize_timeout_ms: crate::mcp::INITIALIZE_TIMEOUT_MS,
         call_timeout_ms: crate::mcp::CALL_TIMEOUT_MS,
+        max_result_bytes: None,
         elicitation_defaults: false,
     };
     Ok((config, headers))
