@@ -589,21 +589,12 @@ pub struct ExtraServers {
     pub headers: Vec<(String, Vec<McpHeader>)>,
 }
 
-/// Configure the mcp worker with the run's servers (from `loaded`). When at least one is ready,
-/// so that the run offers MCP tools, the answer is how long a call may take
-/// ([`run_call_limit`]). Servers that fail or are left out are reported on stderr with the
-/// reason; the run goes on without them.
-pub async fn start_for_run(
-    sup: &crate::tree::Supervisor,
-    loaded: &hanzo_policy::settings::LoadedSettings,
-    workspace: &Path,
-) -> Option<std::time::Duration> {
-    start_for_run_with(sup, loaded, workspace, ExtraServers::default()).await
-}
-
-/// [`start_for_run`] with `extra` servers beside the configured ones (the servers an editor
-/// passes over ACP: the user's own choice; stdio ones started in the same sandbox profile as
-/// configured stdio servers, remote ones reached through the broker with the editor's headers).
+/// Configure the mcp worker with the run's servers (from `loaded`) and `extra` servers beside the
+/// configured ones (the servers an editor passes over ACP: the user's own choice; stdio ones
+/// started in the same sandbox profile as configured stdio servers, remote ones reached through
+/// the broker with the editor's headers). When at least one is ready, so that the run offers MCP
+/// tools, the answer is how long a call may take ([`run_call_limit`]). Servers that fail or are
+/// left out are reported on stderr with the reason; the run goes on without them.
 /// An extra server whose name a configured one already has is left out, and so are its headers.
 pub async fn start_for_run_with(
     sup: &crate::tree::Supervisor,
