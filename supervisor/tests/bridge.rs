@@ -149,6 +149,19 @@ impl Proc {
     fn log(&self) -> String {
         self.log.lock().expect("log").clone()
     }
+
+    /// The log once it holds `needle` (the process writes a line before it acts, and its stderr
+    /// reaches this process a moment later), or as it is after 10 s.
+    fn log_with(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let log = self.log();
+            if log.contains(needle) || Instant::now() >= deadline {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 impl Drop for Proc {
@@ -795,7 +808,7 @@ fn a_chromium_page_on_an_allowed_origin_runs_a_replayed_session_and_another_orig
     let r = evil.visit(&env, "evil");
     assert_eq!(r["opened"], false, "{r}");
     assert_eq!(r["code"], 1006, "{r}");
-    let log = b.proc.log();
+    let log = b.proc.log_with("GET /v1/bridge 403");
     assert!(log.contains("GET /v1/bridge 101"), "{log}");
     assert!(log.contains("GET /v1/bridge 403"), "{log}");
     // The token never reaches the log.
@@ -957,7 +970,7 @@ fn the_handshake_refuses_other_origins_missing_and_forged_tokens_before_the_upgr
     );
     assert_eq!(h.status, 101);
     assert_eq!(ws.expect("socket").close_code(), 1008);
-    let log = b.proc.log();
+    let log = b.proc.log_with("token expired");
     assert!(log.contains("token expired"), "{log}");
     assert!(log.contains("no key with kid"), "{log}");
     assert!(log.contains("expired"), "{log}");
@@ -1059,17 +1072,8 @@ fn json_rpc_over_the_socket_keeps_tenancy_and_bad_frames_close_with_their_codes(
         pings += 1;
     }
     assert!(pings >= 1);
-    // The server logs why before it closes; its stderr reaches this process a moment later.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !b.proc.log().contains("stopped answering pings") && std::time::Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(
-        b.proc.log().contains("stopped answering pings"),
-        "{}",
-        b.proc.log()
-    );
+    let log = b.proc.log_with("stopped answering pings");
+    assert!(log.contains("stopped answering pings"), "{log}");
 }
 
 #[test]
@@ -1268,7 +1272,9 @@ fn revoking_a_serve_token_closes_its_open_subscribed_connection_with_1008() {
     );
     assert_eq!(h.status, 401);
     assert!(ws.is_none());
-    let log = b.proc.log();
+    let log = b
+        .proc
+        .log_with(&format!("token {acme_id} of org acme was revoked"));
     assert!(
         log.contains(&format!("token {acme_id} of org acme was revoked")),
         "{log}"

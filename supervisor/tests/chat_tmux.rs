@@ -1047,3 +1047,36 @@ fn verbose_logs_on_a_terminal_are_coloured_unless_no_color_is_set() {
         "colour despite NO_COLOR: {plain:?}"
     );
 }
+
+/// Retries of an unreachable provider are shown on a terminal as they happen (attempt, delay,
+/// reason), and the key is not.
+#[test]
+fn retries_of_an_unreachable_provider_are_shown_on_a_terminal() {
+    let p = Pane::new();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let base = format!("http://127.0.0.1:{port}");
+    let key = "sk-ant-tty-retry-canary-0123456789";
+    p.start_command(
+        &["run", "--provider", "anthropic", "--base-url", &base, "x"],
+        &[("ANTHROPIC_API_KEY", key)],
+    );
+    p.wait_for("the run to end", |s| s.contains("[chat exited"));
+    let history = String::from_utf8_lossy(
+        &p.tmux(&["capture-pane", "-p", "-J", "-S", "-", "-t", "t"])
+            .stdout,
+    )
+    .into_owned();
+    for attempt in 1..=4 {
+        let line = history
+            .lines()
+            .find(|l| l.contains(&format!("model request attempt {attempt} of 5 failed")))
+            .unwrap_or_else(|| panic!("no retry line for attempt {attempt}:\n{history}"));
+        assert!(line.contains("retrying in"), "{line}");
+        assert!(line.to_lowercase().contains("connect"), "{line}");
+    }
+    assert!(history.contains("[chat exited 1]"), "{history}");
+    assert!(!history.contains(key), "{history}");
+}
