@@ -13,8 +13,10 @@ use thiserror::Error;
 
 /// The first bytes of every handshake: "HZDV".
 pub const MAGIC: [u8; 4] = *b"HZDV";
-/// A peer with another major version is refused.
-pub const PROTOCOL_MAJOR: u16 = 2;
+/// A peer with another major version is refused. 3: the messages changed since 2 without a bump
+/// (typed hooks, MCP server status and configuration fields, the lsp worker's
+/// `ChangedDiagnostics`), which a peer of another build would misread.
+pub const PROTOCOL_MAJOR: u16 = 3;
 /// Minor versions are compatible; both sides report theirs.
 pub const PROTOCOL_MINOR: u16 = 0;
 
