@@ -202,20 +202,7 @@ fn after_list_changed_the_next_model_request_offers_the_refreshed_tools() {
         ScriptTurn::text("done"),
     ];
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let provider = rt.block_on(fixtures::server::Server::start(
-        turns
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let body: Vec<u8> = hanzo_model::script::anthropic_exchange(i, t)
-                    .chunks
-                    .into_iter()
-                    .flat_map(|c| c.into_bytes())
-                    .collect();
-                fixtures::server::Reply::sse(&String::from_utf8(body).expect("UTF-8"), 1 << 16)
-            })
-            .collect(),
-    ));
+    let provider = provider_for(&rt, &turns);
     let mut command = home.command(&[
         "run",
         "--json",
