@@ -111,6 +111,13 @@ pub struct McpServerEntry {
     pub cwd: Option<String>,
     /// URL of a streamable-HTTP server.
     pub url: Option<String>,
+    /// Headers the broker sends with every request to this `url` server. A value is sent as
+    /// written, or names a secret, `"${secret:NAME}"`: the broker sends the value of its
+    /// environment variable `NAME`, which no other process sees. A secret is given only when the
+    /// entry's `url` and `headers` both come from the user's settings file. Names are HTTP
+    /// tokens; the connection's and the MCP transport's own (`Host`, `Content-Length`,
+    /// `Mcp-Session-Id`, …) are refused.
+    pub headers: Option<BTreeMap<String, String>>,
     /// `true` turns the server off (e.g. a project server, from the local file).
     pub disabled: Option<bool>,
     /// How long one `tools/call` may take, in milliseconds (1 ms to 1 hour; default 120 000).
@@ -465,6 +472,7 @@ pub(crate) const MCP_KEYS: &[&str] = &[
     "env",
     "cwd",
     "url",
+    "headers",
     "disabled",
     "timeout_ms",
     "startup_timeout_ms",
@@ -645,6 +653,29 @@ fn validate(s: &SettingsFile, file: &str) -> Result<(), SettingsError> {
                     ));
                 }
             }
+            for (header, value) in e.headers.iter().flatten() {
+                let key = format!("mcp_servers.{name}.headers.{header}");
+                if let Some(why) = crate::mcp_name::header_name_problem(header) {
+                    return Err(invalid(key, format!("header {header:?} is refused: {why}")));
+                }
+                let why = match crate::mcp_name::secret_reference(value) {
+                    Some(secret) if !crate::mcp_name::is_env_name(secret) => Some(
+                        "it names a secret that is not an environment variable's name (letters, \
+                         digits and `_`, not starting with a digit)",
+                    ),
+                    Some(_) => None,
+                    None => crate::mcp_name::header_value_problem(value),
+                };
+                if let Some(why) = why {
+                    return Err(invalid(key, format!("header {header:?} is refused: {why}")));
+                }
+            }
+            if e.headers.is_some() && e.command.is_some() {
+                return Err(invalid(
+                    format!("mcp_servers.{name}.headers"),
+                    "`headers` are for a `url` server; a stdio server takes `env`".into(),
+                ));
+            }
             for (field, v, max) in [
                 ("timeout_ms", e.timeout_ms, MAX_MCP_CALL_TIMEOUT_MS),
                 (
@@ -808,6 +839,40 @@ mod tests {
             (s.read_paths.as_deref(), s.max_result_bytes),
             (Some(&["/srv".to_string()][..]), Some(1))
         );
+    }
+
+    #[test]
+    fn bad_mcp_headers_are_settings_errors_naming_the_header_never_the_value() {
+        for (header, value, why) in [
+            ("Bad Name", "s3cret-value", "not a valid header name"),
+            ("Host", "s3cret-value", "belongs to the connection"),
+            ("Content-Length", "1", "belongs to the connection"),
+            ("Transfer-Encoding", "chunked", "belongs to the connection"),
+            ("Connection", "close", "belongs to the connection"),
+            ("Mcp-Session-Id", "s3cret-value", "belongs to the connection"),
+            ("MCP-Protocol-Version", "2025-06-18", "belongs to the connection"),
+            ("X-Key", "s3cret\r\nX-Injected: 1", "cannot carry"),
+            ("X-Key", "${secret:A-B}", "not an environment variable"),
+        ] {
+            let text = serde_json::json!({"mcp_servers": {"web": {"url": "https://x", "headers": {header: value}}}}).to_string();
+            let err = parse(&text).expect_err(header);
+            let key = format!("mcp_servers.web.headers.{header}");
+            assert!(
+                matches!(&err, SettingsError::Invalid { key_path, .. } if *key_path == key),
+                "{header}: {err}"
+            );
+            let shown = err.to_string();
+            assert!(shown.contains(why), "{shown}");
+            assert!(!shown.contains("s3cret"), "{shown}");
+        }
+        let err = parse(r#"{"mcp_servers": {"s": {"command": "x", "headers": {"A": "b"}}}}"#)
+            .expect_err("stdio");
+        assert!(err.to_string().contains("for a `url` server"), "{err}");
+        let (f, w) = parse(r#"{"mcp_servers": {"web": {"url": "https://x", "headers": {"Authorization": "${secret:WEB_TOKEN}", "X-Team": "core"}}}}"#)
+            .expect("valid");
+        assert!(w.is_empty(), "{w:?}");
+        let h = f.mcp_servers.expect("servers")["web"].headers.clone().expect("headers");
+        assert_eq!(h["Authorization"], "${secret:WEB_TOKEN}");
     }
 
     #[test]

@@ -135,6 +135,8 @@ pub struct McpServer {
     pub cwd: Option<String>,
     /// A streamable-HTTP server's URL, if set (exclusive with `command`).
     pub url: Option<String>,
+    /// The headers the broker sends to the `url` server, as written (values may name secrets).
+    pub headers: BTreeMap<String, String>,
     /// Whether the server is turned off.
     pub disabled: bool,
     /// `timeout_ms`: the per-call limit, when set (the caller's default otherwise).
@@ -298,6 +300,10 @@ impl Config {
                 }
                 if !s.read_paths.is_empty() {
                     server["read_paths"] = json!(s.read_paths);
+                }
+                if !s.headers.is_empty() {
+                    // As written: a secret appears as its `${secret:NAME}` reference only.
+                    server["headers"] = json!(s.headers);
                 }
                 (name.clone(), server)
             })
@@ -558,6 +564,8 @@ impl Merger {
                 entry.cwd = None;
                 entry.filesystem = None;
                 entry.read_paths = None;
+                // What is sent to a server is the user's choice until the workspace is trusted.
+                entry.headers = None;
                 if entry == McpServerEntry::default() {
                     continue;
                 }
@@ -767,7 +775,7 @@ impl Merger {
                                 "mcp server `{name}` has neither `command` nor `url` in effect; it is skipped"
                             ),
                         );
-                        for f in ["command", "args", "env", "cwd", "url", "disabled"] {
+                        for f in ["command", "args", "env", "cwd", "url", "headers", "disabled"] {
                             self.sources.remove(&format!("mcp_servers.{name}.{f}"));
                         }
                         continue;
@@ -783,6 +791,7 @@ impl Merger {
                     env: e.env.unwrap_or_default(),
                     cwd: e.cwd,
                     url: e.url,
+                    headers: e.headers.unwrap_or_default(),
                     disabled,
                     timeout_ms: e.timeout_ms,
                     startup_timeout_ms: e.startup_timeout_ms,
@@ -820,8 +829,8 @@ impl Merger {
     }
 }
 
-/// A later tier replaces exactly the fields it sets (`args` and `env` as a whole); returns the
-/// names of the fields it set.
+/// A later tier replaces exactly the fields it sets (`args`, `env` and `headers` as a whole);
+/// returns the names of the fields it set.
 fn merge_server_fields(acc: &mut McpServerEntry, entry: McpServerEntry) -> Vec<&'static str> {
     let mut set = Vec::new();
     if entry.command.is_some() {
@@ -843,6 +852,10 @@ fn merge_server_fields(acc: &mut McpServerEntry, entry: McpServerEntry) -> Vec<&
     if entry.url.is_some() {
         acc.url = entry.url;
         set.push("url");
+    }
+    if entry.headers.is_some() {
+        acc.headers = entry.headers;
+        set.push("headers");
     }
     if entry.disabled.is_some() {
         acc.disabled = entry.disabled;
@@ -986,6 +999,51 @@ mod tests {
         )
         .expect_err("bad value");
         assert!(err.to_string().contains("filesystem"), "{err}");
+    }
+
+    #[test]
+    fn mcp_headers_merge_whole_show_as_written_and_an_untrusted_workspace_sets_none() {
+        let files = [
+            tier(
+                Scope::User,
+                r#"{"mcp_servers": {"web": {"url": "https://mcp.example/mcp", "headers": {"Authorization": "${secret:WEB_TOKEN}", "X-Team": "core"}}}}"#,
+            ),
+            tier(
+                Scope::Project,
+                r#"{"mcp_servers": {"web": {"headers": {"X-Team": "evil"}}}, "hooks": [{"event": "pre_tool_use", "command": "x", "tool_pattern": "*"}]}"#,
+            ),
+        ];
+        // Untrusted: the project's headers are dropped, the user's kept.
+        let m = merge(&files, &BTreeMap::new(), &CliOverrides::default(), false).expect("merges");
+        assert_eq!(m.config.trust, TrustStatus::Untrusted);
+        let web = &m.config.mcp_servers["web"];
+        assert_eq!(web.headers.len(), 2);
+        assert_eq!(web.headers["X-Team"], "core");
+        assert_eq!(m.sources["mcp_servers.web.headers"], Source::User);
+        let canonical = m.config.canonical_json();
+        assert_eq!(
+            canonical["mcp_servers"]["web"]["headers"]["Authorization"],
+            "${secret:WEB_TOKEN}"
+        );
+        // Trusted: the project's map replaces the user's whole.
+        let m = merge(&files, &BTreeMap::new(), &CliOverrides::default(), true).expect("merges");
+        let web = &m.config.mcp_servers["web"];
+        assert_eq!(
+            web.headers.iter().collect::<Vec<_>>(),
+            [(&"X-Team".to_string(), &"evil".to_string())]
+        );
+        assert_eq!(m.sources["mcp_servers.web.headers"], Source::Project);
+        // A server without headers has the canonical form it always had.
+        let m = merge(
+            &[tier(Scope::User, r#"{"mcp_servers": {"s": {"url": "https://x"}}}"#)],
+            &BTreeMap::new(),
+            &CliOverrides::default(),
+            true,
+        )
+        .expect("merges");
+        assert!(m.config.canonical_json()["mcp_servers"]["s"]
+            .get("headers")
+            .is_none());
     }
 
     #[test]
