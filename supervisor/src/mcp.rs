@@ -15,6 +15,14 @@
 //! run its own program with the user's token): such a server is not started, with the reason.
 //! The supervisor tells the broker the names ([`secret_grants`], `AllowMcpSecrets`), never a
 //! value; the broker gives the values to the mcp worker as it spawns that server.
+//!
+//! Headers of a `url` server (`"headers": {"Authorization": "${secret:NAME}"}`): sent by the
+//! broker, which alone reads a named secret's value (from its environment, as it sends); the
+//! mcp worker never sees a header. The same rule as for `env`: a secret is honoured only when
+//! the server's `url` and `headers` both come from the user's settings (a trusted project that
+//! set only `url` would otherwise receive the user's token); otherwise the server is not started,
+//! with the reason. Plain values may come from a workspace file (once trusted, when it needs
+//! trust).
 
 use hanzo_ipc::roles::broker::{EgressSource, McpSecretGrant};
 use hanzo_ipc::roles::mcp::{
@@ -44,6 +52,9 @@ pub struct McpPlan {
     /// The `network_allow` of each stdio server that sets one, as written (see
     /// [`assign_egress`]).
     pub network: Vec<(String, Vec<String>)>,
+    /// The `headers` of each `url` server that sets them, for the broker alone (a secret by its
+    /// name only); the mcp worker's configuration carries none.
+    pub headers: Vec<(String, Vec<(String, EnvValue)>)>,
 }
 
 /// The first proxy address handed to a server (`127.0.0.1` is the namespace's own loopback,
@@ -239,6 +250,7 @@ pub fn mcp_plan_with(
     let mut servers = Vec::new();
     let mut not_started: Vec<(String, String, String, String)> = Vec::new();
     let mut network = Vec::new();
+    let mut headers = Vec::new();
     for name in gated {
         if !config.mcp_servers.contains_key(name) && !not_started.iter().any(|r| &r.0 == name) {
             not_started.push((
@@ -291,6 +303,12 @@ pub fn mcp_plan_with(
                 continue;
             }
         }
+        if s.url.is_some() {
+            if let Some(why) = refused_header_secrets(&s.headers, &from_workspace) {
+                not_started.push(skip("skipped", why));
+                continue;
+            }
+        }
         let transport = match (&s.command, &s.url) {
             (Some(_), Some(_)) => {
                 return Err(err("set either `command` or `url`, not both".into()));
@@ -337,6 +355,15 @@ pub fn mcp_plan_with(
         if matches!(transport, McpTransport::Stdio { .. }) && !s.network_allow.is_empty() {
             network.push((name.clone(), s.network_allow.clone()));
         }
+        if matches!(transport, McpTransport::Http { .. }) && !s.headers.is_empty() {
+            headers.push((
+                name.clone(),
+                s.headers
+                    .iter()
+                    .map(|(k, v)| (k.clone(), env_value(v)))
+                    .collect(),
+            ));
+        }
         servers.push(McpServerConfig {
             name: name.clone(),
             transport,
@@ -355,6 +382,7 @@ pub fn mcp_plan_with(
         },
         not_started,
         network,
+        headers,
     })
 }
 
@@ -410,11 +438,69 @@ fn refused_secrets(
     None
 }
 
+/// Why the secrets a `url` server's `headers` name cannot be sent, if they cannot: its `url` or
+/// `headers` set by a workspace file (`from_workspace`), a name that is not an environment
+/// variable's, or one the supervisor keeps in its own environment.
+fn refused_header_secrets(
+    headers: &BTreeMap<String, String>,
+    from_workspace: &dyn Fn(&str) -> bool,
+) -> Option<String> {
+    let named: Vec<(&String, &str)> = headers
+        .iter()
+        .filter_map(|(h, v)| hanzo_policy::mcp_name::secret_reference(v).map(|n| (h, n)))
+        .collect();
+    let (header, first) = named.first()?;
+    let set_by_workspace: Vec<&str> = ["url", "headers"]
+        .into_iter()
+        .filter(|k| from_workspace(k))
+        .collect();
+    if !set_by_workspace.is_empty() {
+        let keys: Vec<String> = set_by_workspace.iter().map(|k| format!("`{k}`")).collect();
+        return Some(format!(
+            "its header {header} names the secret {first}, and this workspace's .hanzo/ settings \
+             set its {}: a server is sent secrets only when its `url` and `headers` are both in \
+             the user's settings ($XDG_CONFIG_HOME/hanzo/settings.json); move the entry there",
+            keys.join(" and "),
+        ));
+    }
+    for (header, name) in &named {
+        if !is_env_name(name) {
+            return Some(format!(
+                "its header {header} names the secret {name:?}, which is not an environment \
+                 variable's name"
+            ));
+        }
+        if crate::secrets::kept_in_own_env(name, "", &[]) {
+            return Some(format!(
+                "its header {header} names the secret {name}, which is not a secret variable \
+                 (hanzo-dev keeps it in its own environment); name a variable such as *_TOKEN or \
+                 *_API_KEY, or list it in HANZO_SECRET_ENV"
+            ));
+        }
+    }
+    None
+}
+
 /// Whether `name` is an environment variable's name: `[A-Za-z_][A-Za-z0-9_]*`.
 fn is_env_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    hanzo_policy::mcp_name::is_env_name(name)
+}
+
+/// The secrets the settings headers of `plan`'s `url` servers name: they reach the broker alone
+/// (as every secret variable does), which sends their values.
+pub fn header_secret_names(plan: &McpPlan) -> Vec<String> {
+    let mut names: Vec<String> = plan
+        .headers
+        .iter()
+        .flat_map(|(_, h)| h.iter())
+        .filter_map(|(_, v)| match v {
+            EnvValue::Secret(n) => Some(n.clone()),
+            EnvValue::Plain(_) => None,
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// Which secrets each stdio server of `config` may be given (its `EnvValue::Secret` names), for
@@ -444,8 +530,9 @@ pub fn secret_grants(config: &McpConfig) -> Vec<McpSecretGrant> {
         .collect()
 }
 
-/// The names of the secrets `loaded`'s servers may be given in `workspace`: handed to the broker
-/// alone (as every secret variable is), and scrubbed from what the run records.
+/// The names of the secrets `loaded`'s servers may be given in `workspace` (in a stdio server's
+/// environment, or in a `url` server's headers): handed to the broker alone (as every secret
+/// variable is), and scrubbed from what the run records.
 pub fn secret_names(
     loaded: &hanzo_policy::settings::LoadedSettings,
     workspace: &Path,
@@ -456,6 +543,7 @@ pub fn secret_names(
     let mut names: Vec<String> = secret_grants(&plan.config)
         .into_iter()
         .flat_map(|g| g.names)
+        .chain(header_secret_names(&plan))
         .collect();
     names.sort();
     names.dedup();
@@ -501,6 +589,7 @@ pub fn remotes_of(config: &McpConfig, login: McpLogin) -> Vec<McpRemote> {
                 client_env: None,
                 login,
                 headers: Vec::new(),
+                settings_headers: Vec::new(),
             }),
             McpTransport::Stdio { .. } => None,
         })
@@ -515,13 +604,14 @@ pub fn has_remote(config: &McpConfig) -> bool {
         .any(|s| matches!(s.transport, McpTransport::Http { .. }))
 }
 
-/// Tell the broker which remote servers the mcp worker may reach (replacing any earlier set).
+/// Tell the broker which remote servers of `plan` the mcp worker may reach (replacing any
+/// earlier set), with their settings headers.
 pub async fn allow_remotes(
     sup: &crate::tree::Supervisor,
-    config: &McpConfig,
+    plan: &McpPlan,
     login: McpLogin,
 ) -> anyhow::Result<()> {
-    allow_remotes_with(sup, config, login, Vec::new()).await
+    allow_remotes_with(sup, plan, login, Vec::new()).await
 }
 
 /// [`allow_remotes`], the editor's `headers` (by server name) added to its servers. They are
@@ -529,14 +619,17 @@ pub async fn allow_remotes(
 /// process does not.
 pub async fn allow_remotes_with(
     sup: &crate::tree::Supervisor,
-    config: &McpConfig,
+    plan: &McpPlan,
     login: McpLogin,
     mut headers: Vec<(String, Vec<McpHeader>)>,
 ) -> anyhow::Result<()> {
-    let mut remotes = remotes_of(config, login);
+    let mut remotes = remotes_of(&plan.config, login);
     for r in &mut remotes {
         if let Some(i) = headers.iter().position(|(n, _)| *n == r.server) {
             r.headers = headers.swap_remove(i).1;
+        }
+        if let Some((_, h)) = plan.headers.iter().find(|(n, _)| *n == r.server) {
+            r.settings_headers = h.clone();
         }
     }
     match sup
@@ -656,7 +749,7 @@ pub async fn start_for_run_with(
     let keeper_config = plan.config.clone();
     if has_remote(&plan.config) {
         let headers = std::mem::take(&mut extra_headers);
-        if let Err(e) = allow_remotes_with(sup, &plan.config, McpLogin::Never, headers).await {
+        if let Err(e) = allow_remotes_with(sup, &plan, McpLogin::Never, headers).await {
             eprintln!(
                 "warning: {}; remote MCP servers will be refused",
                 crate::term::sanitize_line_for_terminal(&e.to_string())
@@ -1015,6 +1108,66 @@ mod tests {
         for r in &plan.not_started {
             assert!(!r.3.contains("  "), "{:?}", r.3);
         }
+    }
+
+    #[test]
+    fn url_headers_go_to_the_plan_for_the_broker_and_secrets_only_from_the_user_file() {
+        let web = |headers: &[(&str, &str)]| McpServer {
+            url: Some("https://mcp.example/mcp".into()),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
+        };
+        let c = config(&[
+            ("web", web(&[("Authorization", "${secret:WEB_TOKEN}"), ("X-Team", "core")])),
+            ("swapped", web(&[("Authorization", "${secret:WEB_TOKEN}")])),
+            ("proj", web(&[("Authorization", "${secret:WEB_TOKEN}")])),
+            ("kept", web(&[("X-Model", "${secret:HANZO_MODEL}")])),
+            ("plain", web(&[("X-Team", "core")])),
+        ]);
+        let mut sources = BTreeMap::new();
+        for (key, src) in [
+            ("web.url", Source::User),
+            ("web.headers", Source::User),
+            ("swapped.url", Source::Project),
+            ("swapped.headers", Source::User),
+            ("proj.url", Source::User),
+            ("proj.headers", Source::Local),
+            ("plain.headers", Source::Project),
+        ] {
+            sources.insert(format!("mcp_servers.{key}"), src);
+        }
+        let plan = mcp_plan(&c, &sources, true, Path::new("/w")).unwrap();
+        let started: Vec<&str> = plan.config.servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(started, ["plain", "web"]);
+        // The mcp worker's configuration carries no header; the plan keeps them for the broker.
+        assert!(!format!("{:?}", plan.config).contains("X-Team"));
+        let of = |n: &str| plan.headers.iter().find(|(s, _)| s == n).map(|(_, h)| h.clone());
+        assert_eq!(
+            of("web").unwrap(),
+            [
+                ("Authorization".to_string(), EnvValue::Secret("WEB_TOKEN".into())),
+                ("X-Team".to_string(), EnvValue::Plain("core".into())),
+            ]
+        );
+        assert_eq!(of("plain").unwrap(), [("X-Team".to_string(), EnvValue::Plain("core".into()))]);
+        assert_eq!(header_secret_names(&plan), ["WEB_TOKEN"]);
+        // Not the stdio servers' grants: the mcp worker can never ask for a header's secret.
+        assert!(secret_grants(&plan.config).is_empty());
+        let why = |name: &str| {
+            plan.not_started
+                .iter()
+                .find(|r| r.0 == name)
+                .map(|r| r.3.clone())
+                .unwrap_or_else(|| panic!("{name} not listed"))
+        };
+        assert!(why("swapped").contains("settings set its `url`"), "{}", why("swapped"));
+        assert!(why("proj").contains("settings set its `headers`"), "{}", why("proj"));
+        assert!(why("kept").contains("not a secret variable"), "{}", why("kept"));
+        let remotes = remotes_of(&plan.config, McpLogin::Never);
+        assert!(remotes.iter().all(|r| r.settings_headers.is_empty() && r.headers.is_empty()));
     }
 
     #[test]

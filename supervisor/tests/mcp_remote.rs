@@ -442,6 +442,7 @@ async fn the_broker_refuses_servers_and_addresses_not_in_the_settings() {
         client_env: None,
         login: McpLogin::Never,
         headers: Vec::new(),
+        settings_headers: Vec::new(),
     }];
     let answer = sup
         .broker
@@ -461,6 +462,7 @@ async fn the_broker_refuses_servers_and_addresses_not_in_the_settings() {
             client_env: None,
             login: McpLogin::Never,
             headers: Vec::new(),
+            settings_headers: Vec::new(),
         }]))
         .await;
     assert!(refused.is_err(), "{refused:?}");
@@ -549,7 +551,13 @@ async fn a_restarted_mcp_worker_reaches_the_broker_again() {
             .await
             .expect("ready in time")
             .expect("attested");
-        hanzo_dev::mcp::allow_remotes(&sup, &config, McpLogin::Never)
+        let plan = hanzo_dev::mcp::McpPlan {
+            config: config.clone(),
+            not_started: vec![],
+            network: vec![],
+            headers: vec![],
+        };
+        hanzo_dev::mcp::allow_remotes(&sup, &plan, McpLogin::Never)
             .await
             .expect("allowed");
         match sup
@@ -612,4 +620,162 @@ async fn a_restarted_mcp_worker_reaches_the_broker_again() {
         "{outcome:?}"
     );
     sup.shutdown().await;
+}
+
+/// The value of the secret a `url` server's settings header names: in the broker's environment
+/// only (the supervisor hands it there), and it must reach the server and nothing else.
+const HEADER_SECRET: &str = "hdr-secret-canary-5e0b97a1c3";
+
+/// `hanzo-dev ARGS` with `WEB_TOKEN` (a secret by its name) in its environment.
+fn with_secret(home: &TestHome, args: &[&str]) -> Output {
+    home.command(args)
+        .env("WEB_TOKEN", HEADER_SECRET)
+        .output()
+        .expect("run hanzo-dev")
+}
+
+/// `mcp_servers.*.headers` from the user's settings: the broker sends a literal header as
+/// written and a `${secret:NAME}` one with the value of its environment variable `NAME`. The
+/// server receives both; the secret is in no output (`mcp call`, `mcp list --json`, a `-vv` run),
+/// no event, no byte of the store (the SQLite files, WAL included) and no other file the run
+/// wrote, and a server echoing it back is answered `[redacted]`.
+#[test]
+fn settings_headers_reach_the_server_and_a_secret_one_nothing_else() {
+    let home = new_home();
+    let server = hostile(&home.path("srv"), "hdr", &[]);
+    home.settings(json!({
+        "mcp_servers": {"hdr": {"url": server.url, "headers": {
+            "Authorization": "${secret:WEB_TOKEN}",
+            "X-Team": "core-team",
+        }}},
+        "permissions": {"mcp__hdr__*": "allow"},
+    }));
+    let out = with_secret(&home, &["mcp", "call", "hdr", "echo_auth", "--json"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let doc = json_of(&stdout);
+    assert_eq!(doc["classification"], "allowed", "{doc}");
+    assert_eq!(
+        doc["result"]["content"][0]["text"], "you sent: [redacted]",
+        "the server's echo of the secret is scrubbed: {doc}"
+    );
+    let seen = server.seen();
+    assert!(!seen.is_empty());
+    for r in &seen {
+        assert_eq!(r["authorization"], HEADER_SECRET, "{r}");
+        assert_eq!(r["headers"]["x-team"], "core-team", "{r}");
+    }
+    assert!(!stdout.contains(HEADER_SECRET) && !stderr.contains(HEADER_SECRET));
+
+    let out = with_secret(&home, &["mcp", "list", "--json"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(json_of(&stdout)["servers"][0]["state"], "ready", "{stdout}");
+    assert!(!stdout.contains(HEADER_SECRET) && !stderr.contains(HEADER_SECRET));
+    let out = with_secret(&home, &["config", "show", "--json"]);
+    let (stdout, _) = text(&out);
+    assert!(stdout.contains("${secret:WEB_TOKEN}"), "{stdout}");
+    assert!(!stdout.contains(HEADER_SECRET));
+
+    let cassette = home.cassette(
+        "model.jsonl",
+        &[
+            hanzo_model::script::ScriptTurn::tool("t1", "mcp__hdr__echo_auth", json!({})),
+            hanzo_model::script::ScriptTurn::text("done"),
+        ],
+    );
+    let out = with_secret(
+        &home,
+        &["-vv", "run", "--json", "--replay", &cassette, "show me the header"],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{stdout}");
+    assert!(!stdout.contains(HEADER_SECRET), "{stdout}");
+    assert!(!stderr.contains(HEADER_SECRET), "the secret in a log line");
+    let events: Vec<Value> = stdout.lines().map(json_of).collect();
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "tool_result" && e["id"] == "t1")
+        .unwrap_or_else(|| panic!("no result: {events:#?}"));
+    assert_eq!(result["is_error"], false, "{result}");
+    assert_eq!(server.seen().last().unwrap()["authorization"], HEADER_SECRET);
+    let rec = home
+        .store()
+        .load_run(hanzo_store::RunId(
+            events.iter().find(|e| e["type"] == "run_started").unwrap()["run_id"]
+                .as_i64()
+                .unwrap(),
+        ))
+        .expect("run record");
+    assert!(!format!("{rec:?}").contains(HEADER_SECRET));
+    // The store's files (database, WAL), and whatever else the run wrote.
+    for dir in ["data", "tmp", "ws", "home", "config"] {
+        assert!(
+            !tree_contains(&home.path(dir), HEADER_SECRET.as_bytes()),
+            "{dir} holds the secret"
+        );
+    }
+}
+
+/// A secret the broker does not hold fails that server with an error naming the server and the
+/// secret (never a value); a bad header name is a settings error naming the key; a project file
+/// cannot name a secret (trusted or not: the server is skipped, saying why).
+#[test]
+fn a_missing_secret_a_bad_header_and_a_project_s_secret_are_clear_errors() {
+    let home = new_home();
+    let server = hostile(&home.path("srv"), "hdr", &[]);
+    home.settings(json!({
+        "mcp_servers": {"hdr": {"url": server.url, "headers": {"X-Api-Key": "${secret:MISSING_TOKEN}"}}},
+        "permissions": {"mcp__hdr__*": "allow"},
+    }));
+    let out = with_secret(&home, &["mcp", "list", "--json"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let s = &json_of(&stdout)["servers"][0];
+    assert_eq!(s["state"], "failed", "{s}");
+    let reason = s["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("\"hdr\"") && reason.contains("MISSING_TOKEN") && reason.contains("X-Api-Key"),
+        "{s}"
+    );
+    assert!(server.seen().is_empty(), "nothing was sent: {:?}", server.seen());
+    let out = with_secret(&home, &["mcp", "call", "hdr", "ok", "--json"]);
+    let (stdout, stderr) = text(&out);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        format!("{stdout}{stderr}").contains("MISSING_TOKEN"),
+        "{stdout}{stderr}"
+    );
+
+    home.settings(json!({
+        "mcp_servers": {"hdr": {"url": server.url, "headers": {"Mcp-Session-Id": "x"}}},
+    }));
+    let out = with_secret(&home, &["mcp", "list", "--json"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("mcp_servers.hdr.headers.Mcp-Session-Id")
+            && stderr.contains("settings.json"),
+        "{stderr}"
+    );
+
+    home.settings(json!({"mcp_servers": {"hdr": {"url": server.url}}}));
+    std::fs::create_dir_all(home.ws().join(".hanzo")).unwrap();
+    std::fs::write(
+        home.ws().join(".hanzo/settings.json"),
+        json!({"mcp_servers": {"hdr": {"headers": {"Authorization": "${secret:WEB_TOKEN}"}}}})
+            .to_string(),
+    )
+    .unwrap();
+    let out = with_secret(&home, &["mcp", "list", "--json"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let s = &json_of(&stdout)["servers"][0];
+    assert_eq!(s["state"], "skipped", "{s}");
+    assert!(
+        s["reason"].as_str().unwrap_or_default().contains("settings set its `headers`"),
+        "{s}"
+    );
+    assert!(server.seen().is_empty(), "{:?}", server.seen());
+    assert!(!stdout.contains(HEADER_SECRET) && !stderr.contains(HEADER_SECRET));
 }

@@ -17,6 +17,7 @@
 //! worker cannot ask for a provider key.
 
 use super::http;
+use super::mcp::EnvValue;
 use crate::Role;
 use serde::{Deserialize, Serialize};
 
@@ -117,6 +118,11 @@ pub struct McpRemote {
     /// credentials: the broker alone keeps them, and replaces them in what comes back.
     #[serde(default)]
     pub headers: Vec<McpHeader>,
+    /// Headers from the server's settings entry (`mcp_servers.*.headers`): a plain value is sent
+    /// as written; a [`EnvValue::Secret`] names the broker's environment variable whose value
+    /// the broker sends (the value never crosses a channel). Checked by the broker.
+    #[serde(default)]
+    pub settings_headers: Vec<(String, EnvValue)>,
 }
 
 /// One header an editor asked to be sent to its remote MCP server.
@@ -212,6 +218,10 @@ mod tests {
                 name: "Authorization".into(),
                 value: SecretText::new("Bearer editor-secret".into()),
             }],
+            settings_headers: vec![
+                ("X-Api-Key".into(), EnvValue::Secret("WEB_TOKEN".into())),
+                ("X-Team".into(), EnvValue::Plain("core".into())),
+            ],
         };
         let back: McpRemote = decode_payload("REMOTE", &encode_payload(&remote)).unwrap();
         assert_eq!(back, remote);

@@ -142,7 +142,8 @@ pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     cfg.secret_names.extend(
         crate::mcp::secret_grants(&plan.config)
             .into_iter()
-            .flat_map(|g| g.names),
+            .flat_map(|g| g.names)
+            .chain(crate::mcp::header_secret_names(&plan)),
     );
     // Remote servers are reached, and secrets given, through the broker: it runs only when one
     // is configured.
@@ -167,7 +168,7 @@ async fn with_tree(
 ) -> anyhow::Result<i32> {
     sup.wait_ready().await?;
     if crate::mcp::has_remote(&plan.config) {
-        crate::mcp::allow_remotes(sup, &plan.config, McpLogin::Never).await?;
+        crate::mcp::allow_remotes(sup, plan, McpLogin::Never).await?;
     }
     if crate::mcp::has_secrets(&plan.config) {
         crate::mcp::allow_secrets(&sup.broker, &plan.config).await?;

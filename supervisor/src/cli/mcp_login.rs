@@ -107,6 +107,7 @@ async fn run_login(
             client_env: None,
             login: McpLogin::Never,
             headers: Vec::new(),
+            settings_headers: Vec::new(),
         },
         device: args.device,
         timeout_secs: args.timeout,
@@ -252,6 +253,7 @@ mod tests {
                 "its `url` comes from this workspace's settings, which are not trusted".into(),
             )],
             network: Vec::new(),
+            headers: Vec::new(),
         }
     }
 

@@ -520,8 +520,8 @@ impl Broker {
     }
 
     /// Every secret value the broker holds: its credentials', the header values editors
-    /// gave for their remote MCP servers (any of which may be a credential), and the secrets
-    /// granted to MCP stdio servers.
+    /// gave for their remote MCP servers (any of which may be a credential), the secrets
+    /// granted to MCP stdio servers, and those remote servers' settings headers name.
     pub(crate) fn held_secrets(&self) -> Vec<String> {
         let mut all: Vec<String> = self
             .read_creds()
@@ -538,7 +538,19 @@ impl Broker {
             .map(str::to_string)
             .collect();
         all.extend(granted.iter().filter_map(|n| (self.secret_env)(n)));
+        let headers: Vec<String> = self
+            .mcp_servers()
+            .secret_header_names()
+            .map(str::to_string)
+            .collect();
+        all.extend(headers.iter().filter_map(|n| (self.secret_env)(n)));
         all
+    }
+
+    /// The value of the secret variable `name` (this process's environment, or the tests'
+    /// stand-in): for the settings headers of remote MCP servers.
+    pub(crate) fn secret_var(&self, name: &str) -> Option<String> {
+        (self.secret_env)(name)
     }
 
     /// Replace every held secret in `bytes` with `[redacted]` (error bodies that echo a key),

@@ -19,6 +19,7 @@ use crate::fetch::{Broker, CREDENTIAL_HEADERS};
 use crate::oauth::mcp::{ChallengeOutcome, McpServerAuth};
 use hanzo_ipc::roles::broker::LoginProgress;
 use hanzo_ipc::roles::http::{HttpFailure, HttpFailureKind, HttpHead, Item, Response};
+use hanzo_ipc::roles::mcp::EnvValue;
 use hanzo_ipc::roles::mcphttp::{McpHttpRequest, McpLogin, McpRemote};
 use reqwest::Url;
 use std::collections::BTreeMap;
@@ -99,48 +100,48 @@ pub enum McpAllowError {
     },
 }
 
-/// Headers an editor may not set on a remote MCP server's requests: the connection's own, and
-/// the MCP transport's, which the mcp worker sets (an editor's would break the session).
-const RESERVED_HEADERS: &[&str] = &[
-    "host",
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "upgrade",
-    "te",
-    "trailer",
-    "keep-alive",
-    "proxy-connection",
-    "accept",
-    "content-type",
-    "mcp-session-id",
-    "mcp-protocol-version",
-    "last-event-id",
-];
-/// The most headers an editor may give one server, and the longest value.
+/// The most headers an editor, or a settings entry, may give one server.
 const MAX_HEADERS: usize = 32;
-const MAX_HEADER_VALUE: usize = 8 * 1024;
 
-/// Whether an editor's header `name: value` may be sent to MCP server `server`: a valid field
-/// name that is not [`RESERVED_HEADERS`], and a value that is a valid field value (no CR, LF or
-/// NUL) of at most 8 KiB. The error names the header, never its value (it may be a credential).
+/// Whether header `name: value` (an editor's, or a settings entry's) may be sent to MCP server
+/// `server`: a valid field name that is not one of the connection's or the MCP transport's
+/// (`hanzo_policy::mcp_name::RESERVED_HEADERS`, the rule the settings loader applies too), and
+/// a value that is a valid field value (no CR, LF or NUL) of at most 8 KiB. The error names the
+/// header, never its value (it may be a credential).
 pub fn check_header(server: &str, name: &str, value: &str) -> Result<(), McpAllowError> {
-    let bad = |reason| McpAllowError::BadHeader {
+    check_header_name(server, name)?;
+    if let Some(reason) = hanzo_policy::mcp_name::header_value_problem(value) {
+        return Err(bad_header(server, name, reason));
+    }
+    Ok(())
+}
+
+fn check_header_name(server: &str, name: &str) -> Result<(), McpAllowError> {
+    match hanzo_policy::mcp_name::header_name_problem(name) {
+        Some(reason) => Err(bad_header(server, name, reason)),
+        None => Ok(()),
+    }
+}
+
+fn bad_header(server: &str, name: &str, reason: &'static str) -> McpAllowError {
+    McpAllowError::BadHeader {
         server: server.to_string(),
         name: name.chars().take(64).collect(),
         reason,
-    };
-    let parsed = reqwest::header::HeaderName::from_bytes(name.as_bytes())
-        .map_err(|_| bad("not a valid header name"))?;
-    if RESERVED_HEADERS.contains(&parsed.as_str()) {
-        return Err(bad("it belongs to the connection or the MCP transport"));
     }
-    if value.len() > MAX_HEADER_VALUE {
-        return Err(bad("its value is longer than 8 KiB"));
-    }
-    reqwest::header::HeaderValue::from_str(value)
-        .map_err(|_| bad("its value holds a character a header cannot carry"))?;
-    Ok(())
+}
+
+/// Why a request to a server whose settings name a secret header cannot be sent: the broker
+/// holds no such variable, or its value cannot be a header's. Names the secret, never a value.
+fn secret_header_failure(server: &str, header: &str, secret: &str, why: &str) -> Response {
+    fail(
+        HttpFailureKind::NoCredential,
+        format!(
+            "MCP server {server:?}: its header {header:?} names the secret {secret}, {why} (the \
+             broker reads it from hanzo-dev's environment: set {secret} there, or list it in \
+             HANZO_SECRET_ENV)"
+        ),
+    )
 }
 
 /// One configured remote server.
@@ -201,7 +202,7 @@ impl McpServers {
         let mut servers = BTreeMap::new();
         for remote in remotes {
             let (_, origin) = origin(&remote.server, &remote.url)?;
-            if remote.headers.len() > MAX_HEADERS {
+            if remote.headers.len() + remote.settings_headers.len() > MAX_HEADERS {
                 return Err(McpAllowError::BadHeader {
                     server: remote.server.clone(),
                     name: format!("(header {})", MAX_HEADERS + 1),
@@ -210,6 +211,21 @@ impl McpServers {
             }
             for h in &remote.headers {
                 check_header(&remote.server, &h.name, h.value.expose())?;
+            }
+            for (name, value) in &remote.settings_headers {
+                match value {
+                    EnvValue::Plain(v) => check_header(&remote.server, name, v)?,
+                    EnvValue::Secret(secret) => {
+                        check_header_name(&remote.server, name)?;
+                        if !crate::mcp_secrets::is_env_name(secret) {
+                            return Err(bad_header(
+                                &remote.server,
+                                name,
+                                "it names a secret that is not an environment variable's name",
+                            ));
+                        }
+                    }
+                }
             }
             servers.insert(remote.server.clone(), Allowed { remote, origin });
         }
@@ -223,6 +239,18 @@ impl McpServers {
             .values()
             .flat_map(|a| a.remote.headers.iter())
             .map(|h| h.value.expose().to_string())
+    }
+
+    /// The names of the secrets the servers' settings headers name (their values, read from the
+    /// broker's environment, are replaced in what comes back, as the broker's other secrets are).
+    pub fn secret_header_names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.servers
+            .values()
+            .flat_map(|a| a.remote.settings_headers.iter())
+            .filter_map(|(_, v)| match v {
+                EnvValue::Secret(name) => Some(name.as_str()),
+                EnvValue::Plain(_) => None,
+            })
     }
 
     /// The request's URL, parsed, if `server` is configured and the URL has its origin.
@@ -500,6 +528,45 @@ impl Broker {
             value.set_sensitive(true);
             request.headers_mut().insert(name, value);
         }
+        // Then the settings' (checked when configured): a secret is read from this process's
+        // environment now, so that it is held nowhere but here and in the request.
+        for (header, value) in &remote.settings_headers {
+            let Ok(name) = reqwest::header::HeaderName::from_bytes(header.as_bytes()) else {
+                continue; // checked when configured; unreachable
+            };
+            let value = match value {
+                EnvValue::Plain(v) => reqwest::header::HeaderValue::from_str(v).ok(),
+                EnvValue::Secret(secret) => {
+                    let held = self.secret_var(secret).filter(|v| !v.is_empty());
+                    let Some(held) = held else {
+                        return Err(secret_header_failure(
+                            &remote.server,
+                            header,
+                            secret,
+                            "which the broker does not hold",
+                        ));
+                    };
+                    if hanzo_policy::mcp_name::header_value_problem(&held).is_some() {
+                        return Err(secret_header_failure(
+                            &remote.server,
+                            header,
+                            secret,
+                            "whose value cannot be sent in a header (a control character, or \
+                             longer than 8 KiB)",
+                        ));
+                    }
+                    reqwest::header::HeaderValue::from_str(&held)
+                        .ok()
+                        .map(|mut v| {
+                            v.set_sensitive(true);
+                            v
+                        })
+                }
+            };
+            if let Some(value) = value {
+                request.headers_mut().insert(name, value);
+            }
+        }
         self.mcp_http().execute(request).await.map_err(|e| {
             fail(
                 HttpFailureKind::Connect,
@@ -650,6 +717,7 @@ mod tests {
             client_env: None,
             login: McpLogin::Never,
             headers: Vec::new(),
+            settings_headers: Vec::new(),
         }
     }
 
@@ -744,6 +812,37 @@ mod tests {
         }
         let e = with("X-Key", &"v".repeat(9000)).expect_err("long");
         assert!(e.to_string().contains("8 KiB"), "{e}");
+    }
+
+    #[test]
+    fn settings_headers_are_checked_and_secret_ones_are_named_only() {
+        let with = |name: &str, value: EnvValue| {
+            let mut r = remote("web", "http://127.0.0.1:1/mcp");
+            r.settings_headers = vec![(name.into(), value)];
+            McpServers::new(vec![r])
+        };
+        let set = with("Authorization", EnvValue::Secret("WEB_TOKEN".into())).expect("valid");
+        assert_eq!(set.secret_header_names().collect::<Vec<_>>(), ["WEB_TOKEN"]);
+        // Plain values are not secrets: sent as written, not scrubbed from answers.
+        let set = with("X-Team", EnvValue::Plain("core-team".into())).expect("valid");
+        assert_eq!(set.secret_header_names().count(), 0);
+        assert_eq!(set.header_values().count(), 0);
+        for (name, value) in [
+            ("Host", EnvValue::Secret("WEB_TOKEN".into())),
+            ("Mcp-Session-Id", EnvValue::Plain("s3cret-value".into())),
+            ("Bad Name", EnvValue::Plain("s3cret-value".into())),
+            ("X-Key", EnvValue::Plain("s3cret\r\nX-Injected: 1".into())),
+            ("X-Key", EnvValue::Secret("A-B".into())),
+        ] {
+            let e = with(name, value).expect_err(name);
+            assert!(matches!(e, McpAllowError::BadHeader { .. }), "{e}");
+            assert!(!e.to_string().contains("s3cret"), "{e}");
+        }
+        let mut r = remote("web", "http://127.0.0.1:1/mcp");
+        r.settings_headers = (0..33)
+            .map(|i| (format!("X-{i}"), EnvValue::Plain("v".into())))
+            .collect();
+        assert!(McpServers::new(vec![r]).is_err());
     }
 
     fn scrub_all(secrets: &[&str], chunks: &[&[u8]]) -> (Vec<u8>, Vec<Vec<u8>>) {

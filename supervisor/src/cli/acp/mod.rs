@@ -917,6 +917,7 @@ fn http_server(name: &str, s: &mut Value) -> Result<(McpServerConfig, Vec<McpHea
         client_env: None,
         login: McpLogin::Never,
         headers: Vec::new(),
+        settings_headers: Vec::new(),
     };
     if let Err(e) = hanzo_broker::mcp_http::McpServers::new(vec![probe]) {
         return Err(match e {
