@@ -60,6 +60,7 @@ fn bench(c: &mut Criterion) {
         error: None,
         duration_ms: 800,
         more_hook_results: Vec::new(),
+        mcp: None,
     };
     c.bench_function("store_step_with_one_started_and_finished_call", |b| {
         b.iter(|| {

@@ -35,7 +35,7 @@ pub use schema::SCHEMA_VERSION;
 pub use sessions::{title_from, TITLE_MAX_CHARS};
 pub use types::{
     Agent, AgentDef, ApprovalMode, CallEnd, CallId, CallStatus, DecidedBy, EventRecord, HookResult,
-    NewRun, NewSession, NewSessionSummary, RunId, RunRecord, RunStatus, RunSummary, Session,
+    McpCallInfo, McpClassification, NewRun, NewSession, NewSessionSummary, RunId, RunRecord, RunStatus, RunSummary, Session,
     SessionContext, SessionId, SessionSummary, SessionTurn, StepEnd, StepId, StepRecord,
     TokenUsage, ToolCall, ToolCallRecord,
 };

@@ -3,8 +3,8 @@
 
 use crate::error::{Result, StoreError};
 use crate::types::{
-    Agent, AgentDef, CallStatus, DecidedBy, EventRecord, HookResult, RunId, RunSummary, StepId,
-    StepRecord, TokenUsage, ToolCall, ToolCallRecord,
+    Agent, AgentDef, CallStatus, DecidedBy, EventRecord, HookResult, McpCallInfo, McpClassification,
+    RunId, RunSummary, StepId, StepRecord, TokenUsage, ToolCall, ToolCallRecord,
 };
 use hanzo_policy::{AuditRecord, PermissionMode, RuleRef, Scope, Tier};
 use rusqlite::Row;
@@ -31,7 +31,8 @@ pub(crate) const STEP_COLUMNS: &str = "id, idx, started_ms, ended_ms, text, toke
 
 pub(crate) const CALL_COLUMNS: &str =
     "id, step_id, tool_use_id, name, input, permission, rule, allowed, decision_reason,
-     hook_results, output, error, duration_ms, recorded_ms, decided_by, status";
+     hook_results, output, error, duration_ms, recorded_ms, decided_by, status, mcp_server,
+     mcp_tool, mcp_classification, mcp_reason";
 
 pub(crate) const AUDIT_COLUMNS: &str = "timestamp_ms, session_id, tool_name, input_digest, mode,
      rule_tier, rule_index, rule_pattern, reason";
@@ -107,6 +108,10 @@ pub(crate) fn call_from_row(r: &Row<'_>) -> Parsed<(StepId, ToolCallRecord)> {
     let hooks: String = r.get(9)?;
     let decided_by: Option<String> = r.get(14)?;
     let status: String = r.get(15)?;
+    let mcp_server: Option<String> = r.get(16)?;
+    let mcp_tool: Option<String> = r.get(17)?;
+    let mcp_classification: Option<String> = r.get(18)?;
+    let mcp_reason: Option<String> = r.get(19)?;
     let build = || -> Result<(StepId, ToolCallRecord)> {
         let call = ToolCall {
             tool_use_id: r.get(2)?,
@@ -136,6 +141,18 @@ pub(crate) fn call_from_row(r: &Row<'_>) -> Parsed<(StepId, ToolCallRecord)> {
                 call,
                 status: parse_call_status(&status)?,
                 recorded_ms: to_u64(r.get(13)?),
+                mcp: match (mcp_server, mcp_tool, mcp_classification) {
+                    (Some(server), Some(tool), Some(c)) => Some(McpCallInfo {
+                        server,
+                        tool,
+                        classification: McpClassification::parse(&c).ok_or_else(|| {
+                            StoreError::Corrupt(format!("unknown MCP classification {c:?}"))
+                        })?,
+                        reason: mcp_reason,
+                    }),
+                    (None, None, None) => None,
+                    _ => return Err(StoreError::Corrupt("half an MCP call record".into())),
+                },
             },
         ))
     };

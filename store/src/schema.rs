@@ -139,6 +139,16 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX session_summaries_session ON session_summaries(session_id, id);
     ",
+    // 5: an `mcp__*` call's server, the server's tool name, the classification of its answer
+    // (HAAP README: allowed / policy denial / downstream fault; `failed`: no answer) and the
+    // reason, as fields. Older rows have none (their classification is only in `error`).
+    "
+    ALTER TABLE tool_calls ADD COLUMN mcp_server TEXT;
+    ALTER TABLE tool_calls ADD COLUMN mcp_tool TEXT;
+    ALTER TABLE tool_calls ADD COLUMN mcp_classification TEXT
+        CHECK (mcp_classification IN ('allowed', 'denied', 'fault', 'failed'));
+    ALTER TABLE tool_calls ADD COLUMN mcp_reason TEXT;
+    ",
 ];
 
 /// The schema version this build writes.
@@ -261,7 +271,7 @@ mod tests {
         )
         .expect("rows");
         migrate(&mut conn, Path::new(":memory:")).expect("migrate");
-        assert_eq!(user_version(&conn).expect("version"), 4);
+        assert_eq!(user_version(&conn).expect("version"), SCHEMA_VERSION);
         let none: i64 = conn
             .query_row("SELECT COUNT(*) FROM session_summaries", [], |r| r.get(0))
             .expect("table");
@@ -281,6 +291,46 @@ mod tests {
             .query_row("SELECT input FROM runs WHERE id = 5", [], |r| r.get(0))
             .expect("the turn kept");
         assert_eq!(input, "turn");
+    }
+
+    /// A version-4 file's tool call, migrated: kept, with no MCP fields; the classification
+    /// column takes only the four classifications.
+    #[test]
+    fn version_5_adds_mcp_fields_to_tool_calls() {
+        let mut conn = Connection::open_in_memory().expect("open");
+        for m in &MIGRATIONS[..4] {
+            conn.execute_batch(m).expect("v1..v4");
+        }
+        conn.pragma_update(None, "user_version", 4)
+            .expect("version");
+        conn.execute_batch(
+            "INSERT INTO runs (id, input, model, isolation, status, started_ms, owner_pid)
+                 VALUES (1, 'task', 'm', 'B', 'succeeded', 0, 1);
+             INSERT INTO steps (id, run_id, idx, started_ms) VALUES (1, 1, 1, 0);
+             INSERT INTO tool_calls (id, run_id, step_id, name, input, permission, allowed,
+                 decision_reason, hook_results, error, duration_ms, recorded_ms)
+                 VALUES (1, 1, 1, 'mcp__s__t', '{}', 'allow', 1, 'r', '[]',
+                     'MCP policy denial from server s (tool t): no', 3, 0);",
+        )
+        .expect("rows");
+        migrate(&mut conn, Path::new(":memory:")).expect("migrate");
+        assert_eq!(user_version(&conn).expect("version"), SCHEMA_VERSION);
+        let (server, class, error): (Option<String>, Option<String>, String) = conn
+            .query_row(
+                "SELECT mcp_server, mcp_classification, error FROM tool_calls WHERE id = 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .expect("row");
+        assert_eq!((server, class), (None, None));
+        assert!(error.starts_with("MCP policy denial"));
+        for (value, ok) in [("denied", true), ("fault", true), ("maybe", false)] {
+            let r = conn.execute(
+                "UPDATE tool_calls SET mcp_classification = ?1 WHERE id = 1",
+                [value],
+            );
+            assert_eq!(r.is_ok(), ok, "{value}");
+        }
     }
 
     /// A version-1 file with one tool call of each kind, migrated: each gets the right

@@ -486,6 +486,60 @@ pub struct ToolCall {
     pub duration_ms: u64,
 }
 
+/// How the mcp worker classified the answer to an `mcp__*` call (HAAP README: allowed / policy
+/// denial / downstream fault), or that there was no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum McpClassification {
+    /// The server answered with a result (possibly one whose `isError` is set).
+    Allowed,
+    /// A policy denial: a JSON-RPC error in −32005…−32000, HTTP 401/403, or a body that is no
+    /// JSON-RPC document (empty, truncated, HTML, not UTF-8).
+    Denied,
+    /// Any other JSON-RPC error (e.g. −32601): a downstream fault.
+    Fault,
+    /// No answer: the server was unknown, down or timed out, or the connection ended.
+    Failed,
+}
+
+impl McpClassification {
+    /// The stored form (`allowed`, `denied`, `fault`, `failed`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            McpClassification::Allowed => "allowed",
+            McpClassification::Denied => "denied",
+            McpClassification::Fault => "fault",
+            McpClassification::Failed => "failed",
+        }
+    }
+
+    /// The classification stored as `s`, if any.
+    pub fn parse(s: &str) -> Option<McpClassification> {
+        [
+            McpClassification::Allowed,
+            McpClassification::Denied,
+            McpClassification::Fault,
+            McpClassification::Failed,
+        ]
+        .into_iter()
+        .find(|c| c.as_str() == s)
+    }
+}
+
+/// What the record keeps of an `mcp__*` call beyond any tool call's fields: which server and
+/// tool answered, and how the answer was classified, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpCallInfo {
+    /// The server's name in `mcp_servers`.
+    pub server: String,
+    /// The server's own name for the tool.
+    pub tool: String,
+    /// Allowed, denied, fault, or failed (no answer).
+    pub classification: McpClassification,
+    /// The server's denial or error, or why there was no answer; `None` for an allowed call.
+    pub reason: Option<String>,
+}
+
 /// What [`crate::RunStore::finish_call`] adds to a started call.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CallEnd {
@@ -497,6 +551,8 @@ pub struct CallEnd {
     pub duration_ms: u64,
     /// Appended to the call's hook results (the post-hooks).
     pub more_hook_results: Vec<HookResult>,
+    /// For an `mcp__*` call that reached the mcp worker: its server, tool and classification.
+    pub mcp: Option<McpCallInfo>,
 }
 
 /// A stored tool call.
@@ -511,6 +567,10 @@ pub struct ToolCallRecord {
     pub status: CallStatus,
     /// When it was recorded (milliseconds since the Unix epoch).
     pub recorded_ms: u64,
+    /// For an `mcp__*` call the mcp worker handled: server, tool, classification and reason
+    /// (absent otherwise, and for calls recorded before schema version 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpCallInfo>,
 }
 
 /// A stored step with its tool calls.

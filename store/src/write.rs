@@ -275,6 +275,11 @@ impl RunStore {
     pub fn finish_call(&mut self, id: CallId, end: &CallEnd) -> Result<()> {
         self.guard_opt("tool_calls", "output", end.output.as_deref())?;
         self.guard_opt("tool_calls", "error", end.error.as_deref())?;
+        if let Some(m) = &end.mcp {
+            self.guard_opt("tool_calls", "mcp_server", Some(&m.server))?;
+            self.guard_opt("tool_calls", "mcp_tool", Some(&m.tool))?;
+            self.guard_opt("tool_calls", "mcp_reason", m.reason.as_deref())?;
+        }
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -300,11 +305,23 @@ impl RunStore {
                 field: "hook_results",
             });
         }
+        let mcp = end.mcp.as_ref();
         tx.execute(
             "UPDATE tool_calls SET output = ?2, error = ?3, duration_ms = ?4, hook_results = ?5,
-                 status = 'finished'
+                 status = 'finished', mcp_server = ?6, mcp_tool = ?7, mcp_classification = ?8,
+                 mcp_reason = ?9
              WHERE id = ?1",
-            params![id.0, end.output, end.error, to_i64(end.duration_ms), hooks],
+            params![
+                id.0,
+                end.output,
+                end.error,
+                to_i64(end.duration_ms),
+                hooks,
+                mcp.map(|m| m.server.as_str()),
+                mcp.map(|m| m.tool.as_str()),
+                mcp.map(|m| m.classification.as_str()),
+                mcp.and_then(|m| m.reason.as_deref()),
+            ],
         )?;
         tx.commit()?;
         Ok(())

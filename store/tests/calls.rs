@@ -3,8 +3,8 @@
 
 use hanzo_policy::{AuditRecord, PermissionMode};
 use hanzo_store::{
-    CallEnd, CallStatus, DecidedBy, HookResult, NewRun, RunStatus, RunStore, StepEnd, StoreError,
-    TokenUsage, ToolCall, DEFAULT_ORG,
+    CallEnd, CallStatus, DecidedBy, HookResult, McpCallInfo, McpClassification, NewRun, RunStatus,
+    RunStore, StepEnd, StoreError, TokenUsage, ToolCall, DEFAULT_ORG,
 };
 use serde_json::json;
 
@@ -78,6 +78,7 @@ fn a_call_is_on_record_as_started_before_it_finishes() {
             error: None,
             duration_ms: 42,
             more_hook_results: vec![HookResult::Post { failures: vec![] }],
+            mcp: None,
         },
     )
     .expect("finish");
@@ -88,6 +89,7 @@ fn a_call_is_on_record_as_started_before_it_finishes() {
     assert_eq!(c.call.duration_ms, 42);
     assert_eq!(c.call.hook_results.len(), 2, "pre, then post");
     assert_eq!(c.call.decided_by, DecidedBy::Default);
+    assert_eq!(c.mcp, None, "not an MCP call");
     // Finishing twice is refused; so is an unknown call.
     assert!(matches!(
         s.finish_call(id, &CallEnd::default()),
@@ -172,6 +174,86 @@ fn secrets_in_a_finished_calls_output_are_refused() {
         err,
         StoreError::SecretInRecord {
             field: "output",
+            ..
+        }
+    ));
+}
+
+/// An `mcp__*` call's server, tool, classification and reason are fields of its record, read
+/// back as written, in `runs show --json`'s shape (`"mcp": {…}`, lowercase classification); a
+/// reason holding a known secret is refused like any other field.
+#[test]
+fn an_mcp_call_s_classification_is_a_field_of_its_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = RunStore::open(dir.path(), DEFAULT_ORG).expect("open");
+    s.set_known_secrets(["sk-live-canary-91"]);
+    let run = s.begin_run(&new_run()).expect("run");
+    let step = s.begin_step(run).expect("step");
+    let cases = [
+        ("refuse", McpClassification::Denied, Some("HAAP: no")),
+        ("missing", McpClassification::Fault, Some("-32601 Method not found")),
+        ("ok", McpClassification::Allowed, None),
+        ("slow", McpClassification::Failed, Some("timed out")),
+    ];
+    for (tool, classification, reason) in cases {
+        let id = s
+            .start_call(step, None, &call(&format!("mcp__cls__{tool}"), true))
+            .expect("start");
+        s.finish_call(
+            id,
+            &CallEnd {
+                duration_ms: 7,
+                mcp: Some(McpCallInfo {
+                    server: "cls".into(),
+                    tool: tool.into(),
+                    classification,
+                    reason: reason.map(str::to_string),
+                }),
+                ..CallEnd::default()
+            },
+        )
+        .expect("finish");
+    }
+    let rec = s.load_run(run).expect("load");
+    let got: Vec<_> = rec.steps[0]
+        .tool_calls
+        .iter()
+        .map(|c| {
+            let m = c.mcp.clone().expect("mcp fields");
+            (m.tool, m.classification, m.reason, c.call.duration_ms)
+        })
+        .collect();
+    let want: Vec<_> = cases
+        .iter()
+        .map(|(t, c, r)| (t.to_string(), *c, r.map(str::to_string), 7))
+        .collect();
+    assert_eq!(got, want);
+    let shown = serde_json::to_value(&rec.steps[0].tool_calls[0]).expect("json");
+    assert_eq!(
+        shown["mcp"],
+        json!({"server": "cls", "tool": "refuse", "classification": "denied", "reason": "HAAP: no"})
+    );
+    let id = s
+        .start_call(step, None, &call("mcp__cls__leak", true))
+        .expect("start");
+    let err = s
+        .finish_call(
+            id,
+            &CallEnd {
+                mcp: Some(McpCallInfo {
+                    server: "cls".into(),
+                    tool: "leak".into(),
+                    classification: McpClassification::Denied,
+                    reason: Some("token sk-live-canary-91 refused".into()),
+                }),
+                ..CallEnd::default()
+            },
+        )
+        .expect_err("secret");
+    assert!(matches!(
+        err,
+        StoreError::SecretInRecord {
+            field: "mcp_reason",
             ..
         }
     ));
