@@ -2,7 +2,9 @@
 //! a real `hanzo-dev run --replay` whose model calls three tools of a sandboxed stdio server
 //! (`fixtures/mcp/classify_server.py`) answering with a result, a JSON-RPC error in the policy
 //! range (a denial) and `-32601` (a downstream fault). The record names the server, the tool and
-//! the classification with the server's reason; the event stream agrees.
+//! the classification with the server's reason — in the error text the model saw, and as typed
+//! fields (`ToolCallRecord.mcp`) read through the store's API, `runs show --json`, `runs show`
+//! and `runs export`; the event stream agrees.
 
 mod common;
 
@@ -96,4 +98,74 @@ fn each_classification_of_an_mcp_answer_is_on_the_record_with_its_server_tool_an
         "{why}"
     );
     assert!(!why.contains("denial"), "{why}");
+
+    // The same as typed fields, through the store's API…
+    let mcp = |name: &str| {
+        calls
+            .iter()
+            .find(|c| c.call.name == name)
+            .and_then(|c| c.mcp.clone())
+            .unwrap_or_else(|| panic!("no MCP fields on {name}: {calls:#?}"))
+    };
+    use hanzo_store::McpClassification as C;
+    let fields = |name: &str| {
+        let m = mcp(name);
+        (m.server, m.tool, m.classification)
+    };
+    assert_eq!(fields("mcp__cls__fine"), ("cls".into(), "fine".into(), C::Allowed));
+    assert_eq!(mcp("mcp__cls__fine").reason, None);
+    assert_eq!(fields("mcp__cls__refuse"), ("cls".into(), "refuse".into(), C::Denied));
+    let reason = mcp("mcp__cls__refuse").reason.unwrap_or_default();
+    assert!(reason.contains("-32001") && reason.contains("blocked by the server's policy"), "{reason}");
+    assert_eq!(fields("mcp__cls__missing"), ("cls".into(), "missing".into(), C::Fault));
+    let reason = mcp("mcp__cls__missing").reason.unwrap_or_default();
+    assert!(reason.contains("-32601"), "{reason}");
+    // …with the call's timing beside them.
+    for c in &calls {
+        assert_eq!(c.status, hanzo_store::CallStatus::Finished);
+    }
+
+    // …`runs show --json`, whose shape `runs export` shares…
+    let id = started["run_id"].as_i64().unwrap().to_string();
+    for args in [
+        vec!["runs", "show", id.as_str(), "--json"],
+        vec!["runs", "export", id.as_str()],
+    ] {
+        let (code, stdout, stderr) = home.run(&args);
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        let doc: Value = serde_json::from_str(&stdout).expect("json");
+        let shown: Vec<&Value> = doc["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .flat_map(|s| s["tool_calls"].as_array().expect("calls"))
+            .collect();
+        let of = |name: &str| {
+            shown
+                .iter()
+                .find(|c| c["name"] == name)
+                .unwrap_or_else(|| panic!("{args:?}: no {name}"))
+        };
+        for (name, tool, classification) in [
+            ("mcp__cls__fine", "fine", "allowed"),
+            ("mcp__cls__refuse", "refuse", "denied"),
+            ("mcp__cls__missing", "missing", "fault"),
+        ] {
+            let c = of(name);
+            assert_eq!(c["mcp"]["server"], "cls", "{args:?}: {c}");
+            assert_eq!(c["mcp"]["tool"], tool, "{args:?}: {c}");
+            assert_eq!(c["mcp"]["classification"], classification, "{args:?}: {c}");
+            assert!(c["duration_ms"].is_u64(), "{c}");
+        }
+        assert!(of("mcp__cls__fine")["mcp"].get("reason").is_none_or(Value::is_null));
+        assert!(of("mcp__cls__refuse")["mcp"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("blocked by the server's policy")));
+    }
+    // …and the text view.
+    let (code, stdout, stderr) = home.run(&["runs", "show", id.as_str()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("    mcp:       server cls, tool fine: allowed\n"), "{stdout}");
+    assert!(stdout.contains("    mcp:       server cls, tool refuse: denied ("), "{stdout}");
+    assert!(stdout.contains("    mcp:       server cls, tool missing: fault ("), "{stdout}");
 }

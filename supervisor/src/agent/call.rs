@@ -233,6 +233,12 @@ where
             None => {
                 let id = self.store.start_call(step, gate.audit.as_ref(), &record)?;
                 let (result, interrupt) = self.execute(call, progress).await;
+                let mcp = self.tools.mcp_call_info(&call.id).map(|mut m| {
+                    m.reason = m.reason.map(|r| progress.budget.text(self.scrub(&r)));
+                    m.server = self.scrub(&m.server);
+                    m.tool = self.scrub(&m.tool);
+                    m
+                });
                 let more_hook_results = match interrupt {
                     None => self.post_hooks(call, progress, &result).await,
                     Some(_) => Vec::new(),
@@ -246,6 +252,7 @@ where
                         .map(|e| progress.budget.text(self.scrub(e))),
                     duration_ms: millis(started.elapsed()),
                     more_hook_results,
+                    mcp,
                 };
                 self.store.finish_call(id, &end)?;
                 (result, interrupt)

@@ -78,6 +78,12 @@ pub trait ToolExecutor {
         call: &ToolInvocation,
         session_id: &str,
     ) -> impl Future<Output = PreHookReply>;
+    /// The server, tool and classification of call `call_id` when it was an `mcp__*` call that
+    /// reached the mcp worker, once, for its record (`None` for any other call).
+    fn mcp_call_info(&self, call_id: &str) -> Option<hanzo_store::McpCallInfo> {
+        let _ = call_id;
+        None
+    }
     /// Post-tool-use hooks; returns the failures, described (they never block).
     fn post_hooks(
         &self,

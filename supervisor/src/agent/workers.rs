@@ -7,7 +7,8 @@ use super::events::{EventSink, RunEvent};
 use super::traits::{ApiClient, ToolExecutor, ToolInvocation, TurnEnd, TurnError, TurnRequest};
 use crate::worker::WorkerHandle;
 use hanzo_ipc::channel::{CallError, StreamPart};
-use hanzo_ipc::roles::mcp::{self, McpCallOutcome, McpProtocol, McpToolCall};
+use hanzo_ipc::roles::mcp::{self, McpCallOutcome, McpFailureKind, McpProtocol, McpToolCall};
+use hanzo_store::{McpCallInfo, McpClassification};
 use hanzo_ipc::roles::model::{
     self, CompletionRequest, ModelProtocol, ProviderConfig, RetryNotice, RetryPolicy, StreamEvent,
     ToolDef,
@@ -219,6 +220,9 @@ pub struct McpTools<'a> {
     names: Mutex<HashMap<String, (String, String)>>,
     /// Where a call's progress notifications go (`None`: dropped).
     events: Option<&'a dyn EventSink>,
+    /// By call id, the classification of each call that reached a server's name, until the
+    /// loop takes it for the record ([`McpTools::take_call_info`]).
+    infos: Mutex<HashMap<String, McpCallInfo>>,
 }
 
 impl<'a> McpTools<'a> {
@@ -229,7 +233,16 @@ impl<'a> McpTools<'a> {
             call_limit,
             names: Mutex::new(HashMap::new()),
             events: None,
+            infos: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The server, tool and classification of call `call_id`, once (for its record).
+    pub fn take_call_info(&self, call_id: &str) -> Option<McpCallInfo> {
+        self.infos
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(call_id)
     }
 
     /// Pass each call's progress notifications on as [`RunEvent::ToolProgress`].
@@ -344,12 +357,52 @@ impl<'a> McpTools<'a> {
             }
             Err("the mcp worker ended the call without an answer".to_string())
         };
-        let outcome = match within(Role::Mcp, "the MCP tool call", self.call_limit, run).await {
-            Ok(Ok(o)) => o,
-            Ok(Err(e)) => return ToolResult::err(e),
-            Err(m) => return ToolResult::err(m.to_string()),
-        };
-        mcp_result(&server, &tool, outcome)
+        let (outcome, plain_error) =
+            match within(Role::Mcp, "the MCP tool call", self.call_limit, run).await {
+                Ok(Ok(o)) => (o, None),
+                // The worker gave no answer: the model is told what happened to the channel.
+                Ok(Err(e)) => (
+                    McpCallOutcome::Failed {
+                        kind: McpFailureKind::Transport,
+                        message: e.clone(),
+                    },
+                    Some(e),
+                ),
+                Err(m) => (
+                    McpCallOutcome::Failed {
+                        kind: McpFailureKind::Timeout,
+                        message: m.to_string(),
+                    },
+                    Some(m.to_string()),
+                ),
+            };
+        self.infos
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(call.id.clone(), mcp_call_info(&server, &tool, &outcome));
+        match plain_error {
+            Some(e) => ToolResult::err(e),
+            None => mcp_result(&server, &tool, outcome),
+        }
+    }
+}
+
+/// The record's fields of a classified MCP answer: server, tool, classification, reason.
+pub fn mcp_call_info(server: &str, tool: &str, outcome: &McpCallOutcome) -> McpCallInfo {
+    let (classification, reason) = match outcome {
+        McpCallOutcome::Allowed { .. } => (McpClassification::Allowed, None),
+        McpCallOutcome::Denied { reason } => (McpClassification::Denied, Some(reason.clone())),
+        McpCallOutcome::Fault { reason } => (McpClassification::Fault, Some(reason.clone())),
+        McpCallOutcome::Failed { kind, message } => (
+            McpClassification::Failed,
+            Some(format!("{kind:?}: {message}")),
+        ),
+    };
+    McpCallInfo {
+        server: server.to_string(),
+        tool: tool.to_string(),
+        classification,
+        reason,
     }
 }
 
@@ -519,6 +572,10 @@ impl ToolExecutor for WorkerTools<'_> {
             all.extend(m.definitions(self.deadlines.request).await?);
         }
         Ok(all)
+    }
+
+    fn mcp_call_info(&self, call_id: &str) -> Option<McpCallInfo> {
+        self.mcp.as_ref()?.take_call_info(call_id)
     }
 
     async fn execute(&self, call: &ToolInvocation, session_id: &str) -> ToolResult {

@@ -547,6 +547,18 @@ fn render_tool_call(out: &mut String, c: &ToolCallRecord, run: RunId) {
         let hooks = serde_json::to_value(&call.hook_results).expect("hook results serialize");
         out.push_str(&format!("    hooks:     {}\n", compact_json(&hooks)));
     }
+    if let Some(m) = &c.mcp {
+        out.push_str(&format!(
+            "    mcp:       server {}, tool {}: {}{}\n",
+            printable(&m.server),
+            printable(&m.tool),
+            m.classification.as_str(),
+            m.reason
+                .as_deref()
+                .map(|r| format!(" ({})", printable(&one_line(r, 300))))
+                .unwrap_or_default()
+        ));
+    }
     if c.status == CallStatus::Started {
         out.push_str("    status:    started, never finished (the run stopped while it ran)\n");
     }
@@ -688,6 +700,7 @@ mod tests {
             },
             status: hanzo_store::CallStatus::Finished,
             recorded_ms: 1_700_000_001_000,
+            mcp: None,
         }
     }
 
@@ -831,6 +844,15 @@ mod tests {
                 tool_calls: vec![
                     call("read_file", true, Some(output)),
                     call("bash", false, None),
+                    ToolCallRecord {
+                        mcp: Some(hanzo_store::McpCallInfo {
+                            server: "cls".into(),
+                            tool: "refuse".into(),
+                            classification: hanzo_store::McpClassification::Denied,
+                            reason: Some("HAAP: no\u{1b}]52;c;x\u{7}\nsecond line".into()),
+                        }),
+                        ..call("mcp__cls__refuse", true, None)
+                    },
                 ],
             }],
             audit: vec![AuditRecord {
@@ -887,6 +909,11 @@ mod tests {
             text.contains("[… 12 more lines cut; `hanzo-dev runs show 3 --json` has all]"),
             "{text}"
         );
+        assert!(
+            text.contains("    mcp:       server cls, tool refuse: denied (HAAP: no"),
+            "{text}"
+        );
+        assert!(!text.contains('\u{1b}') && !text.contains("second line"), "{text}");
         assert!(text.contains("\naudit (1)\n"), "{text}");
         assert!(
             text.contains("  bash  deny (no rule matched: policy default)  sha256:0123456789ab…  no network\n"),
