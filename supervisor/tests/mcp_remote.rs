@@ -779,3 +779,87 @@ fn a_missing_secret_a_bad_header_and_a_project_s_secret_are_clear_errors() {
     assert!(server.seen().is_empty(), "{:?}", server.seen());
     assert!(!stdout.contains(HEADER_SECRET) && !stderr.contains(HEADER_SECRET));
 }
+
+/// Each classification case of the HAAP README, answered by a scripted local HTTP server and
+/// relayed by the broker (`mcp_http`: status, headers and body streamed back) to the mcp worker,
+/// whose client classifies it: the same verdicts as the library's own client sees them directly
+/// (`workers/mcp/tests/scripted_http.rs`), so the relay changes no status and no body. Through
+/// `hanzo-dev mcp call --json`, then a `run --replay` whose record keeps each classification.
+/// Every request carried the stored token (the relay's own additions changed nothing either).
+#[test]
+fn every_http_classification_case_survives_the_broker_relay() {
+    let home = new_home();
+    let server = hostile(&home.path("srv"), "cases", &[]);
+    // With a token held, the broker's scrubber runs over every body (a non-UTF-8 or cut one too).
+    token_for(&home, "cases");
+    home.settings(json!({
+        "mcp_servers": {"cases": {"url": server.url}},
+        "permissions": {"mcp__cases__*": "allow"},
+    }));
+    let cases: [(&str, &str, &str); 13] = [
+        ("ok", "allowed", ""),
+        ("haap_json", "denied", "-32002"),
+        ("haap_sse", "denied", "-32001"),
+        ("status_401", "denied", "HTTP 401"),
+        ("status_403", "denied", "HTTP 403"),
+        ("empty", "denied", "an empty body"),
+        ("truncated", "denied", "a truncated body"),
+        ("html", "denied", "an HTML body"),
+        ("not_utf8", "denied", "not UTF-8"),
+        ("missing", "fault", "-32601"),
+        ("html_500", "denied", "HTTP 500 with an HTML body"),
+        ("sse_cut", "denied", "HTTP 200"),
+        // Cut short of its length: the broker's relay reports a body error, read as truncated.
+        ("cut", "denied", "a truncated body"),
+    ];
+    for (tool, classification, needle) in cases {
+        let out = home.output(&["mcp", "call", "cases", tool, "--json"]);
+        let (stdout, stderr) = text(&out);
+        let doc = json_of(&stdout);
+        assert_eq!(doc["classification"], classification, "{tool}: {doc}\n{stderr}");
+        let reason = doc["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains(needle), "{tool}: {reason:?} lacks {needle:?}");
+        let want = if classification == "allowed" { 0 } else { 1 };
+        assert_eq!(out.status.code(), Some(want), "{tool}: {stderr}");
+    }
+
+    // In a run, each call's record keeps its classification (one call per model turn, so each
+    // is judged alone).
+    use hanzo_model::script::ScriptTurn;
+    let mut turns: Vec<ScriptTurn> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (tool, ..))| {
+            ScriptTurn::tool(&format!("t{i}"), &format!("mcp__cases__{tool}"), json!({}))
+        })
+        .collect();
+    turns.push(ScriptTurn::text("done"));
+    let cassette = home.cassette("model.jsonl", &turns);
+    let out = home.output(&["run", "--json", "--replay", &cassette, "try each case"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{stdout}");
+    let events: Vec<Value> = stdout.lines().map(json_of).collect();
+    let run = events.iter().find(|e| e["type"] == "run_started").unwrap()["run_id"]
+        .as_i64()
+        .unwrap();
+    let rec = home.store().load_run(hanzo_store::RunId(run)).expect("record");
+    let calls: Vec<_> = rec.steps.iter().flat_map(|s| &s.tool_calls).collect();
+    assert_eq!(calls.len(), cases.len(), "{calls:#?}");
+    for (tool, classification, needle) in cases {
+        let c = calls
+            .iter()
+            .find(|c| c.call.name == format!("mcp__cases__{tool}"))
+            .unwrap_or_else(|| panic!("no record of {tool}"));
+        let m = c.mcp.as_ref().unwrap_or_else(|| panic!("{tool}: no MCP fields"));
+        assert_eq!((m.server.as_str(), m.tool.as_str()), ("cases", tool));
+        assert_eq!(m.classification.as_str(), classification, "{tool}: {m:?}");
+        assert!(
+            m.reason.as_deref().unwrap_or_default().contains(needle),
+            "{tool}: {m:?}"
+        );
+    }
+    let seen = server.seen();
+    assert!(seen.iter().filter(|r| r["method"] == "POST").count() >= 2 * cases.len());
+    assert!(seen.iter().all(|r| r["authorization"] == format!("Bearer {TOKEN}")));
+    assert!(!stdout.contains(TOKEN) && !stderr.contains(TOKEN));
+}
