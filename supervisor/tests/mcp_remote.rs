@@ -626,10 +626,15 @@ async fn a_restarted_mcp_worker_reaches_the_broker_again() {
 /// only (the supervisor hands it there), and it must reach the server and nothing else.
 const HEADER_SECRET: &str = "hdr-secret-canary-5e0b97a1c3";
 
-/// `hanzo-dev ARGS` with `WEB_TOKEN` (a secret by its name) in its environment.
+/// A second one, in a variable no secret pattern catches (`CORP_HDR`): naming it in a header
+/// makes it a secret.
+const PLAIN_NAMED_SECRET: &str = "plain-named-canary-71d0c2";
+
+/// `hanzo-dev ARGS` with `WEB_TOKEN` (a secret by its name) and `CORP_HDR` in its environment.
 fn with_secret(home: &TestHome, args: &[&str]) -> Output {
     home.command(args)
         .env("WEB_TOKEN", HEADER_SECRET)
+        .env("CORP_HDR", PLAIN_NAMED_SECRET)
         .output()
         .expect("run hanzo-dev")
 }
@@ -646,6 +651,7 @@ fn settings_headers_reach_the_server_and_a_secret_one_nothing_else() {
     home.settings(json!({
         "mcp_servers": {"hdr": {"url": server.url, "headers": {
             "Authorization": "${secret:WEB_TOKEN}",
+            "X-Corp": "${secret:CORP_HDR}",
             "X-Team": "core-team",
         }}},
         "permissions": {"mcp__hdr__*": "allow"},
@@ -664,6 +670,7 @@ fn settings_headers_reach_the_server_and_a_secret_one_nothing_else() {
     for r in &seen {
         assert_eq!(r["authorization"], HEADER_SECRET, "{r}");
         assert_eq!(r["headers"]["x-team"], "core-team", "{r}");
+        assert_eq!(r["headers"]["x-corp"], PLAIN_NAMED_SECRET, "{r}");
     }
     assert!(!stdout.contains(HEADER_SECRET) && !stderr.contains(HEADER_SECRET));
 
@@ -708,12 +715,16 @@ fn settings_headers_reach_the_server_and_a_secret_one_nothing_else() {
         ))
         .expect("run record");
     assert!(!format!("{rec:?}").contains(HEADER_SECRET));
+    assert!(!stdout.contains(PLAIN_NAMED_SECRET) && !stderr.contains(PLAIN_NAMED_SECRET));
+    assert!(!format!("{rec:?}").contains(PLAIN_NAMED_SECRET));
     // The store's files (database, WAL), and whatever else the run wrote.
     for dir in ["data", "tmp", "ws", "home", "config"] {
-        assert!(
-            !tree_contains(&home.path(dir), HEADER_SECRET.as_bytes()),
-            "{dir} holds the secret"
-        );
+        for secret in [HEADER_SECRET, PLAIN_NAMED_SECRET] {
+            assert!(
+                !tree_contains(&home.path(dir), secret.as_bytes()),
+                "{dir} holds a secret"
+            );
+        }
     }
 }
 
