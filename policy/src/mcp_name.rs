@@ -86,7 +86,10 @@ pub fn header_value_problem(value: &str) -> Option<&'static str> {
     if value.len() > MAX_HEADER_VALUE {
         return Some("its value is longer than 8 KiB");
     }
-    if !value.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b)) {
+    if !value
+        .bytes()
+        .all(|b| b == b'\t' || (0x20..0x7f).contains(&b))
+    {
         return Some("its value holds a character a header cannot carry");
     }
     None
@@ -115,12 +118,28 @@ mod tests {
 
     #[test]
     fn header_names_values_and_secret_references_are_checked() {
-        for ok in ["Authorization", "X-Api-Key", "x_tenant", "a!#$%&'*+-.^_`|~9"] {
+        for ok in [
+            "Authorization",
+            "X-Api-Key",
+            "x_tenant",
+            "a!#$%&'*+-.^_`|~9",
+        ] {
             assert_eq!(header_name_problem(ok), None, "{ok}");
         }
         for bad in [
-            "", "Bad Name", "X:Y", "X\r\nY", "é", "Host", "content-length", "Transfer-Encoding",
-            "Connection", "Mcp-Session-Id", "MCP-Protocol-Version", "Accept", "Last-Event-ID",
+            "",
+            "Bad Name",
+            "X:Y",
+            "X\r\nY",
+            "é",
+            "Host",
+            "content-length",
+            "Transfer-Encoding",
+            "Connection",
+            "Mcp-Session-Id",
+            "MCP-Protocol-Version",
+            "Accept",
+            "Last-Event-ID",
         ] {
             assert!(header_name_problem(bad).is_some(), "{bad:?}");
         }
@@ -134,7 +153,9 @@ mod tests {
         for plain in ["${secret:}", "Bearer ${secret:X}", "$secret:X", "x"] {
             assert_eq!(secret_reference(plain), None, "{plain}");
         }
-        assert!(is_env_name("_A1") && !is_env_name("1A") && !is_env_name("A-B") && !is_env_name(""));
+        assert!(
+            is_env_name("_A1") && !is_env_name("1A") && !is_env_name("A-B") && !is_env_name("")
+        );
     }
 
     #[test]

@@ -35,9 +35,9 @@ pub use schema::SCHEMA_VERSION;
 pub use sessions::{title_from, TITLE_MAX_CHARS};
 pub use types::{
     Agent, AgentDef, ApprovalMode, CallEnd, CallId, CallStatus, DecidedBy, EventRecord, HookResult,
-    McpCallInfo, McpClassification, NewRun, NewSession, NewSessionSummary, RunId, RunRecord, RunStatus, RunSummary, Session,
-    SessionContext, SessionId, SessionSummary, SessionTurn, StepEnd, StepId, StepRecord,
-    TokenUsage, ToolCall, ToolCallRecord,
+    McpCallInfo, McpClassification, NewRun, NewSession, NewSessionSummary, RunId, RunRecord,
+    RunStatus, RunSummary, Session, SessionContext, SessionId, SessionSummary, SessionTurn,
+    StepEnd, StepId, StepRecord, TokenUsage, ToolCall, ToolCallRecord,
 };
 
 use rusqlite::Connection;

@@ -3,8 +3,8 @@
 
 use crate::error::{Result, StoreError};
 use crate::types::{
-    Agent, AgentDef, CallStatus, DecidedBy, EventRecord, HookResult, McpCallInfo, McpClassification,
-    RunId, RunSummary, StepId, StepRecord, TokenUsage, ToolCall, ToolCallRecord,
+    Agent, AgentDef, CallStatus, DecidedBy, EventRecord, HookResult, McpCallInfo,
+    McpClassification, RunId, RunSummary, StepId, StepRecord, TokenUsage, ToolCall, ToolCallRecord,
 };
 use hanzo_policy::{AuditRecord, PermissionMode, RuleRef, Scope, Tier};
 use rusqlite::Row;

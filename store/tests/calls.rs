@@ -191,7 +191,11 @@ fn an_mcp_call_s_classification_is_a_field_of_its_record() {
     let step = s.begin_step(run).expect("step");
     let cases = [
         ("refuse", McpClassification::Denied, Some("HAAP: no")),
-        ("missing", McpClassification::Fault, Some("-32601 Method not found")),
+        (
+            "missing",
+            McpClassification::Fault,
+            Some("-32601 Method not found"),
+        ),
         ("ok", McpClassification::Allowed, None),
         ("slow", McpClassification::Failed, Some("timed out")),
     ];

@@ -1121,7 +1121,10 @@ mod tests {
             ..Default::default()
         };
         let c = config(&[
-            ("web", web(&[("Authorization", "${secret:WEB_TOKEN}"), ("X-Team", "core")])),
+            (
+                "web",
+                web(&[("Authorization", "${secret:WEB_TOKEN}"), ("X-Team", "core")]),
+            ),
             ("swapped", web(&[("Authorization", "${secret:WEB_TOKEN}")])),
             ("proj", web(&[("Authorization", "${secret:WEB_TOKEN}")])),
             ("kept", web(&[("X-Model", "${secret:HANZO_MODEL}")])),
@@ -1140,19 +1143,35 @@ mod tests {
             sources.insert(format!("mcp_servers.{key}"), src);
         }
         let plan = mcp_plan(&c, &sources, true, Path::new("/w")).unwrap();
-        let started: Vec<&str> = plan.config.servers.iter().map(|s| s.name.as_str()).collect();
+        let started: Vec<&str> = plan
+            .config
+            .servers
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect();
         assert_eq!(started, ["plain", "web"]);
         // The mcp worker's configuration carries no header; the plan keeps them for the broker.
         assert!(!format!("{:?}", plan.config).contains("X-Team"));
-        let of = |n: &str| plan.headers.iter().find(|(s, _)| s == n).map(|(_, h)| h.clone());
+        let of = |n: &str| {
+            plan.headers
+                .iter()
+                .find(|(s, _)| s == n)
+                .map(|(_, h)| h.clone())
+        };
         assert_eq!(
             of("web").unwrap(),
             [
-                ("Authorization".to_string(), EnvValue::Secret("WEB_TOKEN".into())),
+                (
+                    "Authorization".to_string(),
+                    EnvValue::Secret("WEB_TOKEN".into())
+                ),
                 ("X-Team".to_string(), EnvValue::Plain("core".into())),
             ]
         );
-        assert_eq!(of("plain").unwrap(), [("X-Team".to_string(), EnvValue::Plain("core".into()))]);
+        assert_eq!(
+            of("plain").unwrap(),
+            [("X-Team".to_string(), EnvValue::Plain("core".into()))]
+        );
         assert_eq!(header_secret_names(&plan), ["WEB_TOKEN"]);
         // Not the stdio servers' grants: the mcp worker can never ask for a header's secret.
         assert!(secret_grants(&plan.config).is_empty());
@@ -1163,11 +1182,25 @@ mod tests {
                 .map(|r| r.3.clone())
                 .unwrap_or_else(|| panic!("{name} not listed"))
         };
-        assert!(why("swapped").contains("settings set its `url`"), "{}", why("swapped"));
-        assert!(why("proj").contains("settings set its `headers`"), "{}", why("proj"));
-        assert!(why("kept").contains("not a secret variable"), "{}", why("kept"));
+        assert!(
+            why("swapped").contains("settings set its `url`"),
+            "{}",
+            why("swapped")
+        );
+        assert!(
+            why("proj").contains("settings set its `headers`"),
+            "{}",
+            why("proj")
+        );
+        assert!(
+            why("kept").contains("not a secret variable"),
+            "{}",
+            why("kept")
+        );
         let remotes = remotes_of(&plan.config, McpLogin::Never);
-        assert!(remotes.iter().all(|r| r.settings_headers.is_empty() && r.headers.is_empty()));
+        assert!(remotes
+            .iter()
+            .all(|r| r.settings_headers.is_empty() && r.headers.is_empty()));
     }
 
     #[test]

@@ -112,12 +112,24 @@ fn each_classification_of_an_mcp_answer_is_on_the_record_with_its_server_tool_an
         let m = mcp(name);
         (m.server, m.tool, m.classification)
     };
-    assert_eq!(fields("mcp__cls__fine"), ("cls".into(), "fine".into(), C::Allowed));
+    assert_eq!(
+        fields("mcp__cls__fine"),
+        ("cls".into(), "fine".into(), C::Allowed)
+    );
     assert_eq!(mcp("mcp__cls__fine").reason, None);
-    assert_eq!(fields("mcp__cls__refuse"), ("cls".into(), "refuse".into(), C::Denied));
+    assert_eq!(
+        fields("mcp__cls__refuse"),
+        ("cls".into(), "refuse".into(), C::Denied)
+    );
     let reason = mcp("mcp__cls__refuse").reason.unwrap_or_default();
-    assert!(reason.contains("-32001") && reason.contains("blocked by the server's policy"), "{reason}");
-    assert_eq!(fields("mcp__cls__missing"), ("cls".into(), "missing".into(), C::Fault));
+    assert!(
+        reason.contains("-32001") && reason.contains("blocked by the server's policy"),
+        "{reason}"
+    );
+    assert_eq!(
+        fields("mcp__cls__missing"),
+        ("cls".into(), "missing".into(), C::Fault)
+    );
     let reason = mcp("mcp__cls__missing").reason.unwrap_or_default();
     assert!(reason.contains("-32601"), "{reason}");
     // …with the call's timing beside them.
@@ -157,7 +169,9 @@ fn each_classification_of_an_mcp_answer_is_on_the_record_with_its_server_tool_an
             assert_eq!(c["mcp"]["classification"], classification, "{args:?}: {c}");
             assert!(c["duration_ms"].is_u64(), "{c}");
         }
-        assert!(of("mcp__cls__fine")["mcp"].get("reason").is_none_or(Value::is_null));
+        assert!(of("mcp__cls__fine")["mcp"]
+            .get("reason")
+            .is_none_or(Value::is_null));
         assert!(of("mcp__cls__refuse")["mcp"]["reason"]
             .as_str()
             .is_some_and(|r| r.contains("blocked by the server's policy")));
@@ -165,7 +179,16 @@ fn each_classification_of_an_mcp_answer_is_on_the_record_with_its_server_tool_an
     // …and the text view.
     let (code, stdout, stderr) = home.run(&["runs", "show", id.as_str()]);
     assert_eq!(code, 0, "{stderr}");
-    assert!(stdout.contains("    mcp:       server cls, tool fine: allowed\n"), "{stdout}");
-    assert!(stdout.contains("    mcp:       server cls, tool refuse: denied ("), "{stdout}");
-    assert!(stdout.contains("    mcp:       server cls, tool missing: fault ("), "{stdout}");
+    assert!(
+        stdout.contains("    mcp:       server cls, tool fine: allowed\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("    mcp:       server cls, tool refuse: denied ("),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("    mcp:       server cls, tool missing: fault ("),
+        "{stdout}"
+    );
 }

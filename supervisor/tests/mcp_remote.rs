@@ -693,7 +693,14 @@ fn settings_headers_reach_the_server_and_a_secret_one_nothing_else() {
     );
     let out = with_secret(
         &home,
-        &["-vv", "run", "--json", "--replay", &cassette, "show me the header"],
+        &[
+            "-vv",
+            "run",
+            "--json",
+            "--replay",
+            &cassette,
+            "show me the header",
+        ],
     );
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}\n{stdout}");
@@ -705,7 +712,10 @@ fn settings_headers_reach_the_server_and_a_secret_one_nothing_else() {
         .find(|e| e["type"] == "tool_result" && e["id"] == "t1")
         .unwrap_or_else(|| panic!("no result: {events:#?}"));
     assert_eq!(result["is_error"], false, "{result}");
-    assert_eq!(server.seen().last().unwrap()["authorization"], HEADER_SECRET);
+    assert_eq!(
+        server.seen().last().unwrap()["authorization"],
+        HEADER_SECRET
+    );
     let rec = home
         .store()
         .load_run(hanzo_store::RunId(
@@ -746,10 +756,16 @@ fn a_missing_secret_a_bad_header_and_a_project_s_secret_are_clear_errors() {
     assert_eq!(s["state"], "failed", "{s}");
     let reason = s["reason"].as_str().unwrap_or_default();
     assert!(
-        reason.contains("\"hdr\"") && reason.contains("MISSING_TOKEN") && reason.contains("X-Api-Key"),
+        reason.contains("\"hdr\"")
+            && reason.contains("MISSING_TOKEN")
+            && reason.contains("X-Api-Key"),
         "{s}"
     );
-    assert!(server.seen().is_empty(), "nothing was sent: {:?}", server.seen());
+    assert!(
+        server.seen().is_empty(),
+        "nothing was sent: {:?}",
+        server.seen()
+    );
     let out = with_secret(&home, &["mcp", "call", "hdr", "ok", "--json"]);
     let (stdout, stderr) = text(&out);
     assert_ne!(out.status.code(), Some(0));
@@ -784,7 +800,10 @@ fn a_missing_secret_a_bad_header_and_a_project_s_secret_are_clear_errors() {
     let s = &json_of(&stdout)["servers"][0];
     assert_eq!(s["state"], "skipped", "{s}");
     assert!(
-        s["reason"].as_str().unwrap_or_default().contains("settings set its `headers`"),
+        s["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("settings set its `headers`"),
         "{s}"
     );
     assert!(server.seen().is_empty(), "{:?}", server.seen());
@@ -827,9 +846,15 @@ fn every_http_classification_case_survives_the_broker_relay() {
         let out = home.output(&["mcp", "call", "cases", tool, "--json"]);
         let (stdout, stderr) = text(&out);
         let doc = json_of(&stdout);
-        assert_eq!(doc["classification"], classification, "{tool}: {doc}\n{stderr}");
+        assert_eq!(
+            doc["classification"], classification,
+            "{tool}: {doc}\n{stderr}"
+        );
         let reason = doc["reason"].as_str().unwrap_or_default();
-        assert!(reason.contains(needle), "{tool}: {reason:?} lacks {needle:?}");
+        assert!(
+            reason.contains(needle),
+            "{tool}: {reason:?} lacks {needle:?}"
+        );
         let want = if classification == "allowed" { 0 } else { 1 };
         assert_eq!(out.status.code(), Some(want), "{tool}: {stderr}");
     }
@@ -853,7 +878,10 @@ fn every_http_classification_case_survives_the_broker_relay() {
     let run = events.iter().find(|e| e["type"] == "run_started").unwrap()["run_id"]
         .as_i64()
         .unwrap();
-    let rec = home.store().load_run(hanzo_store::RunId(run)).expect("record");
+    let rec = home
+        .store()
+        .load_run(hanzo_store::RunId(run))
+        .expect("record");
     let calls: Vec<_> = rec.steps.iter().flat_map(|s| &s.tool_calls).collect();
     assert_eq!(calls.len(), cases.len(), "{calls:#?}");
     for (tool, classification, needle) in cases {
@@ -861,7 +889,10 @@ fn every_http_classification_case_survives_the_broker_relay() {
             .iter()
             .find(|c| c.call.name == format!("mcp__cases__{tool}"))
             .unwrap_or_else(|| panic!("no record of {tool}"));
-        let m = c.mcp.as_ref().unwrap_or_else(|| panic!("{tool}: no MCP fields"));
+        let m = c
+            .mcp
+            .as_ref()
+            .unwrap_or_else(|| panic!("{tool}: no MCP fields"));
         assert_eq!((m.server.as_str(), m.tool.as_str()), ("cases", tool));
         assert_eq!(m.classification.as_str(), classification, "{tool}: {m:?}");
         assert!(
@@ -871,6 +902,8 @@ fn every_http_classification_case_survives_the_broker_relay() {
     }
     let seen = server.seen();
     assert!(seen.iter().filter(|r| r["method"] == "POST").count() >= 2 * cases.len());
-    assert!(seen.iter().all(|r| r["authorization"] == format!("Bearer {TOKEN}")));
+    assert!(seen
+        .iter()
+        .all(|r| r["authorization"] == format!("Bearer {TOKEN}")));
     assert!(!stdout.contains(TOKEN) && !stderr.contains(TOKEN));
 }

@@ -849,8 +849,16 @@ mod tests {
             ("Content-Length", "1", "belongs to the connection"),
             ("Transfer-Encoding", "chunked", "belongs to the connection"),
             ("Connection", "close", "belongs to the connection"),
-            ("Mcp-Session-Id", "s3cret-value", "belongs to the connection"),
-            ("MCP-Protocol-Version", "2025-06-18", "belongs to the connection"),
+            (
+                "Mcp-Session-Id",
+                "s3cret-value",
+                "belongs to the connection",
+            ),
+            (
+                "MCP-Protocol-Version",
+                "2025-06-18",
+                "belongs to the connection",
+            ),
             ("X-Key", "s3cret\r\nX-Injected: 1", "cannot carry"),
             ("X-Key", "${secret:A-B}", "not an environment variable"),
         ] {
@@ -871,7 +879,10 @@ mod tests {
         let (f, w) = parse(r#"{"mcp_servers": {"web": {"url": "https://x", "headers": {"Authorization": "${secret:WEB_TOKEN}", "X-Team": "core"}}}}"#)
             .expect("valid");
         assert!(w.is_empty(), "{w:?}");
-        let h = f.mcp_servers.expect("servers")["web"].headers.clone().expect("headers");
+        let h = f.mcp_servers.expect("servers")["web"]
+            .headers
+            .clone()
+            .expect("headers");
         assert_eq!(h["Authorization"], "${secret:WEB_TOKEN}");
     }
 

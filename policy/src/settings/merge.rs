@@ -1035,7 +1035,10 @@ mod tests {
         assert_eq!(m.sources["mcp_servers.web.headers"], Source::Project);
         // A server without headers has the canonical form it always had.
         let m = merge(
-            &[tier(Scope::User, r#"{"mcp_servers": {"s": {"url": "https://x"}}}"#)],
+            &[tier(
+                Scope::User,
+                r#"{"mcp_servers": {"s": {"url": "https://x"}}}"#,
+            )],
             &BTreeMap::new(),
             &CliOverrides::default(),
             true,

@@ -8,7 +8,6 @@ use super::traits::{ApiClient, ToolExecutor, ToolInvocation, TurnEnd, TurnError,
 use crate::worker::WorkerHandle;
 use hanzo_ipc::channel::{CallError, StreamPart};
 use hanzo_ipc::roles::mcp::{self, McpCallOutcome, McpFailureKind, McpProtocol, McpToolCall};
-use hanzo_store::{McpCallInfo, McpClassification};
 use hanzo_ipc::roles::model::{
     self, CompletionRequest, ModelProtocol, ProviderConfig, RetryNotice, RetryPolicy, StreamEvent,
     ToolDef,
@@ -17,6 +16,7 @@ use hanzo_ipc::roles::tools::{self, HookCall, PreHookReply, ToolCall, ToolResult
 use hanzo_ipc::Role;
 use hanzo_policy::hooks::{HookConfig, HookEvent};
 use hanzo_store::SecretValues;
+use hanzo_store::{McpCallInfo, McpClassification};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;

@@ -913,7 +913,10 @@ mod tests {
             text.contains("    mcp:       server cls, tool refuse: denied (HAAP: no"),
             "{text}"
         );
-        assert!(!text.contains('\u{1b}') && !text.contains("second line"), "{text}");
+        assert!(
+            !text.contains('\u{1b}') && !text.contains("second line"),
+            "{text}"
+        );
         assert!(text.contains("\naudit (1)\n"), "{text}");
         assert!(
             text.contains("  bash  deny (no rule matched: policy default)  sha256:0123456789ab…  no network\n"),
