@@ -25,7 +25,7 @@ use anyhow::Context;
 use hanzo_ipc::roles::model::{ProviderConfig, ProviderId, RetryPolicy};
 use hanzo_policy::hooks::HookConfig;
 use hanzo_policy::isolation::{IsolationMode, Tier};
-use hanzo_policy::permission::TieredPolicy;
+use hanzo_policy::permission::ScopedPolicy;
 use hanzo_policy::settings::{load, CliOverrides, LoadedSettings, SettingsSources};
 use hanzo_store::{AgentDef, RunStore, SecretValues, SessionId};
 use std::path::{Path, PathBuf};
@@ -40,7 +40,7 @@ pub(super) struct Prepared {
     pub(super) cassette: Option<String>,
     pub(super) provider: Option<ProviderId>,
     pub(super) loaded: LoadedSettings,
-    pub(super) policy: TieredPolicy,
+    pub(super) policy: ScopedPolicy,
     pub(super) hooks: Vec<HookConfig>,
     pub(super) hooks_time: Duration,
     pub(super) isolation: IsolationMode,
