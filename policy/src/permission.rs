@@ -963,13 +963,15 @@ mod tests {
             json!({"tier": "project", "index": 2, "pattern": "bash(curl *)"})
         );
         for key in ["tier", "scope"] {
-            let back: RuleRef =
-                serde_json::from_value(json!({key: "project", "index": 2, "pattern": "bash(curl *)"}))
-                    .expect("deserializes");
+            let back: RuleRef = serde_json::from_value(
+                json!({key: "project", "index": 2, "pattern": "bash(curl *)"}),
+            )
+            .expect("deserializes");
             assert_eq!(back, r, "{key}");
         }
         let unscoped: RuleRef =
-            serde_json::from_value(json!({"tier": null, "index": 0, "pattern": "x"})).expect("null");
+            serde_json::from_value(json!({"tier": null, "index": 0, "pattern": "x"}))
+                .expect("null");
         assert_eq!(unscoped.scope, None);
     }
 }

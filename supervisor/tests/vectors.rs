@@ -140,8 +140,16 @@ fn permission_cases_name_settings_scopes_as_tiers_or_scopes() {
             ("both", false),
         ]
     );
-    assert!(verdicts[3].2.contains(r#""tier":"user""#), "{:?}", verdicts[3]);
-    assert!(verdicts[4].2.contains(r#""scope":"user""#), "{:?}", verdicts[4]);
+    assert!(
+        verdicts[3].2.contains(r#""tier":"user""#),
+        "{:?}",
+        verdicts[3]
+    );
+    assert!(
+        verdicts[4].2.contains(r#""scope":"user""#),
+        "{:?}",
+        verdicts[4]
+    );
     assert!(verdicts[5].2.contains("not both"), "{:?}", verdicts[5]);
 }
 

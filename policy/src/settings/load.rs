@@ -158,7 +158,12 @@ pub fn load(sources: &SettingsSources) -> Result<LoadedSettings, SettingsError> 
             settings,
         });
     }
-    let find = |t: Scope| scope_files.iter().find(|f| f.scope == t).map(|f| &f.settings);
+    let find = |t: Scope| {
+        scope_files
+            .iter()
+            .find(|f| f.scope == t)
+            .map(|f| &f.settings)
+    };
     let content = TrustContent::from_workspace_files(find(Scope::Project), find(Scope::Local));
     let root = sources
         .project_root

@@ -885,7 +885,9 @@ mod tests {
         ScopeFile {
             scope,
             file: scope.as_str().to_string(),
-            settings: parse_settings(scope, scope.as_str(), text).expect("valid").0,
+            settings: parse_settings(scope, scope.as_str(), text)
+                .expect("valid")
+                .0,
         }
     }
 
@@ -1006,7 +1008,10 @@ mod tests {
 
     #[test]
     fn cli_beats_env_beats_files_and_sources_say_so() {
-        let files = [scope_file(Scope::User, r#"{"model": "u", "input_mode": "vim"}"#)];
+        let files = [scope_file(
+            Scope::User,
+            r#"{"model": "u", "input_mode": "vim"}"#,
+        )];
         let mut env = BTreeMap::new();
         env.insert("HANZO_MODEL".to_string(), "e".to_string());
         env.insert("HANZO_ISOLATION".to_string(), "strict".to_string());

@@ -16,8 +16,8 @@ pub use file::{
 };
 pub use load::{find_project_root, load, LoadedSettings, SettingsSources};
 pub use merge::{
-    merge, CliOverrides, Config, ConfiguredHook, McpServer, Merged, SandboxConfig, Source,
-    ScopeFile, ScopeRules, TrustStatus, DEFAULT_MODEL, ENV_VARS,
+    merge, CliOverrides, Config, ConfiguredHook, McpServer, Merged, SandboxConfig, ScopeFile,
+    ScopeRules, Source, TrustStatus, DEFAULT_MODEL, ENV_VARS,
 };
 
 /// Why settings could not be loaded. Every variant names where the problem is.
