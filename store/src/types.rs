@@ -568,7 +568,7 @@ pub struct ToolCallRecord {
     /// When it was recorded (milliseconds since the Unix epoch).
     pub recorded_ms: u64,
     /// For an `mcp__*` call the mcp worker handled: server, tool, classification and reason
-    /// (absent otherwise, and for calls recorded before schema version 5).
+    /// (absent otherwise, and for calls recorded before schema version 6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<McpCallInfo>,
 }
