@@ -665,11 +665,13 @@ fn a_stopped_model_worker_fails_the_run_at_its_deadline() {
 /// The disk fills up under the run store in the middle of a run: the data directory is a small
 /// tmpfs (in a private mount namespace), sized so that the run's first writes fit and the record
 /// of the first call's 60 KB output does not. The run stops there: the second call never runs.
-/// (Measured with session summaries in the schema, migration 4: 232 to 248 KiB give exactly that,
-/// 224 leaves no room for the first call and 256 room for the second; 240 is the middle.)
+/// (Measured with session summaries in the schema, migration 4: 232 to 248 KiB gave exactly that.
+/// Measured again with the MCP fields of tool calls, migration 6, after migration 5's rename: 246
+/// and 248 KiB — both 62 pages — give exactly that; 244 leaves no room for the first call, and
+/// from 250 the first call's record fits.)
 #[test]
 fn when_the_store_cannot_be_written_nothing_runs_after() {
-    const TMPFS_KIB: u32 = 240;
+    const TMPFS_KIB: u32 = 248;
     let env = new_env();
     let c = env.cassette(
         "m.jsonl",
