@@ -223,9 +223,9 @@ fn tool_request(name: &str, input_json: &str) -> Result<lsp::Request, ToolResult
     })
 }
 
-/// The lsp worker as the agent loop uses it: the handle, the `lsp_servers` table (sent again
-/// before each use, a no-op for a worker that has it, so a restarted worker gets it back), and the
-/// bound of the diagnostics block.
+/// The lsp worker as the agent loop uses it: the handle, the `lsp_servers` table (sent once to
+/// each worker process, so a restarted worker gets it back before its first call), and the bound
+/// of the diagnostics block.
 pub struct LspLink<'a> {
     /// The lsp worker's channel.
     pub handle: &'a WorkerHandle<LspProtocol>,
