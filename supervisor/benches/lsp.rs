@@ -3,10 +3,10 @@
 //! file, sends `didChange` and the diagnostics pull together, and answers), the worker's client,
 //! pyright started by the worker's launcher under its sandbox — against pyright driven directly
 //! by hand-written framing in this file, in the same run, each side with its own pyright. Two more
-//! sides: the agent loop's own code (`LspLink::enrich` after a `write_file`: the `Configure`
-//! exchange it sends before every request, `ChangedDiagnostics`, the diagnostics block), and
-//! pyright driven directly but started in a session of its own (`setsid`), as the sandbox starts
-//! every server. Every edit alternates a file with and without a type error, and every answer is
+//! sides: the agent loop's own code (`LspLink::enrich` after a `write_file`: `ChangedDiagnostics`
+//! and the diagnostics block; the `Configure` exchange only for a worker process not yet
+//! configured), and pyright driven directly but started in a session of its own (`setsid`), as
+//! the sandbox starts every server. Every edit alternates a file with and without a type error, and every answer is
 //! checked.
 //!
 //! The sides do the same LSP work: the same pyright (`test-deps/lsp`) run by the same node with

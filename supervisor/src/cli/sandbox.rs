@@ -19,7 +19,7 @@
 use crate::secrets::StartEnv;
 use anyhow::Context;
 use hanzo_policy::isolation::IsolationMode;
-use hanzo_tools::limits::Limits;
+use hanzo_policy::profile::CommandLimits;
 use hanzo_tools::oneshot::{self, OneShot, OneShotError};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -86,7 +86,7 @@ pub fn one_shot(args: &Args, env: &StartEnv) -> anyhow::Result<OneShot> {
         allow_write: args.allow_write.clone(),
         allow_read: args.allow_read.clone(),
         extra_env: Vec::new(),
-        limits: Limits::default(),
+        limits: CommandLimits::default(),
         hidden: crate::startup::hidden_paths(env),
         allow_dangerous_workspace: args.allow_dangerous_workspace,
         command: args.command.clone(),
