@@ -662,37 +662,42 @@ fn a_stopped_model_worker_fails_the_run_at_its_deadline() {
 
 // ---------- a store that stops accepting writes mid-run ----------
 
-/// The disk fills up under the run store in the middle of a run: the data directory is a small
-/// tmpfs (in a private mount namespace), sized so that the run's first writes fit and the record
-/// of the first call's 60 KB output does not. The run stops there: the second call never runs.
-/// (Measured with session summaries in the schema, migration 4: 232 to 248 KiB gave exactly that.
-/// Measured again with the MCP fields of tool calls, migration 6, after migration 5's rename: 246
-/// and 248 KiB — both 62 pages — give exactly that; 244 leaves no room for the first call, and
-/// from 250 the first call's record fits.)
+/// The disk fills up under the run store in the middle of a run: the data directory is a tmpfs
+/// (in a private mount namespace) that a helper outside the sandbox fills to the last block while
+/// the first call runs, so the record of that call's output is the write that fails. The run
+/// stops there: the second call never runs. (Earlier this test sized the tmpfs so that the first
+/// call's record would not fit, a window of a few KiB that every schema migration moved.)
 #[test]
 fn when_the_store_cannot_be_written_nothing_runs_after() {
-    const TMPFS_KIB: u32 = 248;
     let env = new_env();
+    // The first call marks that it ran, then waits (bounded) until the disk under the store has
+    // been filled to the last block; the record of its result is then the write that fails.
+    let wait_for_full =
+        "i=0; while [ ! -e filled ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done";
     let c = env.cassette(
         "m.jsonl",
         &[
             ScriptTurn::tool(
                 "t1",
                 "bash",
-                json!({"command": "touch before; head -c 60000 /dev/zero | tr '\\0' a"}),
+                json!({"command": format!("touch before; {wait_for_full}; head -c 45000 /dev/urandom | base64 -w0")}),
             )
             .and_tool("t2", "bash", json!({"command": "touch after"})),
             ScriptTurn::text("done"),
         ],
     );
     let data = env.path("data");
-    // Create the store first (schema and all), so the room left is for the run's own writes.
+    // The store is created first (schema and all); a helper outside the sandbox fills the
+    // filesystem once the first call has started, so the failure falls mid-run whatever the
+    // size of the schema or of the run's first writes.
     let script = format!(
-        "mount -t tmpfs -o size={TMPFS_KIB}k hanzo-test {d} && {EXE} runs list >/dev/null && \
+        "mount -t tmpfs -o size=8m hanzo-test {d} && {EXE} runs list >/dev/null && \
+         ( i=0; while [ ! -e {ws}/before ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; \
+           dd if=/dev/zero of={d}/filler bs=4k 2>/dev/null; touch {ws}/filled ) & \
          exec {EXE} run --json --approval allow --replay {c} x",
-        d = data.display()
+        d = data.display(),
+        ws = env.ws().display()
     );
-    // As root a mount namespace is enough; otherwise a user namespace makes the mount allowed.
     let root = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0;
     let ns = if root { "-m" } else { "-rm" };
     let out = Command::new("unshare")
