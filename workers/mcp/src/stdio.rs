@@ -146,6 +146,7 @@ impl StdioConnection {
 
         let mut stdin = io.stdin;
         let writer_peer = peer.clone();
+        let mut writer_exit = exit_rx.clone();
         tokio::spawn(async move {
             while let Some(mut line) = rx.recv().await {
                 line.push(b'\n');
@@ -155,9 +156,24 @@ impl StdioConnection {
                 }
                 .await;
                 if let Err(e) = r {
-                    writer_peer.close(CloseReason::Transport {
+                    let failed = CloseReason::Transport {
                         detail: format!("cannot write to the server's stdin: {e}"),
-                    });
+                    };
+                    // A broken pipe is a server that exited (or closed its stdin) before
+                    // reading: how it ended, if that comes soon, is the reason to report, the
+                    // same one whichever of the write and the read noticed first.
+                    let reason = if e.kind() == std::io::ErrorKind::BrokenPipe {
+                        let _ = tokio::time::timeout(
+                            Duration::from_secs(2),
+                            writer_exit.wait_for(Option::is_some),
+                        )
+                        .await;
+                        let ended = writer_exit.borrow().clone();
+                        ended.unwrap_or(failed)
+                    } else {
+                        failed
+                    };
+                    writer_peer.close(reason);
                     break;
                 }
             }
