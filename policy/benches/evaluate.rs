@@ -1,7 +1,7 @@
 //! How long one permission decision takes: it sits on the path of every tool call.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use hanzo_policy::permission::{PermissionMode, PermissionRule, RuleList, TieredPolicy};
+use hanzo_policy::permission::{PermissionMode, PermissionRule, RuleList, ScopedPolicy};
 use serde_json::json;
 
 fn rules(n: usize, mode: PermissionMode) -> RuleList {
@@ -17,7 +17,7 @@ fn rules(n: usize, mode: PermissionMode) -> RuleList {
 }
 
 fn bench(c: &mut Criterion) {
-    let policy = TieredPolicy::new(
+    let policy = ScopedPolicy::new(
         rules(20, PermissionMode::Deny),
         rules(20, PermissionMode::Allow),
         rules(5, PermissionMode::Prompt),
@@ -27,6 +27,8 @@ fn bench(c: &mut Criterion) {
     let compound =
         json!({"command": "git status && ls -la | grep foo; echo 'a;b' && cargo test 2>&1"});
     let file = json!({"path": "./src/deep/nested/../module/file.rs"});
+    // The ids keep the `tiered/` prefix of before the settings tiers became scopes, so saved
+    // criterion baselines stay comparable.
     c.bench_function("tiered/bash_simple", |b| {
         b.iter(|| policy.evaluate(black_box("bash"), black_box(&simple)))
     });

@@ -21,7 +21,7 @@ pub struct AuditRecord {
     pub input_digest: String,
     /// What the policy said: allow, deny or prompt.
     pub mode: PermissionMode,
-    /// The rule that decided, with its tier and index in that tier's list; `None` = default.
+    /// The rule that decided, with its scope and index in that scope's list; `None` = default.
     pub rule_matched: Option<RuleRef>,
     /// Why, in words (the rule, or the default that applied).
     pub reason: String,

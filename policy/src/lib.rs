@@ -34,7 +34,7 @@ pub use hooks::{HookConfig, HookEvent};
 pub use isolation::{IsolationMode, Tier};
 pub use permission::{
     Decision, PermissionMode, PermissionPolicy, PermissionRule, RuleList, RuleRef, Scope,
-    TieredPolicy, ToolPattern,
+    ScopedPolicy, ToolPattern,
 };
 pub use settings::{Config, SettingsError, SettingsSources};
 pub use trust::{TrustCheck, TrustContent, TrustStore};

@@ -1,7 +1,7 @@
 //! The network allow-list for sandboxed commands (`sandbox.network_allow`): which hosts and ports
 //! the broker's egress proxy may connect to for them, how the name a client asked for is decided,
 //! which resolved addresses stay out of reach unless an entry names them literally, and how the
-//! settings tiers combine. Pure data and decisions: nothing here resolves a name or opens a socket.
+//! settings scopes combine. Pure data and decisions: nothing here resolves a name or opens a socket.
 //!
 //! Entries:
 //!
@@ -724,18 +724,18 @@ impl EntrySource {
     }
 }
 
-/// A problem with one tier's entries; the entry was ignored.
+/// A problem with one scope's entries; the entry was ignored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NetworkWarning {
     /// Whose entry it was.
-    pub tier: EntrySource,
+    pub scope: EntrySource,
     /// What was wrong, and that it was ignored.
     pub message: String,
 }
 
-/// `sandbox.network_allow` of each tier, as written (`None`: the tier does not set it).
+/// `sandbox.network_allow` of each scope, as written (`None`: the scope does not set it).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct TierEntries<'a> {
+pub struct ScopeEntries<'a> {
     /// The user's settings.
     pub user: Option<&'a [String]>,
     /// The project's settings.
@@ -753,32 +753,32 @@ pub struct TierEntries<'a> {
 pub struct EffectiveAllowList {
     /// The entries in force.
     pub list: AllowList,
-    /// Canonical entry text and its tier, in list order (for `config show --sources`).
+    /// Canonical entry text and its scope, in list order (for `config show --sources`).
     pub sources: Vec<(String, EntrySource)>,
     /// Entries that were ignored, and why.
     pub warnings: Vec<NetworkWarning>,
 }
 
-/// Combine the tiers: the user tier grants; the project tier, then the local tier, may only
-/// narrow — when a workspace tier sets the list, the list becomes that tier's entries that the
+/// Combine the scopes: the user scope grants; the project scope, then the local scope, may only
+/// narrow — when a workspace scope sets the list, the list becomes that scope's entries that the
 /// list so far already allows (every host and port of the entry), and any other entry is ignored
 /// with a warning; an untrusted workspace gets no network from settings at all. `--network-allow`
 /// entries are added last, for this invocation: an explicit decision of the user at the prompt.
 /// Entries that do not parse are ignored with a warning.
-pub fn effective_allow_list(tiers: &TierEntries<'_>) -> EffectiveAllowList {
+pub fn effective_allow_list(scopes: &ScopeEntries<'_>) -> EffectiveAllowList {
     let mut out = EffectiveAllowList::default();
-    let parse = |tier: EntrySource, entries: &[String], out: &mut EffectiveAllowList| {
+    let parse = |scope: EntrySource, entries: &[String], out: &mut EffectiveAllowList| {
         let (list, errors) = AllowList::parse_lenient(entries);
         out.warnings
             .extend(errors.into_iter().map(|e| NetworkWarning {
-                tier,
+                scope,
                 message: format!("{e}; ignored"),
             }));
         list
     };
     let mut current: Vec<(Rule, EntrySource)> = Vec::new();
-    if tiers.trusted {
-        if let Some(user) = tiers.user {
+    if scopes.trusted {
+        if let Some(user) = scopes.user {
             let list = parse(EntrySource::User, user, &mut out);
             current = list
                 .rules
@@ -786,22 +786,22 @@ pub fn effective_allow_list(tiers: &TierEntries<'_>) -> EffectiveAllowList {
                 .map(|r| (r, EntrySource::User))
                 .collect();
         }
-        for (tier, entries) in [
-            (EntrySource::Project, tiers.project),
-            (EntrySource::Local, tiers.local),
+        for (scope, entries) in [
+            (EntrySource::Project, scopes.project),
+            (EntrySource::Local, scopes.local),
         ] {
             let Some(entries) = entries else { continue };
-            let narrower = parse(tier, entries, &mut out);
+            let narrower = parse(scope, entries, &mut out);
             let so_far = AllowList {
                 rules: current.iter().map(|(r, _)| r.clone()).collect(),
             };
             let mut kept = Vec::new();
             for rule in narrower.rules {
                 if so_far.covers(&rule) {
-                    kept.push((rule, tier));
+                    kept.push((rule, scope));
                 } else {
                     out.warnings.push(NetworkWarning {
-                        tier,
+                        scope,
                         message: format!(
                             "network entry {:?} is ignored: the user settings do not allow it, \
                              and a workspace file can only narrow network access (add it to \
@@ -814,14 +814,14 @@ pub fn effective_allow_list(tiers: &TierEntries<'_>) -> EffectiveAllowList {
             current = kept;
         }
     } else {
-        let asked = [tiers.user, tiers.project, tiers.local]
+        let asked = [scopes.user, scopes.project, scopes.local]
             .iter()
             .flatten()
             .map(|e| e.len())
             .sum::<usize>();
         if asked > 0 {
             out.warnings.push(NetworkWarning {
-                tier: EntrySource::Project,
+                scope: EntrySource::Project,
                 message: format!(
                     "this workspace is not trusted, so commands get no network from the settings \
                      ({asked} sandbox.network_allow entries ignored); review .hanzo/ and run \
@@ -830,11 +830,11 @@ pub fn effective_allow_list(tiers: &TierEntries<'_>) -> EffectiveAllowList {
             });
         }
     }
-    let cli = parse(EntrySource::Cli, tiers.cli, &mut out);
+    let cli = parse(EntrySource::Cli, scopes.cli, &mut out);
     current.extend(cli.rules.into_iter().map(|r| (r, EntrySource::Cli)));
-    for (rule, tier) in current {
+    for (rule, scope) in current {
         if !out.list.rules.contains(&rule) {
-            out.sources.push((rule.to_string(), tier));
+            out.sources.push((rule.to_string(), scope));
             out.list.rules.push(rule);
         }
     }

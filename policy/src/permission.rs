@@ -1,9 +1,9 @@
 //! Permission rules (HIP-0301 §7, extended): glob patterns over tool names and, optionally, over a
-//! tool's primary argument; a single first-match list and the tiered policy the product uses.
+//! tool's primary argument; a single first-match list and the scoped policy the product uses (one list per settings scope).
 //!
 //! The semantics are the `permission-policy` contract in `test-vectors.md`; the vectors in
 //! `test-vectors/permission-policy.json` run through [`PermissionPolicy::evaluate`] and
-//! [`TieredPolicy::evaluate`].
+//! [`ScopedPolicy::evaluate`].
 
 use crate::glob::{Glob, GlobError};
 use crate::shell;
@@ -345,11 +345,16 @@ impl RuleList {
     }
 }
 
-/// Which rule decided, for the audit trail. `tier` is absent for a single, untiered list.
+/// Which rule decided, for the audit trail. `scope` is absent for a single, unscoped list.
+///
+/// Serialized as `{"tier", "index", "pattern"}`: the audit record's documented form
+/// (`test-vectors/README.md`), the `rule` JSON of recorded tool calls and `runs export` keep the
+/// key `tier`; `scope` is accepted when reading.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuleRef {
-    /// The scope whose list holds the rule; `None` for an untiered [`PermissionPolicy`].
-    pub tier: Option<Scope>,
+    /// The settings scope whose list holds the rule; `None` for an unscoped [`PermissionPolicy`].
+    #[serde(rename = "tier", alias = "scope")]
+    pub scope: Option<Scope>,
     /// The rule's position in its list, from 0.
     pub index: usize,
     /// The rule's pattern as written.
@@ -522,7 +527,7 @@ struct PartVerdict {
 impl PartVerdict {
     fn rule(
         mode: PermissionMode,
-        tier: Option<Scope>,
+        scope: Option<Scope>,
         index: usize,
         rule: &PermissionRule,
     ) -> Self {
@@ -530,7 +535,7 @@ impl PartVerdict {
             mode,
             rule: Some((
                 RuleRef {
-                    tier,
+                    scope,
                     index,
                     pattern: rule.tool_pattern.clone(),
                 },
@@ -554,16 +559,16 @@ impl PartVerdict {
     fn matched(
         m: &Match,
         mode: PermissionMode,
-        tier: Option<Scope>,
+        scope: Option<Scope>,
         index: usize,
         rule: &PermissionRule,
     ) -> Self {
         match m {
             Match::Possible(shown) => PartVerdict {
                 possible: Some((shown.clone(), mode)),
-                ..PartVerdict::rule(PermissionMode::Prompt, tier, index, rule)
+                ..PartVerdict::rule(PermissionMode::Prompt, scope, index, rule)
             },
-            _ => PartVerdict::rule(mode, tier, index, rule),
+            _ => PartVerdict::rule(mode, scope, index, rule),
         }
     }
 
@@ -601,8 +606,8 @@ fn combine(tool: &str, parts: Vec<(Subject, PartVerdict)>) -> Decision {
         Some((r, reason)) => (Some(r), reason),
         None => (None, None),
     };
-    let tier_of = |r: &RuleRef| {
-        r.tier
+    let scope_of = |r: &RuleRef| {
+        r.scope
             .map(|t| format!(" ({t} settings)"))
             .unwrap_or_default()
     };
@@ -613,11 +618,11 @@ fn combine(tool: &str, parts: Vec<(Subject, PartVerdict)>) -> Decision {
                 "the {mode} rule `{}`{}{own} could match `{shown}`, whose `…` is only known when \
                  the command runs; asking instead of allowing",
                 r.pattern,
-                tier_of(r),
+                scope_of(r),
             )
         }
         _ => rule_reason.unwrap_or_else(|| match &rule_matched {
-            Some(r) => format!("{} by rule `{}`{}", verdict.mode, r.pattern, tier_of(r)),
+            Some(r) => format!("{} by rule `{}`{}", verdict.mode, r.pattern, scope_of(r)),
             None => format!("no rule matches `{tool}`; the default is to prompt"),
         }),
     };
@@ -693,11 +698,11 @@ impl PermissionPolicy {
     }
 }
 
-/// The product's policy: user, project and local lists. A matching deny in any tier wins;
-/// otherwise the first match scanning local, project, user; allow rules from project and local
+/// The product's policy: user, project and local lists. A matching deny in any scope
+/// wins; otherwise the first match scanning local, project, user; allow rules from project and local
 /// count only when the workspace is trusted. Deny and prompt rules always count.
 #[derive(Debug, Clone, Default)]
-pub struct TieredPolicy {
+pub struct ScopedPolicy {
     user: RuleList,
     project: RuleList,
     local: RuleList,
@@ -705,11 +710,11 @@ pub struct TieredPolicy {
     workspace: Option<PathBuf>,
 }
 
-impl TieredPolicy {
+impl ScopedPolicy {
     /// The product's policy over the three scopes' lists; `trusted` says whether the workspace's
     /// allow rules count.
     pub fn new(user: RuleList, project: RuleList, local: RuleList, trusted: bool) -> Self {
-        TieredPolicy {
+        ScopedPolicy {
             user,
             project,
             local,
@@ -741,9 +746,9 @@ impl TieredPolicy {
         let matched: Vec<(Scope, usize, &PermissionRule, Match)> = self
             .scan_order()
             .into_iter()
-            .flat_map(|(tier, list)| {
+            .flat_map(|(scope, list)| {
                 list.matching(tool, subject)
-                    .map(move |(index, rule, m)| (tier, index, rule, m))
+                    .map(move |(index, rule, m)| (scope, index, rule, m))
             })
             .collect();
         let deny = |definite: bool| {
@@ -752,29 +757,29 @@ impl TieredPolicy {
             })
         };
         // A deny anywhere wins; one that could match what is unknown until run time prompts.
-        if let Some((tier, index, rule, m)) = deny(true).or_else(|| deny(false)) {
-            return PartVerdict::matched(m, rule.mode, Some(*tier), *index, rule);
+        if let Some((scope, index, rule, m)) = deny(true).or_else(|| deny(false)) {
+            return PartVerdict::matched(m, rule.mode, Some(*scope), *index, rule);
         }
         let mut skipped: Option<String> = None;
-        for (tier, index, rule, m) in &matched {
-            let gated = rule.mode == PermissionMode::Allow && tier.is_workspace() && !self.trusted;
+        for (scope, index, rule, m) in &matched {
+            let gated = rule.mode == PermissionMode::Allow && scope.is_workspace() && !self.trusted;
             if gated {
                 skipped.get_or_insert_with(|| {
                     format!(
-                        "the allow rule `{}` in {tier} settings does not count until the workspace is trusted (`hanzo-dev trust`)",
+                        "the allow rule `{}` in {scope} settings does not count until the workspace is trusted (`hanzo-dev trust`)",
                         rule.tool_pattern
                     )
                 });
                 continue;
             }
-            let mut v = PartVerdict::matched(m, rule.mode, Some(*tier), *index, rule);
+            let mut v = PartVerdict::matched(m, rule.mode, Some(*scope), *index, rule);
             v.note = skipped;
             return v;
         }
         PartVerdict::default_prompt(skipped)
     }
 
-    /// A matching deny in any tier wins (one that could match a part of a shell command only
+    /// A matching deny in any scope wins (one that could match a part of a shell command only
     /// known at run time prompts); otherwise the first match scanning local, project, user.
     pub fn evaluate(&self, tool: &str, input: &Value) -> Decision {
         let parts = subjects(tool, input, self.workspace.as_deref())
@@ -912,9 +917,9 @@ mod tests {
     }
 
     #[test]
-    fn tiers_deny_wins_and_trust_gates_workspace_allows() {
+    fn scopes_deny_wins_and_trust_gates_workspace_allows() {
         let t = |trusted| {
-            TieredPolicy::new(
+            ScopedPolicy::new(
                 RuleList::new(rules(&[("bash", Allow), ("web_fetch", Deny)])).expect("valid"),
                 RuleList::new(rules(&[("web_fetch", Allow), ("write_file", Allow)]))
                     .expect("valid"),
@@ -937,10 +942,36 @@ mod tests {
         assert_eq!(
             d.rule_matched,
             Some(RuleRef {
-                tier: Some(Scope::Local),
+                scope: Some(Scope::Local),
                 index: 0,
                 pattern: "bash".into()
             })
         );
+    }
+
+    /// The audit record's documented form names the scope `tier`; reading takes either key.
+    #[test]
+    fn a_rule_ref_is_written_with_the_key_tier_and_read_from_tier_or_scope() {
+        let r = RuleRef {
+            scope: Some(Scope::Project),
+            index: 2,
+            pattern: "bash(curl *)".into(),
+        };
+        let v = serde_json::to_value(&r).expect("serializes");
+        assert_eq!(
+            v,
+            json!({"tier": "project", "index": 2, "pattern": "bash(curl *)"})
+        );
+        for key in ["tier", "scope"] {
+            let back: RuleRef = serde_json::from_value(
+                json!({key: "project", "index": 2, "pattern": "bash(curl *)"}),
+            )
+            .expect("deserializes");
+            assert_eq!(back, r, "{key}");
+        }
+        let unscoped: RuleRef =
+            serde_json::from_value(json!({"tier": null, "index": 0, "pattern": "x"}))
+                .expect("null");
+        assert_eq!(unscoped.scope, None);
     }
 }

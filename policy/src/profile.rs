@@ -610,6 +610,61 @@ pub const TOOLS_MAX_MEMORY: u64 = 8 << 30;
 /// The size of tier B's private `/tmp` (a tmpfs; its pages count against the memory budget).
 pub const PRIVATE_TMP_SIZE: u64 = 1 << 30;
 
+/// The resource limits every command runs under: the `bash` tool's, hooks', MCP and language
+/// servers', and the one-shot `sandbox`'s. Declared here with the rest of the confinement and
+/// applied by `workers/sandbox`: open files, file size and core dumps in each command's pre-exec
+/// step ([`CommandLimits::command_rlimits`]); the number of processes and the address space on
+/// the process that forks the commands, hard and soft, before it is confined, so every command
+/// inherits them and none can raise them (`hanzo_sandbox::spawn::lower_process_limits`). A run's
+/// settings and the `sandbox` flags change fields of the default.
+///
+/// `RLIMIT_NPROC` counts every process of the user, and the kernel does not apply it to uid 0 in
+/// the initial user namespace: a fork bomb is bounded by the tree's pids cgroup ([`CgroupLimits`]),
+/// and its memory by the memory cgroup beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommandLimits {
+    /// Most open file descriptors per command (`RLIMIT_NOFILE`).
+    pub open_files: u64,
+    /// Largest file a command may write, bytes.
+    pub file_size: Option<u64>,
+    /// Processes of the user (`RLIMIT_NPROC`).
+    pub processes: Option<u64>,
+    /// Virtual memory per process, bytes (`RLIMIT_AS`).
+    pub address_space: Option<u64>,
+    /// The tree's cgroup bounds (the one-shot sandbox makes its own group; a worker's comes
+    /// from its profile).
+    pub cgroup: CgroupLimits,
+    /// Size of tier B's private `/tmp` (and `/var/tmp`, `/dev/shm`), bytes.
+    pub tmp_size: u64,
+}
+
+impl Default for CommandLimits {
+    fn default() -> Self {
+        CommandLimits {
+            open_files: 1024,
+            file_size: Some(4 << 30),
+            processes: Some(4096),
+            address_space: Some(8 << 30),
+            cgroup: CgroupLimits {
+                max_pids: Some(TOOLS_MAX_PIDS),
+                max_memory: Some(TOOLS_MAX_MEMORY),
+            },
+            tmp_size: PRIVATE_TMP_SIZE,
+        }
+    }
+}
+
+impl CommandLimits {
+    /// The limits set in each command's pre-exec step.
+    pub fn command_rlimits(&self) -> Rlimits {
+        Rlimits {
+            core: 0,
+            nofile: self.open_files,
+            fsize: self.file_size,
+        }
+    }
+}
+
 /// Device nodes (besides `/dev/null`) that ordinary commands open: randomness, zeros, a full
 /// device for error tests, and the controlling terminal.
 pub const COMMAND_DEVICES: &[&str] = &[

@@ -1,10 +1,10 @@
 //! The network allow-list: entry syntax, decisions on the name a client asked for, address
 //! classification (IANA special-purpose registries, embedded IPv4 forms), literal exceptions, and
-//! the tier narrowing rule.
+//! the scope narrowing rule.
 
 use hanzo_policy::network::{
     admit_address, classify, decide, effective_allow_list, parse_entry, parse_host, require_tier_b,
-    AllowList, Decision, DenyReason, EntryError, EntrySource, Host, HostError, TierEntries,
+    AllowList, Decision, DenyReason, EntryError, EntrySource, Host, HostError, ScopeEntries,
 };
 use proptest::prelude::*;
 use std::net::IpAddr;
@@ -480,7 +480,7 @@ fn a_non_public_address_is_admitted_only_when_named_literally() {
 }
 
 #[test]
-fn workspace_tiers_only_narrow_the_user_tier() {
+fn workspace_scopes_only_narrow_the_user_scope() {
     let user = strings(&["*.example.com", "pypi.org", "crates.io:443", "192.0.2.7"]);
     let project = strings(&[
         "api.example.com",   // within *.example.com: kept
@@ -492,7 +492,7 @@ fn workspace_tiers_only_narrow_the_user_tier() {
         "192.0.2.7:443",     // kept
         "https://x.example.com",
     ]);
-    let eff = effective_allow_list(&TierEntries {
+    let eff = effective_allow_list(&ScopeEntries {
         user: Some(&user),
         project: Some(&project),
         local: None,
@@ -506,7 +506,7 @@ fn workspace_tiers_only_narrow_the_user_tier() {
     assert!(eff
         .sources
         .iter()
-        .all(|(_, tier)| *tier == EntrySource::Project));
+        .all(|(_, scope)| *scope == EntrySource::Project));
     let ignored: Vec<&str> = eff.warnings.iter().map(|w| w.message.as_str()).collect();
     assert_eq!(ignored.len(), 5, "{ignored:#?}");
     for entry in ["evil.com", "pypi.org:8080", "crates.io", "example.com\""] {
@@ -518,29 +518,29 @@ fn workspace_tiers_only_narrow_the_user_tier() {
         );
     }
     assert!(ignored.iter().any(|m| m.contains("not a URL")));
-    assert!(eff.warnings.iter().all(|w| w.tier == EntrySource::Project));
+    assert!(eff.warnings.iter().all(|w| w.scope == EntrySource::Project));
 }
 
 #[test]
 fn a_project_entry_may_rely_on_several_user_entries_for_its_ports() {
     let user = strings(&["example.com:443", "example.com:80"]);
     let project = strings(&["example.com"]);
-    let eff = effective_allow_list(&TierEntries {
+    let eff = effective_allow_list(&ScopeEntries {
         user: Some(&user),
         project: Some(&project),
         trusted: true,
-        ..TierEntries::default()
+        ..ScopeEntries::default()
     });
     assert_eq!(eff.list.entries(), ["example.com"]);
     assert!(eff.warnings.is_empty());
 }
 
 #[test]
-fn the_local_tier_narrows_what_the_project_left() {
+fn the_local_scope_narrows_what_the_project_left() {
     let user = strings(&["*.example.com", "pypi.org"]);
     let project = strings(&["a.example.com", "b.example.com"]);
     let local = strings(&["a.example.com", "pypi.org"]);
-    let eff = effective_allow_list(&TierEntries {
+    let eff = effective_allow_list(&ScopeEntries {
         user: Some(&user),
         project: Some(&project),
         local: Some(&local),
@@ -550,7 +550,7 @@ fn the_local_tier_narrows_what_the_project_left() {
     assert_eq!(eff.list.entries(), ["a.example.com"]);
     assert_eq!(eff.sources, [("a.example.com".into(), EntrySource::Local)]);
     assert_eq!(eff.warnings.len(), 1);
-    assert_eq!(eff.warnings[0].tier, EntrySource::Local);
+    assert_eq!(eff.warnings[0].scope, EntrySource::Local);
     assert!(eff.warnings[0].message.contains("pypi.org"));
 }
 
@@ -558,17 +558,17 @@ fn the_local_tier_narrows_what_the_project_left() {
 fn an_empty_workspace_list_turns_network_off_and_an_unset_one_keeps_the_user_list() {
     let user = strings(&["pypi.org"]);
     let empty: Vec<String> = Vec::new();
-    let off = effective_allow_list(&TierEntries {
+    let off = effective_allow_list(&ScopeEntries {
         user: Some(&user),
         project: Some(&empty),
         trusted: true,
-        ..TierEntries::default()
+        ..ScopeEntries::default()
     });
     assert!(off.list.is_empty());
-    let kept = effective_allow_list(&TierEntries {
+    let kept = effective_allow_list(&ScopeEntries {
         user: Some(&user),
         trusted: true,
-        ..TierEntries::default()
+        ..ScopeEntries::default()
     });
     assert_eq!(kept.list.entries(), ["pypi.org"]);
     assert_eq!(kept.sources, [("pypi.org".into(), EntrySource::User)]);
@@ -577,11 +577,11 @@ fn an_empty_workspace_list_turns_network_off_and_an_unset_one_keeps_the_user_lis
 #[test]
 fn a_project_cannot_grant_itself_network() {
     let project = strings(&["evil.com", "*.evil.com"]);
-    let eff = effective_allow_list(&TierEntries {
+    let eff = effective_allow_list(&ScopeEntries {
         user: None,
         project: Some(&project),
         trusted: true,
-        ..TierEntries::default()
+        ..ScopeEntries::default()
     });
     assert!(eff.list.is_empty());
     assert_eq!(eff.warnings.len(), 2);
@@ -591,7 +591,7 @@ fn a_project_cannot_grant_itself_network() {
 fn an_untrusted_workspace_gets_no_network_from_settings() {
     let user = strings(&["pypi.org"]);
     let project = strings(&["pypi.org"]);
-    let eff = effective_allow_list(&TierEntries {
+    let eff = effective_allow_list(&ScopeEntries {
         user: Some(&user),
         project: Some(&project),
         local: None,
@@ -603,7 +603,7 @@ fn an_untrusted_workspace_gets_no_network_from_settings() {
     assert!(eff.warnings[0].message.contains("hanzo-dev trust"));
     // The flag for one invocation is the user's explicit decision and still applies.
     let cli = strings(&["crates.io"]);
-    let eff = effective_allow_list(&TierEntries {
+    let eff = effective_allow_list(&ScopeEntries {
         user: Some(&user),
         project: None,
         local: None,
@@ -618,11 +618,11 @@ fn an_untrusted_workspace_gets_no_network_from_settings() {
 fn cli_entries_add_for_one_invocation_without_duplicates() {
     let user = strings(&["pypi.org"]);
     let cli = strings(&["PyPI.org", "static.crates.io", "not a host"]);
-    let eff = effective_allow_list(&TierEntries {
+    let eff = effective_allow_list(&ScopeEntries {
         user: Some(&user),
         cli: &cli,
         trusted: true,
-        ..TierEntries::default()
+        ..ScopeEntries::default()
     });
     assert_eq!(eff.list.entries(), ["pypi.org", "static.crates.io"]);
     assert_eq!(
@@ -633,7 +633,7 @@ fn cli_entries_add_for_one_invocation_without_duplicates() {
         ]
     );
     assert_eq!(eff.warnings.len(), 1);
-    assert_eq!(eff.warnings[0].tier, EntrySource::Cli);
+    assert_eq!(eff.warnings[0].scope, EntrySource::Cli);
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! Loading settings from real files in temporary directories: tier discovery, precedence,
+//! Loading settings from real files in temporary directories: scope discovery, precedence,
 //! broken files, and trust recorded outside the workspace.
 
 use hanzo_policy::settings::{load, CliOverrides, IsolationMode, SettingsError, SettingsSources};
@@ -42,7 +42,7 @@ fn write(p: &Path, text: &str) {
 }
 
 #[test]
-fn tiers_env_and_cli_in_order_from_a_subdirectory() {
+fn scopes_env_and_cli_in_order_from_a_subdirectory() {
     let f = fixture();
     write(
         &f.home.join(".config/hanzo/settings.json"),

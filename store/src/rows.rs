@@ -34,7 +34,7 @@ pub(crate) const CALL_COLUMNS: &str =
      hook_results, output, error, duration_ms, recorded_ms, decided_by, status";
 
 pub(crate) const AUDIT_COLUMNS: &str = "timestamp_ms, session_id, tool_name, input_digest, mode,
-     rule_tier, rule_index, rule_pattern, reason";
+     rule_scope, rule_index, rule_pattern, reason";
 
 pub(crate) const EVENT_COLUMNS: &str = "id, step_id, kind, data, recorded_ms";
 
@@ -144,13 +144,13 @@ pub(crate) fn call_from_row(r: &Row<'_>) -> Parsed<(StepId, ToolCallRecord)> {
 
 pub(crate) fn audit_from_row(r: &Row<'_>) -> Parsed<AuditRecord> {
     let mode: String = r.get(4)?;
-    let tier: Option<String> = r.get(5)?;
+    let scope: Option<String> = r.get(5)?;
     let index: Option<i64> = r.get(6)?;
     let pattern: Option<String> = r.get(7)?;
     let build = || -> Result<AuditRecord> {
         let rule_matched = match (index, pattern) {
             (Some(index), Some(pattern)) => Some(RuleRef {
-                tier: tier.as_deref().map(parse_scope).transpose()?,
+                scope: scope.as_deref().map(parse_scope).transpose()?,
                 index: usize::try_from(index)
                     .map_err(|_| StoreError::Corrupt(format!("rule index {index}")))?,
                 pattern,

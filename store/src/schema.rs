@@ -139,6 +139,11 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX session_summaries_session ON session_summaries(session_id, id);
     ",
+    // 5: the settings layer a rule came from is its scope (issue 11: "tier" names only the
+    // isolation tier). RENAME COLUMN keeps every row and rewrites the column's CHECK with it.
+    "
+    ALTER TABLE permission_audit RENAME COLUMN rule_tier TO rule_scope;
+    ",
 ];
 
 /// The schema version this build writes.
@@ -261,7 +266,7 @@ mod tests {
         )
         .expect("rows");
         migrate(&mut conn, Path::new(":memory:")).expect("migrate");
-        assert_eq!(user_version(&conn).expect("version"), 4);
+        assert_eq!(user_version(&conn).expect("version"), SCHEMA_VERSION);
         let none: i64 = conn
             .query_row("SELECT COUNT(*) FROM session_summaries", [], |r| r.get(0))
             .expect("table");
@@ -281,6 +286,89 @@ mod tests {
             .query_row("SELECT input FROM runs WHERE id = 5", [], |r| r.get(0))
             .expect("the turn kept");
         assert_eq!(input, "turn");
+    }
+
+    /// A version-4 file on disk, written as the previous build wrote it (audit rows with
+    /// `rule_tier` from each scope, from an unscoped list and from the default; a tool call whose
+    /// `rule` JSON says `"tier"`), opened by this build: the rows are kept and read back with
+    /// their scopes, and the renamed column still refuses a value that is no scope.
+    #[test]
+    fn version_5_renames_rule_tier_to_rule_scope_and_old_rows_keep_their_scope() {
+        use crate::{RunId, RunStore};
+        use hanzo_policy::Scope;
+        let dir = tempfile::tempdir().expect("dir");
+        let path = crate::store_path(dir.path(), "default").expect("path");
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        {
+            let conn = Connection::open(&path).expect("open v4");
+            for m in &MIGRATIONS[..4] {
+                conn.execute_batch(m).expect("v1..v4");
+            }
+            conn.pragma_update(None, "user_version", 4)
+                .expect("version");
+            conn.execute_batch(
+                "INSERT INTO runs (id, input, model, isolation, status, started_ms, owner_pid)
+                     VALUES (3, 'old run', 'm', 'B', 'succeeded', 0, 1);
+                 INSERT INTO steps (id, run_id, idx, started_ms) VALUES (1, 3, 1, 0);
+                 INSERT INTO tool_calls (run_id, step_id, name, input, permission, rule,
+                     allowed, decision_reason, hook_results, duration_ms, recorded_ms,
+                     decided_by)
+                     VALUES (3, 1, 'bash', '{}', 'prompt',
+                         '{\"tier\":\"local\",\"index\":0,\"pattern\":\"bash\"}',
+                         0, 'prompt by rule', '[]', 0, 0, 'rule');
+                 INSERT INTO permission_audit (run_id, timestamp_ms, session_id, tool_name,
+                     input_digest, mode, rule_tier, rule_index, rule_pattern, reason) VALUES
+                     (3, 1, 's', 'bash', 'sha256:0', 'deny', 'project', 2, 'bash(curl *)', 'a'),
+                     (3, 2, 's', 'read_file', 'sha256:0', 'allow', 'user', 0, 'read_file', 'b'),
+                     (3, 3, 's', 'bash', 'sha256:0', 'prompt', 'local', 0, 'bash', 'c'),
+                     (3, 4, 's', 'x', 'sha256:0', 'allow', NULL, 1, 'x', 'd'),
+                     (3, 5, 's', 'y', 'sha256:0', 'prompt', NULL, NULL, NULL, 'e');",
+            )
+            .expect("old rows");
+        }
+        let store = RunStore::open(dir.path(), "default").expect("this build opens it");
+        assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+        let rec = store.load_run(RunId(3)).expect("the old run");
+        let scopes: Vec<(Option<Scope>, Option<usize>, String)> = rec
+            .audit
+            .iter()
+            .map(|a| {
+                (
+                    a.rule_matched.as_ref().and_then(|r| r.scope),
+                    a.rule_matched.as_ref().map(|r| r.index),
+                    a.reason.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            scopes,
+            vec![
+                (Some(Scope::Project), Some(2), "a".to_string()),
+                (Some(Scope::User), Some(0), "b".to_string()),
+                (Some(Scope::Local), Some(0), "c".to_string()),
+                (None, Some(1), "d".to_string()),
+                (None, None, "e".to_string()),
+            ]
+        );
+        let call = &rec.steps[0].tool_calls[0].call;
+        assert_eq!(call.rule.as_ref().and_then(|r| r.scope), Some(Scope::Local));
+        drop(store);
+        let conn = Connection::open(&path).expect("reopen");
+        let columns: Vec<String> = conn
+            .prepare("SELECT name FROM pragma_table_info('permission_audit')")
+            .expect("prepare")
+            .query_map([], |r| r.get(0))
+            .expect("query")
+            .collect::<rusqlite::Result<_>>()
+            .expect("names");
+        assert!(columns.iter().any(|c| c == "rule_scope"), "{columns:?}");
+        assert!(!columns.iter().any(|c| c == "rule_tier"), "{columns:?}");
+        let bad = conn.execute(
+            "INSERT INTO permission_audit (timestamp_ms, session_id, tool_name, input_digest,
+                 mode, rule_scope, reason) VALUES (0, 's', 't', 'd', 'deny', 'A', 'r')",
+            [],
+        );
+        assert!(bad.is_err(), "an isolation tier accepted as a scope");
     }
 
     /// A version-1 file with one tool call of each kind, migrated: each gets the right

@@ -50,7 +50,7 @@ fn insert_audit(conn: &Connection, run: Option<RunId>, rec: &AuditRecord) -> Res
     let rule = rec.rule_matched.as_ref();
     conn.execute(
         "INSERT INTO permission_audit (run_id, timestamp_ms, session_id, tool_name,
-             input_digest, mode, rule_tier, rule_index, rule_pattern, reason)
+             input_digest, mode, rule_scope, rule_index, rule_pattern, reason)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         params![
             run.map(|r| r.0),
@@ -59,7 +59,7 @@ fn insert_audit(conn: &Connection, run: Option<RunId>, rec: &AuditRecord) -> Res
             rec.tool_name,
             rec.input_digest,
             rec.mode.as_str(),
-            rule.and_then(|r| r.tier).map(Scope::as_str),
+            rule.and_then(|r| r.scope).map(Scope::as_str),
             rule.map(|r| i64::try_from(r.index).unwrap_or(i64::MAX)),
             rule.map(|r| r.pattern.as_str()),
             rec.reason

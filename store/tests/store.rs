@@ -33,7 +33,7 @@ fn call(n: u32) -> ToolCall {
         input: json!({"command": format!("cargo test -p x{n}")}),
         permission: PermissionMode::Prompt,
         rule: Some(RuleRef {
-            tier: Some(Scope::Project),
+            scope: Some(Scope::Project),
             index: 2,
             pattern: "bash(cargo *)".into(),
         }),
@@ -261,16 +261,16 @@ fn whole_run_round_trips_through_load_and_export() {
         &decision,
     );
     s.record_audit(Some(run), &audit).expect("audit");
-    let tiered = AuditRecord {
+    let scoped = AuditRecord {
         rule_matched: Some(RuleRef {
-            tier: Some(Scope::Local),
+            scope: Some(Scope::Local),
             index: 4,
             pattern: "read".into(),
         }),
         mode: PermissionMode::Allow,
         ..audit.clone()
     };
-    s.record_audit(Some(run), &tiered).expect("audit 2");
+    s.record_audit(Some(run), &scoped).expect("audit 2");
     let default = AuditRecord {
         rule_matched: None,
         mode: PermissionMode::Prompt,
@@ -302,7 +302,7 @@ fn whole_run_round_trips_through_load_and_export() {
     assert_eq!(rec.steps[0].tool_calls[0].call, call(1));
     assert_eq!(rec.steps[0].tool_calls[1].call, denied);
     assert!(rec.steps[1].tool_calls.is_empty());
-    assert_eq!(rec.audit, vec![audit, tiered, default]);
+    assert_eq!(rec.audit, vec![audit, scoped, default]);
     assert_eq!(rec.events.len(), 2);
     assert_eq!(rec.events[0].kind, "compaction");
     assert_eq!(rec.events[0].step, Some(s2));

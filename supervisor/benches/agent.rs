@@ -29,7 +29,7 @@ use hanzo_ipc::roles::model::{
 use hanzo_ipc::roles::tools::{PreHookReply, ToolResult};
 use hanzo_model::script::{anthropic_cassette, ScriptTurn};
 use hanzo_policy::hooks::HookConfig;
-use hanzo_policy::permission::TieredPolicy;
+use hanzo_policy::permission::ScopedPolicy;
 use hanzo_store::{AgentDef, RunStore};
 use serde_json::json;
 use std::cell::Cell;
@@ -194,7 +194,7 @@ fn steps(c: &mut Criterion) {
         .expect("runtime");
     let tree = start_tree(&rt);
     let store_dir = tempfile::tempdir().expect("store dir");
-    let policy = TieredPolicy::default();
+    let policy = ScopedPolicy::default();
     let prompter = Unattended(ApprovalMode::Allow);
 
     let mut g = c.benchmark_group("step");

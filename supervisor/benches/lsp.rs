@@ -3,10 +3,10 @@
 //! file, sends `didChange` and the diagnostics pull together, and answers), the worker's client,
 //! pyright started by the worker's launcher under its sandbox — against pyright driven directly
 //! by hand-written framing in this file, in the same run, each side with its own pyright. Two more
-//! sides: the agent loop's own code (`LspLink::enrich` after a `write_file`: the `Configure`
-//! exchange it sends before every request, `ChangedDiagnostics`, the diagnostics block), and
-//! pyright driven directly but started in a session of its own (`setsid`), as the sandbox starts
-//! every server. Every edit alternates a file with and without a type error, and every answer is
+//! sides: the agent loop's own code (`LspLink::enrich` after a `write_file`: `ChangedDiagnostics`
+//! and the diagnostics block; the `Configure` exchange only for a worker process not yet
+//! configured), and pyright driven directly but started in a session of its own (`setsid`), as
+//! the sandbox starts every server. Every edit alternates a file with and without a type error, and every answer is
 //! checked.
 //!
 //! The sides do the same LSP work: the same pyright (`test-deps/lsp`) run by the same node with
@@ -37,8 +37,9 @@
 //! pyright's own time per edit varies from run to run by more than the 5 % the bridge may add, so
 //! the last part measures the bridge's cost apart from any analysis: the same two paths (the lsp
 //! worker's `ChangedDiagnostics`, and direct framing from this process) against the tests'
-//! scripted server (`workers/lsp/tests/fixtures/fake_lsp.py pull`), which answers a pull at once.
-//! The difference of the two medians is what the bridge adds per edit; it is printed beside
+//! scripted server (`workers/lsp/tests/fixtures/fake_lsp.py pull`), which answers a pull at once,
+//! after every pyright has ended, the bridge's in a supervisor of its own (with pyright beside it,
+//! each edit would also reach pyright as a watched-file change). The difference of the two medians is what the bridge adds per edit; it is printed beside
 //! pyright's direct median, as a share of it.
 
 // The tests' helper for putting the servers in a workspace (it needs nothing else of theirs).
@@ -130,10 +131,9 @@ fn errors_expected(i: u64) -> usize {
     usize::from(i.is_multiple_of(2))
 }
 
-/// The `lsp_servers` table the bridge runs with (pyright; with `instant`, also the scripted server
-/// at that path).
+/// The `lsp_servers` table a bridge runs with: pyright, or the scripted server at `instant` alone.
 fn servers_json(instant: Option<&Path>) -> String {
-    let mut table = json!({"pyright": {"command": "node_modules/.bin/pyright-langserver"}});
+    let mut table = json!({});
     if let Some(script) = instant {
         table["fake"] = json!({
             "command": "/usr/bin/python3",
@@ -141,6 +141,8 @@ fn servers_json(instant: Option<&Path>) -> String {
             "files": ["**/*.fake"],
             "language_id": "fake",
         });
+    } else {
+        table["pyright"] = json!({"command": "node_modules/.bin/pyright-langserver"});
     }
     table.to_string()
 }
@@ -155,8 +157,14 @@ struct Bridge {
 }
 
 impl Bridge {
-    async fn start(root: &Path) -> Self {
-        link_tree(&node_modules(), &root.join("node_modules")).expect("install pyright");
+    /// A supervisor whose lsp worker runs pyright, or (`instant`) the scripted server alone: with
+    /// pyright beside it, every edit of the scripted server's file would also reach pyright as a
+    /// watched-file change (pyright watches every file), and pyright's work on it would count as
+    /// the bridge's.
+    async fn start(root: &Path, instant: bool) -> Self {
+        if !instant {
+            link_tree(&node_modules(), &root.join("node_modules")).expect("install pyright");
+        }
         let env = StartEnv {
             vars: std::env::vars()
                 .filter(|(k, _)| k == "PATH" || k == "HOME")
@@ -169,7 +177,7 @@ impl Bridge {
         cfg.roles = Some(vec![Role::Lsp]);
         let sup = Supervisor::start(cfg).await.expect("start");
         sup.wait_ready().await.expect("ready");
-        let servers = servers_json(Some(&instant_server(root)));
+        let servers = servers_json(instant.then(|| instant_server(root)).as_deref());
         let r = sup
             .lsp
             .call(lsp::Request::Configure {
@@ -184,8 +192,7 @@ impl Bridge {
             root: root.to_path_buf(),
             servers,
         };
-        b.edit(PYRIGHT, 0).await;
-        b.edit(INSTANT, 0).await;
+        b.edit(if instant { INSTANT } else { PYRIGHT }, 0).await;
         b
     }
 
@@ -419,7 +426,7 @@ fn bench(c: &mut Criterion) {
     let direct_ws = tempfile::tempdir().expect("tmp");
     let session_ws = tempfile::tempdir().expect("tmp");
     let ours_root = ours_ws.path().canonicalize().expect("root");
-    let bridge = rt.block_on(Bridge::start(&ours_root));
+    let bridge = rt.block_on(Bridge::start(&ours_root, false));
     let mut direct = rt.block_on(Direct::pyright(direct_ws.path(), false));
     let mut session = rt.block_on(Direct::pyright(session_ws.path(), true));
     let link = LspLink::new(&bridge.sup.lsp, bridge.servers.clone());
@@ -561,6 +568,13 @@ fn bench(c: &mut Criterion) {
     // What the bridge itself adds per edit: the same two paths against a server that answers a
     // pull at once, so nearly all that remains is the path (IPC, the worker's client, the
     // sandboxed server's pipes), not the analysis.
+    // pyright's three servers end first, so that none of them works beside the scripted ones.
+    drop(link);
+    drop((direct, session));
+    rt.block_on(bridge.sup.shutdown());
+    let bridge_ws = tempfile::tempdir().expect("tmp");
+    let bridge_root = bridge_ws.path().canonicalize().expect("root");
+    let bridge = rt.block_on(Bridge::start(&bridge_root, true));
     let instant_ws = tempfile::tempdir().expect("tmp");
     let mut instant = rt.block_on(Direct::instant(instant_ws.path()));
     let (mut n_instant, mut n_instant_bridge) = (0u64, 0u64);

@@ -187,7 +187,7 @@ pub struct McpSettingsError {
     pub message: String,
 }
 
-/// The plan for `config`'s servers in `workspace`. `sources` says which tier set each key,
+/// The plan for `config`'s servers in `workspace`. `sources` says which scope set each key,
 /// `trusted` whether the workspace's own settings are trusted.
 pub fn mcp_plan(
     config: &Config,

@@ -275,6 +275,19 @@ impl<P: Protocol> WorkerHandle<P> {
         request: P::Request,
         deadline: Duration,
     ) -> Result<P::Response, CallError> {
+        self.call_answered_by(request, deadline)
+            .await
+            .map(|(response, _)| response)
+    }
+
+    /// [`WorkerHandle::call_within`], also saying which process answered (its
+    /// [`WorkerInfo::generation`]): a caller that configured one process learns whether the
+    /// answer came from a later one, started since, which never saw the configuration.
+    pub async fn call_answered_by(
+        &self,
+        request: P::Request,
+        deadline: Duration,
+    ) -> Result<(P::Response, u64), CallError> {
         let _permit = self
             .in_flight
             .acquire()
@@ -283,10 +296,10 @@ impl<P: Protocol> WorkerHandle<P> {
                 role: self.role,
                 reason: "closed".into(),
             })?;
-        let (client, _) = self.ready().await?;
+        let (client, info) = self.ready().await?;
         // Dropping the call at the deadline cancels it (the client sends the worker a cancel).
         match tokio::time::timeout(deadline, client.call(request)).await {
-            Ok(result) => result,
+            Ok(result) => result.map(|response| (response, info.generation)),
             Err(_) => Err(CallError::Timeout {
                 role: self.role,
                 ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),

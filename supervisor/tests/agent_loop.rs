@@ -15,7 +15,7 @@ use hanzo_ipc::roles::model::{
 };
 use hanzo_ipc::roles::tools::{PreHookReply, ToolResult};
 use hanzo_policy::hooks::{HookConfig, HookEvent};
-use hanzo_policy::permission::{PermissionMode, PermissionRule, RuleList, TieredPolicy};
+use hanzo_policy::permission::{PermissionMode, PermissionRule, RuleList, ScopedPolicy};
 use hanzo_store::{AgentDef, CallStatus, DecidedBy, HookResult, RunStatus, RunStore, SecretValues};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
@@ -277,7 +277,7 @@ impl ToolExecutor for FakeTools {
 struct Harness {
     _dir: tempfile::TempDir,
     store: RunStore,
-    policy: TieredPolicy,
+    policy: ScopedPolicy,
     config: LoopConfig,
     events: CollectEvents,
 }
@@ -296,7 +296,7 @@ impl Harness {
         let dir = tempfile::tempdir().unwrap();
         let store = RunStore::open(dir.path(), "local").unwrap();
         Harness {
-            policy: TieredPolicy::new(
+            policy: ScopedPolicy::new(
                 rules(user_rules),
                 RuleList::default(),
                 RuleList::default(),

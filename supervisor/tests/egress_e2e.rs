@@ -1,7 +1,7 @@
 //! Egress end to end through the real `hanzo-dev` binary: `hanzo-dev sandbox --network-allow …`
 //! runs real clients (curl, Python's urllib, `git clone` over dumb HTTP) in tier B with the
 //! forwarder in the command's namespace and the proxy served by the broker-confined helper, against
-//! a real HTTP server this test starts on the host's loopback. The settings tiers (user grants,
+//! a real HTTP server this test starts on the host's loopback. The settings scopes (user grants,
 //! project narrows, untrusted gets none) and tier A's refusal are exercised through the same
 //! binary. The forwarder and proxy themselves are proven in depth (HTTPS with a test CA, pip,
 //! SOCKS5 corner cases, 200 tunnels, 1 GiB, idle timeout, a wrong sender) by
@@ -384,7 +384,7 @@ fn a_bad_network_allow_entry_is_a_usage_error() {
 }
 
 #[test]
-fn the_user_tier_grants_a_trusted_project_only_narrows_and_an_untrusted_one_gets_none() {
+fn the_user_scope_grants_a_trusted_project_only_narrows_and_an_untrusted_one_gets_none() {
     require_tier_b();
     let f = fixture();
     let p = f.server.port;
@@ -396,7 +396,7 @@ fn the_user_tier_grants_a_trusted_project_only_narrows_and_an_untrusted_one_gets
         "export NO_PROXY= no_proxy=; test -n \"$HTTP_PROXY\" || {{ echo no-proxy-env; exit 0; }}; \
          curl -sS -o /dev/null -w 'code=%{{http_code}}\\n' http://127.0.0.1:{p}/index.txt"
     );
-    // The user tier alone: allowed.
+    // The user scope alone: allowed.
     let out = f.sandbox(&[], &fetch);
     assert!(
         out.stdout.contains("code=200"),

@@ -80,6 +80,79 @@ fn a_failing_case_is_reported_and_exits_1() {
     assert_eq!(out.lines().last(), Some("1 passed, 1 failed"));
 }
 
+/// The contract's `"tiers"` and `"matched": {"tier"}` keep working; `"scopes"` and
+/// `"matched": {"scope"}` are read the same way, a wrong scope in either spelling fails, and a case
+/// giving both lists is malformed.
+#[test]
+fn permission_cases_name_settings_scopes_as_tiers_or_scopes() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let f = dir.path().join("scopes.json");
+    let lists = r#"{"user": [{"tool_pattern": "bash(rm *)", "mode": "deny"}],
+                    "local": [{"tool_pattern": "bash", "mode": "allow"}]}"#;
+    let case = |name: &str, lists_key: &str, matched: &str| {
+        format!(
+            r#"{{"name": "{name}", "{lists_key}": {lists}, "trusted": true, "tool": "bash",
+                "input": {{"command": "rm -rf x"}}, "expect": "deny", "matched": {matched}}}"#
+        )
+    };
+    let cases = [
+        case("tiers+tier", "tiers", r#"{"tier": "user", "index": 0}"#),
+        case("scopes+scope", "scopes", r#"{"scope": "user", "index": 0}"#),
+        case("tiers+scope", "tiers", r#"{"scope": "user", "index": 0}"#),
+        case("wrong tier", "tiers", r#"{"tier": "local", "index": 0}"#),
+        case("wrong scope", "scopes", r#"{"scope": "local", "index": 0}"#),
+        format!(
+            r#"{{"name": "both", "tiers": {lists}, "scopes": {lists}, "trusted": true,
+                "tool": "bash", "input": {{"command": "ls"}}, "expect": "allow"}}"#
+        ),
+    ];
+    std::fs::write(
+        &f,
+        format!(
+            r#"{{"domain": "permission-policy", "version": 1, "cases": [{}]}}"#,
+            cases.join(",")
+        ),
+    )
+    .expect("write");
+    let (code, out, err) = run(&["--json", f.to_str().expect("utf-8")]);
+    assert_eq!(code, 1, "{out}{err}");
+    let verdicts: Vec<(String, bool, String)> = out
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("json");
+            (
+                v["name"].as_str().expect("name").to_string(),
+                v["pass"].as_bool().expect("pass"),
+                v["detail"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let pass: Vec<(&str, bool)> = verdicts.iter().map(|(n, p, _)| (n.as_str(), *p)).collect();
+    assert_eq!(
+        pass,
+        vec![
+            ("tiers+tier", true),
+            ("scopes+scope", true),
+            ("tiers+scope", true),
+            ("wrong tier", false),
+            ("wrong scope", false),
+            ("both", false),
+        ]
+    );
+    assert!(
+        verdicts[3].2.contains(r#""tier":"user""#),
+        "{:?}",
+        verdicts[3]
+    );
+    assert!(
+        verdicts[4].2.contains(r#""scope":"user""#),
+        "{:?}",
+        verdicts[4]
+    );
+    assert!(verdicts[5].2.contains("not both"), "{:?}", verdicts[5]);
+}
+
 #[test]
 fn unreadable_malformed_and_unknown_domain_files_exit_2() {
     let dir = tempfile::tempdir().expect("tmp");

@@ -182,7 +182,7 @@ pub struct CredentialReport {
 }
 
 /// The egress proxy's configuration for one run (supervisor → broker), from trusted settings only:
-/// the allow-list after the tiers were combined (`hanzo_policy::network::effective_allow_list`),
+/// the allow-list after the settings scopes were combined (`hanzo_policy::network::effective_allow_list`),
 /// never anything a model produced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EgressSettings {
@@ -381,7 +381,7 @@ pub struct LoginRequest {
     /// Use the device authorization grant (RFC 8628) instead of the browser and loopback redirect.
     pub device: bool,
     /// The user settings' entry for this provider, if any; it overrides the built-in defaults
-    /// field by field. Only the user tier may supply it (a project must not redirect a login).
+    /// field by field. Only the user scope may supply it (a project must not redirect a login).
     pub config: Option<OAuthProviderConfig>,
     /// How long to wait for the user, in seconds.
     pub timeout_secs: u32,

@@ -97,7 +97,7 @@ impl McpFilesystemSetting {
     }
 }
 
-/// One MCP server entry. A later tier overrides exactly the fields it sets.
+/// One MCP server entry. A later scope overrides exactly the fields it sets.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct McpServerEntry {
     /// Program of a stdio server (run through the sandbox, never a shell).
@@ -255,7 +255,7 @@ impl<'de> Deserialize<'de> for RuleSpec {
     }
 }
 
-/// `permissions`: pattern → mode, kept in file order (order decides within a tier).
+/// `permissions`: pattern → mode, kept in file order (order decides within a scope).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PermissionsMap(pub Vec<(String, RuleSpec)>);
 
@@ -499,7 +499,7 @@ impl fmt::Display for Warning {
 
 /// Parses one file's text. `file` is how errors and warnings name it.
 pub fn parse_settings(
-    tier: Scope,
+    scope: Scope,
     file: &str,
     text: &str,
 ) -> Result<(SettingsFile, Vec<Warning>), SettingsError> {
@@ -532,7 +532,7 @@ pub fn parse_settings(
         })
     };
     unknown_keys(&value, &mut warn);
-    if tier.is_workspace() {
+    if scope.is_workspace() {
         for (key, present) in [
             ("api_key", settings.api_key.take().is_some()),
             (
@@ -542,13 +542,13 @@ pub fn parse_settings(
         ] {
             if present {
                 warn(format!(
-                    "`{key}` is ignored in {tier} settings: secrets are read only from the user settings file and the environment"
+                    "`{key}` is ignored in {scope} settings: secrets are read only from the user settings file and the environment"
                 ));
             }
         }
         if settings.oauth_providers.take().is_some() {
             warn(format!(
-                "`oauth_providers` is ignored in {tier} settings: logins are configured only in the user settings file"
+                "`oauth_providers` is ignored in {scope} settings: logins are configured only in the user settings file"
             ));
         }
     }

@@ -3,7 +3,7 @@
 //! real home directory; [`SettingsSources::from_process`] is the one place that reads the process.
 
 use super::file::{parse_settings, Warning};
-use super::merge::{merge, CliOverrides, Merged, TierFile};
+use super::merge::{merge, CliOverrides, Merged, ScopeFile};
 use super::SettingsError;
 use crate::permission::Scope;
 use crate::trust::{TrustCheck, TrustContent, TrustStore};
@@ -13,15 +13,15 @@ use std::path::{Path, PathBuf};
 /// Where settings come from.
 #[derive(Debug, Clone, Default)]
 pub struct SettingsSources {
-    /// The user tier's file (may not exist).
+    /// The user scope's file (may not exist).
     pub user_file: Option<PathBuf>,
     /// The workspace root: the directory holding `.hanzo/`.
     pub project_root: Option<PathBuf>,
     /// The trust store file (see [`TrustStore::default_path`]).
     pub trust_store: Option<PathBuf>,
-    /// Environment variables; only `HANZO_*` ones form the environment tier.
+    /// Environment variables; only `HANZO_*` ones form the environment scope.
     pub env: BTreeMap<String, String>,
-    /// Values from the command line (the last tier).
+    /// Values from the command line (the last scope).
     pub cli: CliOverrides,
 }
 
@@ -69,8 +69,8 @@ impl SettingsSources {
             .map(|r| r.join(".hanzo").join("settings.local.json"))
     }
 
-    /// Each tier's file path that could be known (user, project, local), whether or not it exists.
-    pub fn tier_files(&self) -> Vec<(Scope, PathBuf)> {
+    /// Each scope's file path that could be known (user, project, local), whether or not it exists.
+    pub fn scope_files(&self) -> Vec<(Scope, PathBuf)> {
         [
             (Scope::User, self.user_file.clone()),
             (Scope::Project, self.project_file()),
@@ -120,10 +120,10 @@ impl LoadedSettings {
     }
 }
 
-/// Reads the files that exist, parses them and merges all tiers. A file that exists but cannot be
+/// Reads the files that exist, parses them and merges all scopes. A file that exists but cannot be
 /// read or parsed is an error: a broken file never silently becomes the defaults.
 pub fn load(sources: &SettingsSources) -> Result<LoadedSettings, SettingsError> {
-    let mut tier_files = Vec::new();
+    let mut scope_files = Vec::new();
     let mut warnings = Vec::new();
     let mut files = Vec::new();
     let read_rules = super::read_paths::ReadPathRules::new(
@@ -138,27 +138,32 @@ pub fn load(sources: &SettingsSources) -> Result<LoadedSettings, SettingsError> 
             .filter_map(|f| f.parent().map(Path::to_path_buf))
             .collect(),
     );
-    for (tier, path) in sources.tier_files() {
+    for (scope, path) in sources.scope_files() {
         let name = path.display().to_string();
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                files.push((tier, path, false));
+                files.push((scope, path, false));
                 continue;
             }
             Err(source) => return Err(SettingsError::Read { file: name, source }),
         };
-        files.push((tier, path, true));
-        let (mut settings, w) = parse_settings(tier, &name, &text)?;
+        files.push((scope, path, true));
+        let (mut settings, w) = parse_settings(scope, &name, &text)?;
         warnings.extend(w);
         super::read_paths::resolve(&mut settings, &name, &read_rules, &mut warnings)?;
-        tier_files.push(TierFile {
-            tier,
+        scope_files.push(ScopeFile {
+            scope,
             file: name,
             settings,
         });
     }
-    let find = |t: Scope| tier_files.iter().find(|f| f.tier == t).map(|f| &f.settings);
+    let find = |t: Scope| {
+        scope_files
+            .iter()
+            .find(|f| f.scope == t)
+            .map(|f| &f.settings)
+    };
     let content = TrustContent::from_workspace_files(find(Scope::Project), find(Scope::Local));
     let root = sources
         .project_root
@@ -185,7 +190,7 @@ pub fn load(sources: &SettingsSources) -> Result<LoadedSettings, SettingsError> 
         }
     };
     let mut merged = merge(
-        &tier_files,
+        &scope_files,
         &sources.env,
         &sources.cli,
         trust_check.is_trusted(),

@@ -1,4 +1,4 @@
-//! Merging parsed tiers into the effective configuration, and its canonical JSON form.
+//! Merging parsed settings scopes into the effective configuration, and its canonical JSON form.
 
 use super::file::{
     InputMode, IsolationMode, LspServerEntry, McpServerEntry, SandboxEntry, Secret, SecretObject,
@@ -6,7 +6,7 @@ use super::file::{
 };
 use super::SettingsError;
 use crate::hooks::HookConfig;
-use crate::permission::{PermissionRule, RuleError, RuleList, Scope, TieredPolicy};
+use crate::permission::{PermissionRule, RuleError, RuleList, Scope, ScopedPolicy};
 use crate::suggest::did_you_mean;
 use crate::trust::TrustContent;
 use serde::Serialize;
@@ -17,7 +17,7 @@ use std::fmt;
 /// HIP-0301 §4's default model: the provider table's (`hanzo_ipc::roles::providers`).
 pub const DEFAULT_MODEL: &str = hanzo_ipc::roles::providers::DEFAULT_MODEL;
 
-/// The environment tier: variable → the setting it sets. Empty values count as unset.
+/// The environment scope: variable → the setting it sets. Empty values count as unset.
 pub const ENV_VARS: &[(&str, &str)] = &[
     ("HANZO_API_KEY", "api_key"),
     ("HANZO_MODEL", "model"),
@@ -75,16 +75,16 @@ impl fmt::Display for Source {
 
 /// One parsed settings file and the name it is reported under.
 #[derive(Debug, Clone)]
-pub struct TierFile {
+pub struct ScopeFile {
     /// Which scope the file is.
-    pub tier: Scope,
+    pub scope: Scope,
     /// How warnings and errors name it (its path).
     pub file: String,
     /// Its parsed content.
     pub settings: SettingsFile,
 }
 
-/// Values given on the command line (the last tier).
+/// Values given on the command line (the last scope).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CliOverrides {
     /// `--model`.
@@ -122,7 +122,7 @@ impl TrustStatus {
     }
 }
 
-/// One MCP server after merging the tiers field by field.
+/// One MCP server after merging the scopes field by field.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct McpServer {
     /// The stdio server's program, if set.
@@ -155,14 +155,14 @@ pub struct McpServer {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfiguredHook {
     /// The scope whose file defines it.
-    pub tier: Scope,
+    pub scope: Scope,
     /// The hook.
     pub hook: HookConfig,
 }
 
-/// Permission rules per tier, each in file order.
+/// Permission rules per scope, each in file order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct TierRules {
+pub struct ScopeRules {
     /// The user file's rules.
     pub user: Vec<PermissionRule>,
     /// The project file's rules (its allow rules count only when trusted).
@@ -176,21 +176,21 @@ pub struct TierRules {
 pub struct SandboxConfig {
     /// How commands are isolated (what the user asked for).
     pub isolation: IsolationMode,
-    /// Paths outside the workspace commands may read, from every tier in order (workspace tiers
+    /// Paths outside the workspace commands may read, from every scope in order (workspace scopes
     /// only when trusted).
     pub extra_read_paths: Vec<String>,
-    /// Paths outside the workspace commands may write, from every tier in order (workspace tiers
+    /// Paths outside the workspace commands may write, from every scope in order (workspace scopes
     /// only when trusted).
     pub extra_write_paths: Vec<String>,
     /// `sandbox.network_allow` as the files write it, concatenated like the path lists (the
     /// canonical form the config-merge vectors fix). **Not** what is enforced: see
     /// `network_effective`.
     pub network_allow: Vec<String>,
-    /// The allow-list commands get (`hanzo_policy::network::effective_allow_list` of the tiers:
-    /// the user tier grants, project and local only narrow, an untrusted workspace gets none,
+    /// The allow-list commands get (`hanzo_policy::network::effective_allow_list` of the scopes:
+    /// the user scope grants, project and local only narrow, an untrusted workspace gets none,
     /// `--network-allow` adds): canonical entries, in order.
     pub network_effective: Vec<String>,
-    /// Each entry of `network_effective` with the tier it came from.
+    /// Each entry of `network_effective` with the scope it came from.
     pub network_sources: Vec<(String, crate::network::EntrySource)>,
 }
 
@@ -211,14 +211,14 @@ pub struct Config {
     pub api_key: Option<(Secret, Source)>,
     /// OAuth credentials from the user file, with where they came from.
     pub oauth_credentials: Option<(SecretObject, Source)>,
-    /// Extra instructions for the system prompt (the last tier that sets them wins).
+    /// Extra instructions for the system prompt (the last scope that sets them wins).
     pub custom_instructions: String,
     /// How the interactive session's input line takes keys.
     pub input_mode: InputMode,
     /// Every named server, disabled ones included (marked).
     pub mcp_servers: BTreeMap<String, McpServer>,
     /// Permission rules by scope.
-    pub permissions: TierRules,
+    pub permissions: ScopeRules,
     /// Hooks in effect, in run order (user, then project and local when trusted).
     pub hooks: Vec<ConfiguredHook>,
     /// The sandbox settings.
@@ -237,7 +237,7 @@ pub struct Merged {
     pub config: Config,
     /// What was ignored or looked wrong, in order.
     pub warnings: Vec<Warning>,
-    /// Canonical key path → the tier that set it.
+    /// Canonical key path → the scope that set it.
     pub sources: BTreeMap<String, Source>,
     /// What trusting this workspace would cover (empty when nothing needs trust).
     pub trust_content: TrustContent,
@@ -266,7 +266,8 @@ fn rules_json(rules: &[PermissionRule]) -> Value {
 
 impl Config {
     /// The canonical JSON form (documented in `test-vectors/README.md`). Secrets appear only as
-    /// `"<redacted:TIER>"`.
+    /// `"<redacted:SCOPE>"`. Each hook carries its scope under the key `"tier"`, the form the
+    /// `config-merge` vectors pin.
     pub fn canonical_json(&self) -> Value {
         let servers: Map<String, Value> = self
             .mcp_servers
@@ -315,7 +316,7 @@ impl Config {
                 "local": rules_json(&self.permissions.local),
             },
             "hooks": self.hooks.iter().map(|h| json!({
-                "tier": h.tier.as_str(),
+                "tier": h.scope.as_str(),
                 "event": h.hook.event.as_str(),
                 "command": h.hook.command,
                 "tool_pattern": h.hook.tool_pattern,
@@ -332,8 +333,8 @@ impl Config {
     }
 
     /// The permission policy these settings define; workspace allow rules count only if trusted.
-    pub fn permission_policy(&self) -> Result<TieredPolicy, RuleError> {
-        Ok(TieredPolicy::new(
+    pub fn permission_policy(&self) -> Result<ScopedPolicy, RuleError> {
+        Ok(ScopedPolicy::new(
             RuleList::new(self.permissions.user.clone())?,
             RuleList::new(self.permissions.project.clone())?,
             RuleList::new(self.permissions.local.clone())?,
@@ -365,13 +366,13 @@ fn push_unique(
 /// Merges files (any order; sorted user < project < local), then the environment, then the CLI.
 /// `trusted` says whether the user trusted exactly this workspace content.
 pub fn merge(
-    files: &[TierFile],
+    files: &[ScopeFile],
     env: &BTreeMap<String, String>,
     cli: &CliOverrides,
     trusted: bool,
 ) -> Result<Merged, SettingsError> {
-    let mut files: Vec<&TierFile> = files.iter().collect();
-    files.sort_by_key(|f| f.tier);
+    let mut files: Vec<&ScopeFile> = files.iter().collect();
+    files.sort_by_key(|f| f.scope);
     let (trust_content, trust) = trust_of(&files, trusted);
     let mut m = Merger::new(trust);
     for f in &files {
@@ -383,8 +384,8 @@ pub fn merge(
 }
 
 /// What the workspace files would need trusting for, and whether they are trusted.
-fn trust_of(files: &[&TierFile], trusted: bool) -> (TrustContent, TrustStatus) {
-    let find = |tier: Scope| files.iter().find(|f| f.tier == tier).map(|f| &f.settings);
+fn trust_of(files: &[&ScopeFile], trusted: bool) -> (TrustContent, TrustStatus) {
+    let find = |scope: Scope| files.iter().find(|f| f.scope == scope).map(|f| &f.settings);
     let content = TrustContent::from_workspace_files(find(Scope::Project), find(Scope::Local));
     let status = if content.is_empty() {
         TrustStatus::NotRequired
@@ -407,12 +408,12 @@ struct Merger {
     custom_instructions: String,
     input_mode: InputMode,
     servers: BTreeMap<String, McpServerEntry>,
-    permissions: TierRules,
+    permissions: ScopeRules,
     hooks: Vec<ConfiguredHook>,
     sandbox: SandboxConfig,
     lsp_servers: BTreeMap<String, LspServerEntry>,
-    /// `sandbox.network_allow` per tier (user, project, local) as written, with the file that
-    /// set it last; combined in `finish` (workspace tiers only narrow).
+    /// `sandbox.network_allow` per scope (user, project, local) as written, with the file that
+    /// set it last; combined in `finish` (workspace scopes only narrow).
     network: [Option<(Vec<String>, String)>; 3],
     network_cli: Vec<String>,
 }
@@ -438,7 +439,7 @@ impl Merger {
             custom_instructions: String::new(),
             input_mode: InputMode::default(),
             servers: BTreeMap::new(),
-            permissions: TierRules::default(),
+            permissions: ScopeRules::default(),
             hooks: Vec::new(),
             sandbox: SandboxConfig::default(),
             lsp_servers: BTreeMap::new(),
@@ -459,10 +460,10 @@ impl Merger {
     }
 
     /// One settings file, on top of what came before.
-    fn apply_file(&mut self, f: &TierFile) {
-        let src = Source::from(f.tier);
+    fn apply_file(&mut self, f: &ScopeFile) {
+        let src = Source::from(f.scope);
         // An untrusted workspace file keeps only what needs no trust.
-        let gated = f.tier.is_workspace() && self.trust == TrustStatus::Untrusted;
+        let gated = f.scope.is_workspace() && self.trust == TrustStatus::Untrusted;
         if gated {
             self.warn_untrusted(f);
         }
@@ -482,7 +483,7 @@ impl Merger {
     }
 
     /// Language servers replace by name; an untrusted workspace file sets none.
-    fn apply_lsp_servers(&mut self, f: &TierFile, src: Source, gated: bool) {
+    fn apply_lsp_servers(&mut self, f: &ScopeFile, src: Source, gated: bool) {
         let Some(map) = &f.settings.lsp_servers else {
             return;
         };
@@ -496,7 +497,7 @@ impl Merger {
         }
     }
 
-    fn warn_untrusted(&mut self, f: &TierFile) {
+    fn warn_untrusted(&mut self, f: &ScopeFile) {
         let c = TrustContent::from_workspace_files(Some(&f.settings), None);
         let summary = c.project.summary();
         if !summary.is_empty() {
@@ -510,7 +511,7 @@ impl Merger {
     }
 
     /// `model`, `custom_instructions`, `input_mode`: the last file that sets one wins.
-    fn apply_scalars(&mut self, f: &TierFile, src: Source) {
+    fn apply_scalars(&mut self, f: &ScopeFile, src: Source) {
         let s = &f.settings;
         if let Some(m) = &s.model {
             self.model = m.clone();
@@ -527,9 +528,9 @@ impl Merger {
     }
 
     /// `api_key`, `oauth_credentials`: from the user file only. `parse_settings` already removed
-    /// them from workspace files; checked again because a `TierFile` can be built by hand.
-    fn apply_secrets(&mut self, f: &TierFile, src: Source) {
-        if f.tier.is_workspace() {
+    /// them from workspace files; checked again because a `ScopeFile` can be built by hand.
+    fn apply_secrets(&mut self, f: &ScopeFile, src: Source) {
+        if f.scope.is_workspace() {
             return;
         }
         if let Some(k) = &f.settings.api_key {
@@ -571,29 +572,29 @@ impl Merger {
         }
     }
 
-    /// Each tier keeps its own list (evaluation needs them apart); a later file of the same tier
+    /// Each scope keeps its own list (evaluation needs them apart); a later file of the same scope
     /// replaces it.
-    fn apply_permissions(&mut self, f: &TierFile, src: Source) {
+    fn apply_permissions(&mut self, f: &ScopeFile, src: Source) {
         let Some(p) = &f.settings.permissions else {
             return;
         };
         let rules = p.to_rules();
         if !rules.is_empty() {
-            self.set_source(format!("permissions.{}", f.tier), src);
+            self.set_source(format!("permissions.{}", f.scope), src);
         }
-        match f.tier {
+        match f.scope {
             Scope::User => self.permissions.user = rules,
             Scope::Project => self.permissions.project = rules,
             Scope::Local => self.permissions.local = rules,
         }
     }
 
-    fn apply_hooks(&mut self, f: &TierFile, src: Source) {
+    fn apply_hooks(&mut self, f: &ScopeFile, src: Source) {
         for h in f.settings.hooks.iter().flatten() {
             self.sources
                 .insert(format!("hooks[{}]", self.hooks.len()), src);
             self.hooks.push(ConfiguredHook {
-                tier: f.tier,
+                scope: f.scope,
                 hook: h.clone(),
             });
         }
@@ -601,9 +602,9 @@ impl Merger {
 
     /// `sandbox.isolation`: a workspace file may raise it (`tier-a` < `auto` < `strict`), never
     /// lower it. The path and host lists concatenate; an untrusted workspace file adds none.
-    fn apply_sandbox(&mut self, f: &TierFile, sb: &SandboxEntry, src: Source, gated: bool) {
+    fn apply_sandbox(&mut self, f: &ScopeFile, sb: &SandboxEntry, src: Source, gated: bool) {
         if let Some(iso) = sb.isolation {
-            if f.tier.is_workspace() && iso < self.sandbox.isolation {
+            if f.scope.is_workspace() && iso < self.sandbox.isolation {
                 self.warn(
                     &f.file,
                     format!(
@@ -617,7 +618,7 @@ impl Merger {
             }
         }
         if let Some(hosts) = &sb.network_allow {
-            let slot = match f.tier {
+            let slot = match f.scope {
                 Scope::User => 0,
                 Scope::Project => 1,
                 Scope::Local => 2,
@@ -651,7 +652,7 @@ impl Merger {
         }
     }
 
-    /// The environment tier: `HANZO_*` variables from [`ENV_VARS`]; a near miss of one of them
+    /// The environment scope: `HANZO_*` variables from [`ENV_VARS`]; a near miss of one of them
     /// is a warning, other `HANZO_*` variables belong to other parts of the product.
     fn apply_env(&mut self, env: &BTreeMap<String, String>) -> Result<(), SettingsError> {
         let known: Vec<&str> = ENV_VARS.iter().map(|(v, _)| *v).collect();
@@ -711,23 +712,23 @@ impl Merger {
         self.network_cli = cli.network_allow.clone();
     }
 
-    /// `sandbox.network_allow`: the user tier grants, the workspace tiers only narrow, an
+    /// `sandbox.network_allow`: the user scope grants, the workspace scopes only narrow, an
     /// untrusted workspace gets none, `--network-allow` adds
     /// (`crate::network::effective_allow_list`); each ignored entry is a warning naming its file.
     fn finish_network(&mut self) {
-        use crate::network::{effective_allow_list, EntrySource, TierEntries};
+        use crate::network::{effective_allow_list, EntrySource, ScopeEntries};
         let [user, project, local] = std::mem::take(&mut self.network);
         let list = |t: &Option<(Vec<String>, String)>| t.as_ref().map(|(v, _)| v.clone());
         let (u, p, l) = (list(&user), list(&project), list(&local));
-        let effective = effective_allow_list(&TierEntries {
+        let effective = effective_allow_list(&ScopeEntries {
             user: u.as_deref(),
             project: p.as_deref(),
             local: l.as_deref(),
             cli: &self.network_cli,
             trusted: self.trust != TrustStatus::Untrusted,
         });
-        let file_of = |tier: EntrySource| -> String {
-            let named = match tier {
+        let file_of = |scope: EntrySource| -> String {
+            let named = match scope {
                 EntrySource::User => &user,
                 EntrySource::Project => &project,
                 EntrySource::Local => &local,
@@ -739,7 +740,7 @@ impl Merger {
                 .unwrap_or_else(|| "settings".to_string())
         };
         for w in &effective.warnings {
-            let file = file_of(w.tier);
+            let file = file_of(w.scope);
             self.warn(&file, w.message.clone());
         }
         self.sandbox.network_effective = effective.list.entries();
@@ -820,7 +821,7 @@ impl Merger {
     }
 }
 
-/// A later tier replaces exactly the fields it sets (`args` and `env` as a whole); returns the
+/// A later scope replaces exactly the fields it sets (`args` and `env` as a whole); returns the
 /// names of the fields it set.
 fn merge_server_fields(acc: &mut McpServerEntry, entry: McpServerEntry) -> Vec<&'static str> {
     let mut set = Vec::new();
@@ -880,22 +881,24 @@ mod tests {
     use super::*;
     use crate::settings::parse_settings;
 
-    fn tier(tier: Scope, text: &str) -> TierFile {
-        TierFile {
-            tier,
-            file: tier.as_str().to_string(),
-            settings: parse_settings(tier, tier.as_str(), text).expect("valid").0,
+    fn scope_file(scope: Scope, text: &str) -> ScopeFile {
+        ScopeFile {
+            scope,
+            file: scope.as_str().to_string(),
+            settings: parse_settings(scope, scope.as_str(), text)
+                .expect("valid")
+                .0,
         }
     }
 
     #[test]
     fn command_and_url_after_merge_is_an_error() {
         let files = [
-            tier(
+            scope_file(
                 Scope::User,
                 r#"{"mcp_servers": {"x": {"url": "https://x"}}}"#,
             ),
-            tier(
+            scope_file(
                 Scope::Project,
                 r#"{"mcp_servers": {"x": {"command": "x"}}}"#,
             ),
@@ -911,11 +914,11 @@ mod tests {
     #[test]
     fn mcp_timeouts_merge_field_by_field_and_show_only_when_set() {
         let files = [
-            tier(
+            scope_file(
                 Scope::User,
                 r#"{"mcp_servers": {"x": {"command": "x", "timeout_ms": 5000}, "y": {"command": "y"}}}"#,
             ),
-            tier(
+            scope_file(
                 Scope::Local,
                 r#"{"mcp_servers": {"x": {"startup_timeout_ms": 9000}}}"#,
             ),
@@ -950,11 +953,11 @@ mod tests {
     fn mcp_filesystem_merges_shows_only_when_set_and_needs_trust_from_a_workspace() {
         use crate::settings::McpFilesystemSetting as Fs;
         let files = [
-            tier(
+            scope_file(
                 Scope::User,
                 r#"{"mcp_servers": {"x": {"command": "x"}, "y": {"command": "y", "filesystem": "none"}}}"#,
             ),
-            tier(
+            scope_file(
                 Scope::Project,
                 r#"{"mcp_servers": {"x": {"filesystem": "workspace-rw"}}}"#,
             ),
@@ -989,13 +992,13 @@ mod tests {
     }
 
     #[test]
-    fn secrets_from_a_hand_built_workspace_tier_are_still_ignored() {
+    fn secrets_from_a_hand_built_workspace_scope_are_still_ignored() {
         let settings = SettingsFile {
             api_key: Some(Secret::new("sk-evil")),
             ..Default::default()
         };
-        let files = [TierFile {
-            tier: Scope::Local,
+        let files = [ScopeFile {
+            scope: Scope::Local,
             file: "l".into(),
             settings,
         }];
@@ -1005,7 +1008,10 @@ mod tests {
 
     #[test]
     fn cli_beats_env_beats_files_and_sources_say_so() {
-        let files = [tier(Scope::User, r#"{"model": "u", "input_mode": "vim"}"#)];
+        let files = [scope_file(
+            Scope::User,
+            r#"{"model": "u", "input_mode": "vim"}"#,
+        )];
         let mut env = BTreeMap::new();
         env.insert("HANZO_MODEL".to_string(), "e".to_string());
         env.insert("HANZO_ISOLATION".to_string(), "strict".to_string());
@@ -1029,11 +1035,11 @@ mod tests {
     #[test]
     fn lsp_servers_from_an_untrusted_workspace_are_ignored_and_named() {
         let files = [
-            tier(
+            scope_file(
                 Scope::User,
                 r#"{"lsp_servers": {"pyright": {"command": "/opt/p"}}}"#,
             ),
-            tier(
+            scope_file(
                 Scope::Project,
                 r#"{"lsp_servers": {"evil": {"command": "./x", "files": ["*.py"]}}}"#,
             ),
@@ -1059,7 +1065,7 @@ mod tests {
 
     #[test]
     fn untrusted_policy_ignores_workspace_allow_but_keeps_deny() {
-        let files = [tier(
+        let files = [scope_file(
             Scope::Project,
             r#"{"permissions": {"bash(npm *)": "allow", "bash(rm *)": "deny"}}"#,
         )];
@@ -1078,11 +1084,11 @@ mod tests {
     fn network_allow_user_grants_project_narrows_with_warnings_cli_adds() {
         use crate::network::EntrySource;
         let files = [
-            tier(
+            scope_file(
                 Scope::User,
                 r#"{"sandbox": {"network_allow": ["pypi.org", "*.crates.io"]}}"#,
             ),
-            tier(
+            scope_file(
                 Scope::Project,
                 r#"{"sandbox": {"network_allow": ["static.crates.io", "evil.example"]}}"#,
             ),
@@ -1121,13 +1127,13 @@ mod tests {
     }
 
     #[test]
-    fn network_allow_in_an_untrusted_workspace_enforces_nothing_even_from_the_user_tier() {
+    fn network_allow_in_an_untrusted_workspace_enforces_nothing_even_from_the_user_scope() {
         let files = [
-            tier(
+            scope_file(
                 Scope::User,
                 r#"{"sandbox": {"network_allow": ["pypi.org"]}}"#,
             ),
-            tier(
+            scope_file(
                 Scope::Project,
                 r#"{"sandbox": {"network_allow": ["evil.example"]}}"#,
             ),

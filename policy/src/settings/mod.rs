@@ -1,5 +1,5 @@
 //! Layered settings (HIP-0301 §4): the `settings.json` format, parsing with precise errors, the
-//! merge of user < project < local < environment < CLI tiers, and the canonical merged form that
+//! merge of user < project < local < environment < CLI scopes, and the canonical merged form that
 //! `hanzo-dev config show --json` prints and the `config-merge` vectors compare.
 //!
 //! Files are parsed from text (so errors carry line and column); loading from disk is a thin
@@ -16,8 +16,8 @@ pub use file::{
 };
 pub use load::{find_project_root, load, LoadedSettings, SettingsSources};
 pub use merge::{
-    merge, CliOverrides, Config, ConfiguredHook, McpServer, Merged, SandboxConfig, Source,
-    TierFile, TierRules, TrustStatus, DEFAULT_MODEL, ENV_VARS,
+    merge, CliOverrides, Config, ConfiguredHook, McpServer, Merged, SandboxConfig, ScopeFile,
+    ScopeRules, Source, TrustStatus, DEFAULT_MODEL, ENV_VARS,
 };
 
 /// Why settings could not be loaded. Every variant names where the problem is.

@@ -21,6 +21,7 @@ use hanzo_ipc::roles::model::ToolDef;
 use hanzo_ipc::roles::tools::ToolResult;
 use hanzo_ipc::Role;
 use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The tool that returns a file's current diagnostics.
@@ -115,16 +116,26 @@ fn failure_text(f: &LspFailure) -> String {
 }
 
 async fn ask(lsp: &WorkerHandle<LspProtocol>, request: lsp::Request) -> Result<Response, String> {
+    let (response, _) = ask_answered_by(lsp, request).await?;
+    response
+}
+
+/// [`ask`], also saying which worker process answered (see [`WorkerHandle::call_answered_by`]).
+/// The outer `Err` is a failed exchange; the inner result is the worker's answer.
+async fn ask_answered_by(
+    lsp: &WorkerHandle<LspProtocol>,
+    request: lsp::Request,
+) -> Result<(Result<Response, String>, u64), String> {
     match within(
         Role::Lsp,
         "the language server request",
         LSP_DEADLINE,
-        lsp.call_within(request, LSP_DEADLINE),
+        lsp.call_answered_by(request, LSP_DEADLINE),
     )
     .await
     {
-        Ok(Ok(Response::Failed(f))) => Err(failure_text(&f)),
-        Ok(Ok(r)) => Ok(r),
+        Ok(Ok((Response::Failed(f), by))) => Ok((Err(failure_text(&f)), by)),
+        Ok(Ok((r, by))) => Ok((Ok(r), by)),
         Ok(Err(e)) => Err(format!("the lsp worker could not answer: {e}")),
         Err(m) => Err(m.to_string()),
     }
@@ -212,9 +223,9 @@ fn tool_request(name: &str, input_json: &str) -> Result<lsp::Request, ToolResult
     })
 }
 
-/// The lsp worker as the agent loop uses it: the handle, the `lsp_servers` table (sent again
-/// before each use, a no-op for a worker that has it, so a restarted worker gets it back), and the
-/// bound of the diagnostics block.
+/// The lsp worker as the agent loop uses it: the handle, the `lsp_servers` table (sent once to
+/// each worker process, so a restarted worker gets it back before its first call), and the bound
+/// of the diagnostics block.
 pub struct LspLink<'a> {
     /// The lsp worker's channel.
     pub handle: &'a WorkerHandle<LspProtocol>,
@@ -222,6 +233,10 @@ pub struct LspLink<'a> {
     pub servers_json: String,
     /// Most bytes of the diagnostics block appended to a file tool's result (0: none).
     pub block_bytes: usize,
+    /// The worker process (its generation) that last acknowledged `servers_json`; 0: none yet.
+    /// Calls to that process go without the `Configure` exchange; a restarted worker (a new
+    /// generation) is configured again before it is asked anything.
+    configured: AtomicU64,
 }
 
 impl<'a> LspLink<'a> {
@@ -232,30 +247,56 @@ impl<'a> LspLink<'a> {
             handle,
             servers_json,
             block_bytes: DEFAULT_BLOCK_BYTES,
+            configured: AtomicU64::new(0),
         }
     }
 
-    /// Send the `lsp_servers` table (before the run's first call, and before each use).
+    /// Send the `lsp_servers` table (before the run's first call, and again to every process
+    /// of the worker that has not acknowledged it).
     pub async fn configure(&self, deadlines: &Deadlines) -> Result<(), String> {
         match within(
             Role::Lsp,
             "configuring the language servers",
             deadlines.request,
-            self.handle.call(lsp::Request::Configure {
-                servers_json: self.servers_json.clone(),
-            }),
+            self.handle.call_answered_by(
+                lsp::Request::Configure {
+                    servers_json: self.servers_json.clone(),
+                },
+                deadlines.request,
+            ),
         )
         .await
         {
-            Ok(Ok(Response::Done)) => Ok(()),
-            Ok(Ok(Response::Failed(f))) => Err(f.message),
-            Ok(Ok(other)) => Err(format!("unexpected reply from the lsp worker: {other:?}")),
+            Ok(Ok((Response::Done, by))) => {
+                self.configured.store(by, Ordering::Release);
+                Ok(())
+            }
+            Ok(Ok((Response::Failed(f), _))) => Err(f.message),
+            Ok(Ok((other, _))) => Err(format!("unexpected reply from the lsp worker: {other:?}")),
             Ok(Err(e)) => Err(e.to_string()),
             Err(m) => Err(m.to_string()),
         }
     }
 
+    /// The worker process (its [`crate::worker::WorkerInfo::generation`]) that last
+    /// acknowledged the table; 0 when none has.
+    pub fn configured_generation(&self) -> u64 {
+        self.configured.load(Ordering::Acquire)
+    }
+
+    /// Ask the worker, configuring it first when the running process has not acknowledged the
+    /// table (each `Configure` is a round trip more per call). An answer from a process that
+    /// started between that check and the call, and so never saw the table, is not used: that
+    /// process is configured, and asked again.
     async fn ask(&self, request: lsp::Request) -> Result<Response, String> {
+        let running = self.handle.info().map(|i| i.generation);
+        if running.is_none() || running != Some(self.configured.load(Ordering::Acquire)) {
+            self.configure(&Deadlines::default()).await?;
+        }
+        let (answer, by) = ask_answered_by(self.handle, request.clone()).await?;
+        if by == self.configured.load(Ordering::Acquire) {
+            return answer;
+        }
         self.configure(&Deadlines::default()).await?;
         ask(self.handle, request).await
     }

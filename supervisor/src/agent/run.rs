@@ -23,7 +23,7 @@ use hanzo_ipc::roles::model::{
 };
 use hanzo_ipc::roles::tools::ToolResult;
 use hanzo_policy::hooks::HookConfig;
-use hanzo_policy::permission::TieredPolicy;
+use hanzo_policy::permission::ScopedPolicy;
 use hanzo_store::{
     AgentDef, NewRun, RunId, RunStatus, RunStore, SecretValues, SessionId, StepEnd, StepId,
     TokenUsage,
@@ -186,8 +186,8 @@ pub struct AgentLoop<'a, A, T, P> {
     pub tools: &'a T,
     /// Who answers when the policy says `prompt`.
     pub prompter: &'a P,
-    /// The permission rules, by tier.
-    pub policy: &'a TieredPolicy,
+    /// The permission rules, by scope.
+    pub policy: &'a ScopedPolicy,
     /// Where the run, its steps, calls and audit records are written.
     pub store: &'a mut RunStore,
     /// Where the run's events go as they happen (the terminal view, `--json`, a chat screen).

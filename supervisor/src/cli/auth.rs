@@ -62,10 +62,15 @@ pub fn status_json(r: &AuthStatusReport) -> serde_json::Value {
 fn status_text(r: &AuthStatusReport) -> String {
     let mut out = String::new();
     if r.entries.is_empty() {
-        out.push_str(
+        let vars: Vec<&str> = hanzo_ipc::roles::providers::PROVIDERS
+            .iter()
+            .map(|p| p.credential_env[0])
+            .collect();
+        out.push_str(&format!(
             "No credentials. Log in with `hanzo-dev login` (a remote MCP server: `hanzo-dev \
-             mcp login NAME`), or set HANZO_API_KEY, ANTHROPIC_API_KEY or OPENAI_API_KEY.\n",
-        );
+             mcp login NAME`), or set {}.\n",
+            or_list(&vars)
+        ));
     }
     for e in &r.entries {
         let mut line = format!(
@@ -129,5 +134,34 @@ pub async fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
                 }
             }
         }
+    }
+}
+
+/// `a`, `a or b`, `a, b or c`.
+fn or_list(items: &[&str]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => (*one).to_string(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn with_no_credentials_the_status_names_every_providers_key_variable() {
+        let text = status_text(&AuthStatusReport {
+            entries: Vec::new(),
+            detected: None,
+            warnings: Vec::new(),
+        });
+        assert!(
+            text.contains("set HANZO_API_KEY, ANTHROPIC_API_KEY or OPENAI_API_KEY."),
+            "{text}"
+        );
+        assert_eq!(or_list(&["a"]), "a");
+        assert_eq!(or_list(&["a", "b"]), "a or b");
     }
 }

@@ -696,21 +696,21 @@ fn slash_command(
     Ok(())
 }
 
-/// `/permissions`: the rules in effect, by tier, in the order they are checked.
+/// `/permissions`: the rules in effect, by scope, in the order they are checked.
 fn permissions_text(prep: &Prepared) -> String {
     let rules = &prep.loaded.merged.config.permissions;
     let mut out = format!(
         "permission rules (workspace {}trusted):\n",
         if prep.policy.is_trusted() { "" } else { "not " }
     );
-    for (tier, list) in [
+    for (scope, list) in [
         ("local", &rules.local),
         ("project", &rules.project),
         ("user", &rules.user),
     ] {
         for r in list {
             out.push_str(&format!(
-                "  [{tier}] {} → {}\n",
+                "  [{scope}] {} → {}\n",
                 r.tool_pattern,
                 r.mode.as_str()
             ));

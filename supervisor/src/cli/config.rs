@@ -1,5 +1,5 @@
 //! `hanzo-dev config show [--json] [--sources]`: the merged configuration in canonical form
-//! (`test-vectors/README.md`), optionally with the tier that set each value. Secrets are redacted.
+//! (`test-vectors/README.md`), optionally with the scope that set each value. Secrets are redacted.
 
 use super::exit;
 use hanzo_policy::settings::{load, CliOverrides, LoadedSettings, SettingsSources, Source};
@@ -22,7 +22,7 @@ pub enum ConfigCommand {
         /// Canonical JSON instead of `key = value` lines.
         #[arg(long)]
         json: bool,
-        /// Also say which tier set each value.
+        /// Also say which scope set each value.
         #[arg(long)]
         sources: bool,
     },
@@ -96,9 +96,9 @@ pub fn render(loaded: &LoadedSettings, json: bool, with_sources: bool) -> String
         }
     }
     if with_sources {
-        for (tier, path, exists) in &loaded.files {
+        for (scope, path, exists) in &loaded.files {
             let state = if *exists { "read" } else { "absent" };
-            out.push_str(&format!("# {tier}: {} ({state})\n", path.display()));
+            out.push_str(&format!("# {scope}: {} ({state})\n", path.display()));
         }
     }
     out

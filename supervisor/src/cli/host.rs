@@ -25,8 +25,8 @@ use anyhow::Context;
 use hanzo_ipc::roles::model::{ProviderConfig, ProviderId, RetryPolicy};
 use hanzo_policy::hooks::HookConfig;
 use hanzo_policy::isolation::{IsolationMode, Tier};
-use hanzo_policy::permission::TieredPolicy;
-use hanzo_policy::settings::{load, CliOverrides, LoadedSettings, SettingsSources};
+use hanzo_policy::permission::ScopedPolicy;
+use hanzo_policy::settings::{load, CliOverrides, Config, LoadedSettings, SettingsSources};
 use hanzo_store::{AgentDef, RunStore, SecretValues, SessionId};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -40,7 +40,7 @@ pub(super) struct Prepared {
     pub(super) cassette: Option<String>,
     pub(super) provider: Option<ProviderId>,
     pub(super) loaded: LoadedSettings,
-    pub(super) policy: TieredPolicy,
+    pub(super) policy: ScopedPolicy,
     pub(super) hooks: Vec<HookConfig>,
     pub(super) hooks_time: Duration,
     pub(super) isolation: IsolationMode,
@@ -55,12 +55,56 @@ pub(super) struct Prepared {
 }
 
 /// Everything that can be refused before a worker starts. `Err(code)` when `run` must end here
-/// with that code (the reason already printed).
+/// with that code (the reason already printed). One step per concern, in the order a user meets
+/// the refusals: the workspace and task, the provider and store location, a dangerous workspace,
+/// the settings, the isolation and network the machine can give, then the store and the agent.
 pub(super) fn prepare(
     args: &Args,
     env: &StartEnv,
     demo: Option<&Path>,
 ) -> anyhow::Result<Result<Prepared, i32>> {
+    let workspace = workspace_dir(args, demo)?;
+    let (task, cassette) = task_and_cassette(args, demo)?;
+    let provider = args.provider.as_deref().map(parse_provider).transpose()?;
+    let store_path = super::store::store_file(args.org.as_deref(), env)?;
+    let dangerous = refuse_dangerous_workspace(args, env, &workspace, &store_path)?;
+    let loaded = load_settings(args, env, &workspace)?;
+    let config = &loaded.merged.config;
+    let (policy, hooks, hooks_time) = policy_and_hooks(config, demo, &workspace)?;
+    let isolation = args.isolation.unwrap_or(config.sandbox.isolation);
+    let (kernel_landlock_abi, network) = match check_isolation(isolation, config) {
+        Ok(settled) => settled,
+        Err(code) => return Ok(Err(code)),
+    };
+    let (store, secrets) = open_store(args, env, &loaded, &workspace)?;
+    let agent_name = args
+        .agent
+        .clone()
+        .unwrap_or_else(|| defs::DEFAULT_AGENT.to_string());
+    let stages = resolve_agent(&agent_name, &store)?;
+    Ok(Ok(Prepared {
+        workspace,
+        task,
+        cassette,
+        provider,
+        loaded,
+        policy,
+        hooks,
+        hooks_time,
+        isolation,
+        kernel_landlock_abi,
+        store,
+        secrets,
+        agent_name,
+        stages,
+        dangerous,
+        network_allow: network.entries(),
+    }))
+}
+
+/// The workspace, canonical: the demo's project, `--workspace`, or the current directory. Made
+/// canonical first because every later check (dangers, settings, trust) compares real paths.
+fn workspace_dir(args: &Args, demo: Option<&Path>) -> anyhow::Result<PathBuf> {
     let workspace = match (demo, &args.workspace) {
         (Some(d), _) => d.to_path_buf(),
         (None, Some(w)) => w.clone(),
@@ -68,9 +112,14 @@ pub(super) fn prepare(
             std::env::current_dir().context("cannot determine the current directory")?
         }
     };
-    let workspace = workspace
+    workspace
         .canonicalize()
-        .map_err(|e| usage(format!("workspace {}: {e}", workspace.display())))?;
+        .map_err(|e| usage(format!("workspace {}: {e}", workspace.display())))
+}
+
+/// The task and the recorded model answers to replay, if any: the demo brings both; otherwise an
+/// empty task is a usage error before a cassette file is even read.
+fn task_and_cassette(args: &Args, demo: Option<&Path>) -> anyhow::Result<(String, Option<String>)> {
     let task = match (&args.task, demo.is_some()) {
         (_, true) => crate::demo::TASK.to_string(),
         (Some(t), false) if !t.trim().is_empty() => t.clone(),
@@ -84,9 +133,19 @@ pub(super) fn prepare(
         ),
         (None, false) => None,
     };
-    let provider = args.provider.as_deref().map(parse_provider).transpose()?;
-    let store_path = super::store::store_file(args.org.as_deref(), env)?;
-    let dangers = crate::workspace::dangers(&workspace, env, Some(&store_path));
+    Ok((task, cassette))
+}
+
+/// What makes `workspace` dangerous to hand to a model (`/`, or a directory containing the home
+/// directory, hanzo's configuration or data, the trust store or this run's store): a refusal
+/// unless `--allow-dangerous-workspace`, which is warned about and returned so the run records it.
+fn refuse_dangerous_workspace(
+    args: &Args,
+    env: &StartEnv,
+    workspace: &Path,
+    store_path: &Path,
+) -> anyhow::Result<Vec<String>> {
+    let dangers = crate::workspace::dangers(workspace, env, Some(store_path));
     if !dangers.is_empty() {
         if !args.allow_dangerous_workspace {
             return Err(usage(format!(
@@ -102,10 +161,16 @@ pub(super) fn prepare(
             workspace.display()
         );
     }
+    Ok(dangers.0)
+}
 
-    // ---- settings: policy, hooks, isolation ----
+/// The merged settings of `workspace` with this invocation's flags (`--model`,
+/// `--network-allow`, each entry checked here so a typo is a usage error, not a warning). Their
+/// warnings go to stderr unless `--json`; the root warning always does (a CI job running as root
+/// with `--json` should see it too).
+fn load_settings(args: &Args, env: &StartEnv, workspace: &Path) -> anyhow::Result<LoadedSettings> {
     let src = SettingsSources::resolve(
-        &workspace,
+        workspace,
         env.vars.iter().cloned().collect(),
         CliOverrides {
             model: args.model.clone(),
@@ -123,11 +188,20 @@ pub(super) fn prepare(
             eprintln!("warning: {w}");
         }
     }
-    // On stderr in every mode: a CI job running as root with --json should see it too.
     if let Some(w) = super::sandbox::root_warning() {
         eprintln!("warning: {w}");
     }
-    let config = &loaded.merged.config;
+    Ok(loaded)
+}
+
+/// The permission policy (the demo's own rules, or the settings' scopes, judged against
+/// `workspace`), the hooks to run and their summed time budget. The demo runs no hooks the
+/// workspace might configure.
+fn policy_and_hooks(
+    config: &Config,
+    demo: Option<&Path>,
+    workspace: &Path,
+) -> anyhow::Result<(ScopedPolicy, Vec<HookConfig>, Duration)> {
     let policy = if demo.is_some() {
         demo_policy()?
     } else {
@@ -135,12 +209,20 @@ pub(super) fn prepare(
             .permission_policy()
             .map_err(|e| usage(format!("permission rules: {e}")))?
     }
-    .with_workspace(&workspace);
+    .with_workspace(workspace);
     let hooks: Vec<_> = config.hooks.iter().map(|h| h.hook.clone()).collect();
     let hooks_time = Duration::from_millis(hooks.iter().map(|h| h.timeout_ms).sum());
-    // The demo runs no hooks the workspace might configure.
     let hooks = if demo.is_some() { Vec::new() } else { hooks };
-    let isolation = args.isolation.unwrap_or(config.sandbox.isolation);
+    Ok((policy, hooks, hooks_time))
+}
+
+/// Fail closed, before anything starts, when the machine cannot give what was asked: tier B for
+/// `--isolation strict`, and tier B for any network for commands. Gives the kernel's Landlock ABI
+/// and the run's network allow-list, or the exit code (the reason printed).
+fn check_isolation(
+    isolation: IsolationMode,
+    config: &Config,
+) -> Result<(u32, hanzo_policy::network::AllowList), i32> {
     let kernel = hanzo_sandbox::doctor::probe_kernel();
     if isolation == IsolationMode::Strict {
         if let Err(why) = kernel.tier_b() {
@@ -148,44 +230,30 @@ pub(super) fn prepare(
                 "error: --isolation strict needs tier B (namespaces), which this machine cannot \
                  give: {why}. Run `hanzo-dev doctor` for details, or use --isolation auto."
             );
-            return Ok(Err(exit::ISOLATION_UNAVAILABLE));
+            return Err(exit::ISOLATION_UNAVAILABLE);
         }
     }
-    // Network for commands needs tier B: fail closed before anything starts.
     let network = config.sandbox.allow_list();
     if let Err(e) = crate::egress::require_egress_tier(&network, isolation, kernel.tier_b()) {
         eprintln!("error: {e}");
-        return Ok(Err(exit::ISOLATION_UNAVAILABLE));
+        return Err(exit::ISOLATION_UNAVAILABLE);
     }
-    // ---- the run store and the agent ----
+    Ok((kernel.landlock_abi, network))
+}
+
+/// The run store, told every secret value it must never write: the environment's, and the ones
+/// the workspace's MCP servers are given (secrets whatever their names).
+fn open_store(
+    args: &Args,
+    env: &StartEnv,
+    loaded: &LoadedSettings,
+    workspace: &Path,
+) -> anyhow::Result<(RunStore, SecretValues)> {
     let mut store =
         super::store::open(args.org.as_deref(), env).map_err(|e| usage(format!("{e:#}")))?;
-    // The secrets MCP servers are given count as secrets whatever their names.
-    let secrets = env.secret_values_with(&crate::mcp::secret_names(&loaded, &workspace));
+    let secrets = env.secret_values_with(&crate::mcp::secret_names(loaded, workspace));
     store.set_secret_values(secrets.clone());
-    let agent_name = args
-        .agent
-        .clone()
-        .unwrap_or_else(|| defs::DEFAULT_AGENT.to_string());
-    let stages = resolve_agent(&agent_name, &store)?;
-    Ok(Ok(Prepared {
-        workspace,
-        task,
-        cassette,
-        provider,
-        loaded,
-        policy,
-        hooks,
-        hooks_time,
-        isolation,
-        kernel_landlock_abi: kernel.landlock_abi,
-        store,
-        secrets,
-        agent_name,
-        stages,
-        dangerous: dangers.0,
-        network_allow: network.entries(),
-    }))
+    Ok((store, secrets))
 }
 
 /// Where a run's egress records arrive, and the store connection they are written with.

@@ -14,7 +14,7 @@ use hanzo_ipc::roles::mcp::{
 };
 use hanzo_ipc::roles::mcphttp::McpLogin;
 use hanzo_ipc::Role;
-use hanzo_policy::permission::{PermissionMode, RuleList, TieredPolicy};
+use hanzo_policy::permission::{PermissionMode, RuleList, ScopedPolicy};
 use hanzo_policy::settings::{load, CliOverrides, LoadedSettings, SettingsSources};
 use serde_json::{json, Value};
 
@@ -277,12 +277,12 @@ async fn with_tree(
     }
 }
 
-fn policy_of(loaded: &LoadedSettings) -> anyhow::Result<TieredPolicy> {
+fn policy_of(loaded: &LoadedSettings) -> anyhow::Result<ScopedPolicy> {
     let p = &loaded.merged.config.permissions;
     let list = |rules: &[hanzo_policy::permission::PermissionRule]| {
         RuleList::new(rules.to_vec()).map_err(|e| anyhow::anyhow!("permission rules: {e}"))
     };
-    Ok(TieredPolicy::new(
+    Ok(ScopedPolicy::new(
         list(&p.user)?,
         list(&p.project)?,
         list(&p.local)?,

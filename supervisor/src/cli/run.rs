@@ -18,7 +18,7 @@ use crate::userfile::{write_user_file, PRIVATE};
 use anyhow::Context;
 use hanzo_ipc::roles::model::ProviderConfig;
 use hanzo_policy::isolation::IsolationMode;
-use hanzo_policy::permission::{PermissionMode, PermissionRule, RuleList, TieredPolicy};
+use hanzo_policy::permission::{PermissionMode, PermissionRule, RuleList, ScopedPolicy};
 use hanzo_policy::settings::Source;
 use hanzo_store::{AgentDef, RunStatus, RunStore};
 use std::io::IsTerminal;
@@ -414,9 +414,9 @@ fn exit_code(r: &RunReport) -> i32 {
     }
 }
 
-/// The demo's own permission rules (the user tier of its policy): reading and searching, editing
+/// The demo's own permission rules (the user scope of its policy): reading and searching, editing
 /// files, and running the project's tests are allowed; anything else goes to the approval mode.
-pub fn demo_policy() -> anyhow::Result<TieredPolicy> {
+pub fn demo_policy() -> anyhow::Result<ScopedPolicy> {
     let allow = |p: &str| PermissionRule::new(p, PermissionMode::Allow);
     let rules = vec![
         allow("read_file"),
@@ -427,7 +427,7 @@ pub fn demo_policy() -> anyhow::Result<TieredPolicy> {
         allow("bash(python3 -m unittest*)"),
     ];
     let user = RuleList::new(rules).map_err(|e| anyhow::anyhow!("demo rules: {e}"))?;
-    Ok(TieredPolicy::new(
+    Ok(ScopedPolicy::new(
         user,
         RuleList::default(),
         RuleList::default(),

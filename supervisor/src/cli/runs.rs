@@ -479,12 +479,12 @@ fn first_lines(out: &mut String, indent: &str, text: &str, id: RunId) {
     }
 }
 
-/// `rule #2 "bash(cargo *)", project tier`, or the policy default.
+/// `rule #2 "bash(cargo *)", project settings` (the rule's scope), or the policy default.
 pub(super) fn describe_rule(rule: Option<&RuleRef>) -> String {
     match rule {
         None => "no rule matched: policy default".into(),
-        Some(r) => match r.tier {
-            Some(t) => format!("rule #{} {:?}, {} tier", r.index, r.pattern, t.as_str()),
+        Some(r) => match r.scope {
+            Some(s) => format!("rule #{} {:?}, {} settings", r.index, r.pattern, s.as_str()),
             None => format!("rule #{} {:?}", r.index, r.pattern),
         },
     }
@@ -665,7 +665,7 @@ mod tests {
                     PermissionMode::Deny
                 },
                 rule: Some(RuleRef {
-                    tier: Some(Scope::Project),
+                    scope: Some(Scope::Project),
                     index: 2,
                     pattern: "bash(curl *)".into(),
                 }),
@@ -871,7 +871,7 @@ mod tests {
         assert!(text.contains("  tool bash  DENIED  12ms"), "{text}");
         assert!(
             text.contains(
-                "    decision:  deny (rule #2 \"bash(curl *)\", project tier) → DENIED by rule: network tools are denied\n"
+                "    decision:  deny (rule #2 \"bash(curl *)\", project settings) → DENIED by rule: network tools are denied\n"
             ),
             "{text}"
         );

@@ -2,7 +2,7 @@
 //! [--allow-read PATH]… [--allow-dangerous-workspace] [--network-allow HOST]… -- CMD ARGS…`: run
 //! one command under the tools confinement and exit with its status.
 //!
-//! Network: the settings' `sandbox.network_allow` (user tier grants, workspace tiers narrow, an
+//! Network: the settings' `sandbox.network_allow` (user scope grants, workspace scopes narrow, an
 //! untrusted workspace gets none) plus `--network-allow` entries. When the list is not empty the
 //! command runs in tier B with the egress forwarder in its namespace and the proxy environment;
 //! this process serves the proxy (`crate::egress::SandboxProxy`) and prints one line per
@@ -19,7 +19,7 @@
 use crate::secrets::StartEnv;
 use anyhow::Context;
 use hanzo_policy::isolation::IsolationMode;
-use hanzo_tools::limits::Limits;
+use hanzo_policy::profile::CommandLimits;
 use hanzo_tools::oneshot::{self, OneShot, OneShotError};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -86,7 +86,7 @@ pub fn one_shot(args: &Args, env: &StartEnv) -> anyhow::Result<OneShot> {
         allow_write: args.allow_write.clone(),
         allow_read: args.allow_read.clone(),
         extra_env: Vec::new(),
-        limits: Limits::default(),
+        limits: CommandLimits::default(),
         hidden: crate::startup::hidden_paths(env),
         allow_dangerous_workspace: args.allow_dangerous_workspace,
         command: args.command.clone(),
@@ -151,7 +151,7 @@ pub fn run(args: &Args, env: StartEnv) -> anyhow::Result<i32> {
     }
 }
 
-/// The allow-list for this command: the settings of `workspace` (tiers combined; warnings on
+/// The allow-list for this command: the settings of `workspace` (scopes combined; warnings on
 /// stderr) plus `--network-allow`. An entry given on the command line that does not parse is an
 /// error; one in a settings file is a warning.
 fn network_allow(

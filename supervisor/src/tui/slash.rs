@@ -23,7 +23,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ),
     (
         "/permissions",
-        "the permission rules in effect, with their tiers",
+        "the permission rules in effect, with their scopes",
     ),
     ("/mcp", "the configured MCP servers and their tools"),
     (
@@ -61,7 +61,7 @@ pub enum Slash {
     Help,
     /// `/model [NAME]`: show the model, or use NAME from the next turn.
     Model(Option<String>),
-    /// `/permissions`: the permission rules in effect, with their tiers.
+    /// `/permissions`: the permission rules in effect, with their scopes.
     Permissions,
     /// `/mcp`: the configured MCP servers and their tools.
     Mcp,

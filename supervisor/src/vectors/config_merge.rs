@@ -1,13 +1,13 @@
-//! `config-merge` vectors: each tier's object is serialized to text and goes through the same
+//! `config-merge` vectors: each scope's object is serialized to text and goes through the same
 //! `parse_settings` and `merge` the loader uses; the result is compared in canonical form.
 //!
 //! Files are named `~/.config/hanzo/settings.json`, `.hanzo/settings.json` and
-//! `.hanzo/settings.local.json` in messages, so `warnings` can match on them. The CLI tier is not
+//! `.hanzo/settings.local.json` in messages, so `warnings` can match on them. The CLI scope is not
 //! part of the vector format (it is covered by `hanzo-policy`'s own tests).
 
 use super::field;
 use hanzo_policy::permission::Scope;
-use hanzo_policy::settings::{merge, parse_settings, CliOverrides, TierFile};
+use hanzo_policy::settings::{merge, parse_settings, CliOverrides, ScopeFile};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -18,7 +18,7 @@ pub const LOCAL_FILE: &str = ".hanzo/settings.local.json";
 pub fn run(case: &Value) -> Result<(), String> {
     let mut files = Vec::new();
     let mut warnings = Vec::new();
-    for (tier, key, name) in [
+    for (scope, key, name) in [
         (Scope::User, "user", USER_FILE),
         (Scope::Project, "project", PROJECT_FILE),
         (Scope::Local, "local", LOCAL_FILE),
@@ -26,10 +26,10 @@ pub fn run(case: &Value) -> Result<(), String> {
         let Some(v) = case.get(key) else { continue };
         let text = serde_json::to_string_pretty(v).map_err(|e| e.to_string())?;
         let (settings, w) =
-            parse_settings(tier, name, &text).map_err(|e| format!("settings error: {e}"))?;
+            parse_settings(scope, name, &text).map_err(|e| format!("settings error: {e}"))?;
         warnings.extend(w);
-        files.push(TierFile {
-            tier,
+        files.push(ScopeFile {
+            scope,
             file: name.to_string(),
             settings,
         });

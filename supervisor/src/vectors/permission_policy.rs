@@ -1,12 +1,15 @@
-//! `permission-policy` vectors: single rule lists through `PermissionPolicy::evaluate`, tiered
-//! cases through `TieredPolicy::evaluate` — the same evaluators the agent loop uses.
+//! `permission-policy` vectors: single rule lists through `PermissionPolicy::evaluate`, scoped
+//! cases (one list per settings scope) through `ScopedPolicy::evaluate` — the same evaluators the
+//! agent loop uses.
 //!
-//! Extension (documented in `test-vectors/README.md`): a tiered case may give
-//! `"matched": {"tier": "user"|"project"|"local", "index": n} | null`, which other runners ignore.
+//! The contract spells the scoped case's lists `"tiers"`; `"scopes"` is read the same way.
+//! Extension (documented in `test-vectors/README.md`): a scoped case may give
+//! `"matched": {"tier": "user"|"project"|"local", "index": n} | null` (or `"scope"` for `"tier"`),
+//! which other runners ignore.
 
 use super::{field, str_field};
 use hanzo_policy::permission::{
-    PermissionMode, PermissionPolicy, PermissionRule, RuleList, RuleRef, TieredPolicy,
+    PermissionMode, PermissionPolicy, PermissionRule, RuleList, RuleRef, ScopedPolicy,
 };
 use serde_json::Value;
 
@@ -16,19 +19,25 @@ pub fn run(case: &Value) -> Result<(), String> {
     let expect: PermissionMode = str_field(case, "expect")?
         .parse()
         .map_err(|e| format!("malformed case: \"expect\": {e}"))?;
-    let decision = match case.get("tiers") {
-        Some(tiers) => {
+    let scopes = match (case.get("tiers"), case.get("scopes")) {
+        (Some(_), Some(_)) => {
+            return Err("malformed case: give \"tiers\" or \"scopes\", not both".into())
+        }
+        (t, s) => t.or(s),
+    };
+    let decision = match scopes {
+        Some(scopes) => {
             let trusted = field(case, "trusted")?
                 .as_bool()
                 .ok_or("malformed case: \"trusted\" must be a boolean")?;
-            let list = |tier: &str| -> Result<RuleList, String> {
-                let rules = match tiers.get(tier) {
+            let list = |scope: &str| -> Result<RuleList, String> {
+                let rules = match scopes.get(scope) {
                     Some(v) => parse_rules(v)?,
                     None => Vec::new(),
                 };
-                RuleList::new(rules).map_err(|e| format!("{tier} rules: {e}"))
+                RuleList::new(rules).map_err(|e| format!("{scope} rules: {e}"))
             };
-            TieredPolicy::new(list("user")?, list("project")?, list("local")?, trusted)
+            ScopedPolicy::new(list("user")?, list("project")?, list("local")?, trusted)
                 .evaluate(tool, &input)
         }
         None => PermissionPolicy::new(parse_rules(field(case, "rules")?)?)
@@ -41,10 +50,10 @@ pub fn run(case: &Value) -> Result<(), String> {
             decision.mode, decision.reason
         ));
     }
-    let tiered = case.get("tiers").is_some();
-    let key = if tiered { "matched" } else { "rule" };
+    let scoped = scopes.is_some();
+    let key = if scoped { "matched" } else { "rule" };
     if let Some(rule) = case.get(key) {
-        check_rule(rule, decision.rule_matched.as_ref(), tiered)?;
+        check_rule(rule, decision.rule_matched.as_ref(), scoped)?;
     }
     Ok(())
 }
@@ -60,10 +69,17 @@ fn parse_rules(v: &Value) -> Result<Vec<PermissionRule>, String> {
         .collect()
 }
 
-fn check_rule(expected: &Value, actual: Option<&RuleRef>, tiered: bool) -> Result<(), String> {
+/// Compares with the key the case uses for the scope: `"tier"` (the documented form) or
+/// `"scope"`.
+fn check_rule(expected: &Value, actual: Option<&RuleRef>, scoped: bool) -> Result<(), String> {
+    let scope_key = if expected.get("scope").is_some() {
+        "scope"
+    } else {
+        "tier"
+    };
     let actual_json = match actual {
         None => Value::Null,
-        Some(r) if tiered => serde_json::json!({"tier": r.tier, "index": r.index}),
+        Some(r) if scoped => serde_json::json!({scope_key: r.scope, "index": r.index}),
         Some(r) => Value::from(r.index),
     };
     if *expected == actual_json {

@@ -193,7 +193,7 @@ struct State {
     registry: Registry,
     servers: Option<Arc<LanguageServers>>,
     /// The `Configure` text in effect: the same table again changes nothing (the supervisor
-    /// sends it before its calls, so a restarted worker gets it back).
+    /// sends it to each new worker process before its first call, and may send it again).
     configured: Option<String>,
 }
 

@@ -124,7 +124,7 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
                     opts.ctx.hidden.clone(),
                     hanzo_tools::paths::protected_paths(ws),
                     hanzo_policy::profile::COMMAND_ETC,
-                    hanzo_tools::limits::Limits::default().tmp_size,
+                    hanzo_policy::profile::CommandLimits::default().tmp_size,
                 )
             }
             _ => TierB::new(
@@ -138,7 +138,7 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
                 opts.ctx.hidden.clone(),
                 Vec::new(),
                 hanzo_policy::profile::COMMAND_ETC,
-                hanzo_tools::limits::Limits::default().tmp_size,
+                hanzo_policy::profile::CommandLimits::default().tmp_size,
             ),
         };
         let ctx = opts.ctx.clone();

@@ -10,7 +10,7 @@
 
 use crate::keeper::KeeperPlan;
 use crate::seccomp::{self, FilterError};
-use hanzo_policy::profile::{Rlimits, SandboxProfile};
+use hanzo_policy::profile::{CommandLimits, Rlimits, SandboxProfile};
 use seccompiler::BpfProgram;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -462,4 +462,58 @@ fn set_rlimit(resource: RlimitResource, value: u64) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Lowers this process's process-count and address-space limits (soft and hard) to
+/// `limits`' (`CommandLimits::processes`, `CommandLimits::address_space`), so that everything
+/// it starts inherits them and none can raise them. A limit is never raised. Called by the
+/// process that forks commands (the tools worker, the one-shot `sandbox`) before it is confined.
+pub fn lower_process_limits(limits: &CommandLimits) -> nix::Result<()> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let lower = |res: Resource, want: Option<u64>| -> nix::Result<()> {
+        let Some(want) = want else { return Ok(()) };
+        let (_, hard) = getrlimit(res)?;
+        let v = want.min(hard);
+        setrlimit(res, v, v)
+    };
+    lower(Resource::RLIMIT_NPROC, limits.processes)?;
+    lower(Resource::RLIMIT_AS, limits.address_space)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sys::resource::{getrlimit, Resource};
+
+    // nextest runs each test in a process of its own, so lowering this one's limits is contained.
+    #[test]
+    fn process_limits_are_lowered_to_the_declared_values_and_never_raised() {
+        let (_, hard) = getrlimit(Resource::RLIMIT_NPROC).expect("getrlimit");
+        let want = hard.min(1 << 20) - 1;
+        let limits = CommandLimits {
+            processes: Some(want),
+            address_space: None,
+            ..CommandLimits::default()
+        };
+        lower_process_limits(&limits).expect("lower");
+        assert_eq!(
+            getrlimit(Resource::RLIMIT_NPROC).expect("getrlimit"),
+            (want, want)
+        );
+        let (as_before, _) = getrlimit(Resource::RLIMIT_AS).expect("getrlimit");
+        // Asking for more than the current hard limit leaves it where it is.
+        let higher = CommandLimits {
+            processes: Some(want + 100),
+            ..limits
+        };
+        lower_process_limits(&higher).expect("lower again");
+        assert_eq!(
+            getrlimit(Resource::RLIMIT_NPROC).expect("getrlimit"),
+            (want, want)
+        );
+        assert_eq!(
+            getrlimit(Resource::RLIMIT_AS).expect("getrlimit").0,
+            as_before
+        );
+    }
 }

@@ -20,9 +20,9 @@ use hanzo_ipc::roles::tools::{Request, Response, ToolCall, ToolsProtocol};
 use hanzo_ipc::transport;
 use hanzo_ipc::Role;
 use hanzo_policy::isolation::IsolationMode;
+use hanzo_policy::profile::CommandLimits;
 use hanzo_policy::profile::ProfileContext;
 use hanzo_sandbox::spawn::{configure_command, ChildSetup};
-use hanzo_tools::limits::Limits;
 use hanzo_tools::oneshot::{self, OneShot};
 use hanzo_worker::WorkerOptions;
 use std::os::fd::AsRawFd;
@@ -54,7 +54,7 @@ fn main() {
                 allow_write: Vec::new(),
                 allow_read: Vec::new(),
                 extra_env: Vec::new(),
-                limits: Limits::default(),
+                limits: CommandLimits::default(),
                 hidden: Vec::new(),
                 allow_dangerous_workspace: false,
                 command: args[4..].iter().map(Into::into).collect(),

@@ -167,7 +167,7 @@ impl HookRunner {
             &hook.command,
             full_env,
             &self.cwd,
-            crate::limits::Limits::default().command_rlimits(),
+            hanzo_policy::profile::CommandLimits::default().command_rlimits(),
             CommandProfile::hook(),
         );
         // Under a keeper (see `crate::runner`), a hook that leaves its group (`setsid`) is still

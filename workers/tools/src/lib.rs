@@ -24,7 +24,6 @@ pub mod files;
 pub mod git;
 pub mod hooks;
 pub mod launcher;
-pub mod limits;
 pub mod oneshot;
 pub mod patch;
 pub mod paths;
@@ -104,7 +103,7 @@ impl Tools {
         workspace: &Path,
         run_dir: &Path,
         extra_write: &[PathBuf],
-        limits: &limits::Limits,
+        limits: &hanzo_policy::profile::CommandLimits,
     ) -> Result<Tools, SetupError> {
         Tools::in_tier(workspace, run_dir, extra_write, limits, Tier::A)
     }
@@ -114,7 +113,7 @@ impl Tools {
         workspace: &Path,
         run_dir: &Path,
         extra_write: &[PathBuf],
-        limits: &limits::Limits,
+        limits: &hanzo_policy::profile::CommandLimits,
         tier: Tier,
     ) -> Result<Tools, SetupError> {
         let roots = Roots::new(workspace, extra_write).map_err(|source| SetupError::Workspace {
@@ -332,9 +331,14 @@ mod tests {
     async fn a_call_stuck_past_its_deadline_is_abandoned_naming_it() {
         let ws = tempfile::tempdir().expect("tempdir");
         let run = tempfile::tempdir().expect("tempdir");
-        let tools = Tools::new(ws.path(), run.path(), &[], &limits::Limits::default())
-            .expect("tools")
-            .with_file_deadline(Duration::from_millis(50));
+        let tools = Tools::new(
+            ws.path(),
+            run.path(),
+            &[],
+            &hanzo_policy::profile::CommandLimits::default(),
+        )
+        .expect("tools")
+        .with_file_deadline(Duration::from_millis(50));
         let r = tools
             .blocking::<serde_json::Value, _>("{}", |_, _, _| {
                 // Ignores its deadline, as a blocked read would.

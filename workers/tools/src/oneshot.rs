@@ -20,10 +20,10 @@
 //! tier A with the reason on stderr; with `strict` it is an error.
 
 use crate::exec::ExecConfig;
-use crate::limits::Limits;
 use crate::runner::{command, ChildStdio, Spawn};
 use hanzo_ipc::Role;
 use hanzo_policy::isolation::{IsolationMode, Tier};
+use hanzo_policy::profile::CommandLimits;
 use hanzo_policy::profile::{
     command_profile, CommandProfile, FsScope, NetAccess, ProfileContext, COMMAND_ETC,
 };
@@ -135,7 +135,7 @@ pub struct OneShot {
     /// Extra environment variables for the command (secrets are dropped).
     pub extra_env: Vec<(String, String)>,
     /// Resource limits for the command and its tree.
-    pub limits: Limits,
+    pub limits: CommandLimits,
     /// The isolation the user asked for (`auto` picks tier B where it works).
     pub isolation: IsolationMode,
     /// hanzo's configuration and data directories: never reachable (see
@@ -329,7 +329,7 @@ pub fn run_with_egress(spec: &OneShot, egress: Option<OneShotEgress>) -> Result<
         None => Vec::new(),
     };
     let join: Vec<i32> = cgroup_files.iter().map(|f| f.as_raw_fd()).collect();
-    spec.limits.apply_process_wide()?;
+    hanzo_sandbox::spawn::lower_process_limits(&spec.limits)?;
 
     if spec.isolation != IsolationMode::TierA {
         let mut keep_rw = vec![workspace.clone()];

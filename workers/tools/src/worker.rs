@@ -1,6 +1,5 @@
 //! The tools worker process: its request handler and entry point.
 
-use crate::limits::Limits;
 use crate::{SetupError, Tools};
 use hanzo_ipc::channel::{Handler, ItemSink};
 use hanzo_ipc::proto::{RemoteError, RemoteErrorKind};
@@ -10,6 +9,7 @@ use hanzo_ipc::roles::tools::{
 use hanzo_ipc::Role;
 use hanzo_policy::hooks::{HookConfig, HookEvent, HookSet, PreHookVerdict};
 use hanzo_policy::isolation::{IsolationMode, Tier};
+use hanzo_policy::profile::CommandLimits;
 use hanzo_policy::profile::COMMAND_ETC;
 use hanzo_sandbox::namespaces::{self, Side, TierB, WaitAs};
 use hanzo_worker::{handle_common, WorkerOptions};
@@ -30,7 +30,7 @@ impl ToolsHandler {
     /// given a control socket (the run allows network for commands).
     pub fn new(
         opts: &WorkerOptions,
-        limits: &Limits,
+        limits: &CommandLimits,
         tier: Tier,
         egress_port: Option<u16>,
     ) -> ToolsHandler {
@@ -190,8 +190,8 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
         hanzo_worker::exit::CONFINE_FAILED
     };
     let isolation = opts.isolation;
-    let limits = Limits::default();
-    if let Err(e) = limits.apply_process_wide() {
+    let limits = CommandLimits::default();
+    if let Err(e) = hanzo_sandbox::spawn::lower_process_limits(&limits) {
         return fail(&format!("cannot set resource limits: {e}"));
     }
     let Some(ws) = opts.ctx.workspace.clone() else {

@@ -14,7 +14,7 @@
 //! run tests on threads.
 
 use hanzo_policy::isolation::IsolationMode;
-use hanzo_tools::limits::Limits;
+use hanzo_policy::profile::CommandLimits;
 use hanzo_tools::oneshot::{self, OneShot};
 use std::ffi::OsString;
 use std::io::{ErrorKind, Read};
@@ -39,9 +39,12 @@ fn child(args: &[OsString]) -> i32 {
         return 100;
     };
     let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
-    let mut limits = Limits {
-        address_space: as_bytes.parse().ok().or(Limits::default().address_space),
-        ..Limits::default()
+    let mut limits = CommandLimits {
+        address_space: as_bytes
+            .parse()
+            .ok()
+            .or(CommandLimits::default().address_space),
+        ..CommandLimits::default()
     };
     if let Some(t) = var("HANZO_TEST_TMP_SIZE") {
         limits.tmp_size = t;

@@ -5,7 +5,7 @@
 //! every test must return, and nextest's 5-minute limit would name the one that did not.
 
 use hanzo_ipc::roles::tools::{ToolCall, ToolResult};
-use hanzo_tools::limits::Limits;
+use hanzo_policy::profile::CommandLimits;
 use hanzo_tools::Tools;
 use serde_json::{json, Value};
 use std::os::unix::fs::symlink;
@@ -21,7 +21,7 @@ struct Fixture {
 fn fixture() -> Fixture {
     let ws = tempfile::tempdir().expect("tempdir");
     let run = tempfile::tempdir().expect("tempdir");
-    let tools = Tools::new(ws.path(), run.path(), &[], &Limits::default()).expect("tools");
+    let tools = Tools::new(ws.path(), run.path(), &[], &CommandLimits::default()).expect("tools");
     Fixture {
         ws,
         _run: run,
@@ -217,7 +217,7 @@ async fn every_file_tool_gives_up_at_its_deadline_naming_it() {
     let run = tempfile::tempdir().expect("tempdir");
     std::fs::write(ws.path().join("f.txt"), "a\n").expect("write");
     // A deadline that has already passed: each tool's first check fires, whatever the clock.
-    let tools = Tools::new(ws.path(), run.path(), &[], &Limits::default())
+    let tools = Tools::new(ws.path(), run.path(), &[], &CommandLimits::default())
         .expect("tools")
         .with_file_deadline(Duration::ZERO);
     for (tool, input) in [

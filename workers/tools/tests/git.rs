@@ -7,7 +7,7 @@
 //! Also: inputs that try to smuggle options, paths or refs in are refused before git runs.
 
 use hanzo_ipc::roles::tools::{ToolCall, ToolResult};
-use hanzo_tools::limits::Limits;
+use hanzo_policy::profile::CommandLimits;
 use hanzo_tools::Tools;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -70,7 +70,7 @@ fn repo() -> Repo {
     assert!(plain_git(ws.path(), &["commit", "-qm", "init"])
         .status
         .success());
-    let tools = Tools::new(ws.path(), run.path(), &[], &Limits::default()).expect("tools");
+    let tools = Tools::new(ws.path(), run.path(), &[], &CommandLimits::default()).expect("tools");
     Repo {
         ws,
         _run: run,
@@ -425,7 +425,7 @@ async fn a_workspace_that_is_not_a_repository_root_is_refused() {
     assert!(plain_git(ws.path(), &["init", "-q"]).status.success());
     let sub = ws.path().join("sub");
     std::fs::create_dir(&sub).expect("mkdir");
-    let tools = Tools::new(&sub, run.path(), &[], &Limits::default()).expect("tools");
+    let tools = Tools::new(&sub, run.path(), &[], &CommandLimits::default()).expect("tools");
     let result = tools
         .run(&ToolCall {
             id: "g".into(),
@@ -449,7 +449,7 @@ fn the_git_environment_survives_the_command_environment() {
     let ws = tempfile::tempdir().expect("tempdir");
     let run = tempfile::tempdir().expect("tempdir");
     assert!(plain_git(ws.path(), &["init", "-q"]).status.success());
-    let tools = Tools::new(ws.path(), run.path(), &[], &Limits::default()).expect("tools");
+    let tools = Tools::new(ws.path(), run.path(), &[], &CommandLimits::default()).expect("tools");
     let inv = hanzo_tools::git::invocation(
         tools.exec_config(),
         tools.roots().workspace(),

@@ -3,7 +3,7 @@
 //! environment; every definition's schema accepted by its tool.
 
 use hanzo_ipc::roles::tools::{ToolCall, ToolResult};
-use hanzo_tools::limits::Limits;
+use hanzo_policy::profile::CommandLimits;
 use hanzo_tools::Tools;
 use serde_json::json;
 use std::path::Path;
@@ -18,7 +18,7 @@ struct Fixture {
 fn fixture() -> Fixture {
     let ws = tempfile::tempdir().expect("tempdir");
     let run = tempfile::tempdir().expect("tempdir");
-    let tools = Tools::new(ws.path(), run.path(), &[], &Limits::default()).expect("tools");
+    let tools = Tools::new(ws.path(), run.path(), &[], &CommandLimits::default()).expect("tools");
     Fixture {
         ws,
         _run: run,

@@ -95,11 +95,9 @@ pub async fn resolve(
              settings ($XDG_CONFIG_HOME/hanzo/settings.json). hanzo, anthropic and openai publish \
              no OAuth client for third-party tools, so they need one too; or set an API key \
              ({}).",
-            match name {
-                "anthropic" => "ANTHROPIC_API_KEY",
-                "openai" => "OPENAI_API_KEY",
-                _ => "HANZO_API_KEY",
-            }
+            hanzo_ipc::roles::model::ProviderId::parse(name)
+                .unwrap_or(hanzo_ipc::roles::model::ProviderId::Hanzo)
+                .env_var()
         )));
     };
     let mut out = ResolvedProvider {
@@ -183,5 +181,20 @@ mod tests {
         assert_eq!(m.client_id.as_deref(), Some("mine"));
         assert_eq!(m.scopes, vec!["x".to_string()]);
         assert_eq!(merge(None, None), None);
+    }
+
+    #[tokio::test]
+    async fn a_provider_without_oauth_settings_is_told_its_own_key_variable() {
+        let http = reqwest::Client::new();
+        for (name, var) in [
+            ("anthropic", "ANTHROPIC_API_KEY"),
+            ("openai", "OPENAI_API_KEY"),
+            ("hanzo", "HANZO_API_KEY"),
+        ] {
+            let Err(OAuthError::Config(msg)) = resolve(&http, name, None).await else {
+                panic!("{name}: resolved without settings");
+            };
+            assert!(msg.contains(&format!("({var})")), "{name}: {msg}");
+        }
     }
 }
