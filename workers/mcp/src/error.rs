@@ -13,6 +13,12 @@ use thiserror::Error;
 pub enum CloseReason {
     /// The server process exited (or closed its output and then exited).
     Exited(Option<ServerExit>),
+    /// The server's program never ran: the runner could not start it (the program is missing
+    /// or not executable, or its sandbox could not be entered); holds the runner's reason.
+    NotStarted {
+        /// What the runner reported (`cannot start PROGRAM: REASON`).
+        reason: String,
+    },
     /// One message from the server was larger than the configured limit.
     MessageTooLarge {
         /// The limit, in bytes.
@@ -39,6 +45,7 @@ impl fmt::Display for CloseReason {
         match self {
             CloseReason::Exited(Some(exit)) => write!(f, "the server exited ({exit})"),
             CloseReason::Exited(None) => write!(f, "the server closed its output"),
+            CloseReason::NotStarted { reason } => write!(f, "the server never ran ({reason})"),
             CloseReason::MessageTooLarge { limit } => write!(
                 f,
                 "the server sent a message larger than the {limit}-byte limit; the connection was ended"

@@ -52,6 +52,12 @@ impl fmt::Display for ServerExit {
 pub trait ServerProcess: Send {
     /// Wait for the process to end. Must be cancel-safe (it is raced against shutdown).
     fn wait(&mut self) -> BoxFuture<'_, ServerExit>;
+    /// Once [`ServerProcess::wait`] has returned: why the program never ran, when the runner
+    /// reported that it could not start it (a missing program, a failed `exec`). `None` (the
+    /// default) when it ran, however it ended.
+    fn start_error(&self) -> Option<String> {
+        None
+    }
     /// Kill the process (and whatever it started, where the runner can).
     fn kill(&mut self) -> BoxFuture<'_, ()>;
 }
@@ -103,6 +109,15 @@ impl Outbound for StdioOutbound {
     fn forget(&self, _id: &Id) {}
 }
 
+/// How a server process ended, as the reason its connection closes: it never ran (the runner
+/// could not start it), or it exited.
+fn ended(exit: ServerExit, process: &dyn ServerProcess) -> CloseReason {
+    match process.start_error() {
+        Some(reason) => CloseReason::NotStarted { reason },
+        None => CloseReason::Exited(Some(exit)),
+    }
+}
+
 /// The running transport of one stdio server.
 pub(crate) struct StdioConnection {
     outbound: Arc<StdioOutbound>,
@@ -124,12 +139,14 @@ impl StdioConnection {
             tx: Mutex::new(Some(tx)),
         });
         peer.set_outbound(outbound.clone());
-        let (exit_tx, exit_rx) = watch::channel::<Option<ServerExit>>(None);
+        // How the process ended, as the reason the connection closes.
+        let (exit_tx, exit_rx) = watch::channel::<Option<CloseReason>>(None);
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<Duration>();
         let (done_tx, done_rx) = watch::channel(false);
 
         let mut stdin = io.stdin;
         let writer_peer = peer.clone();
+        let mut writer_exit = exit_rx.clone();
         tokio::spawn(async move {
             while let Some(mut line) = rx.recv().await {
                 line.push(b'\n');
@@ -139,9 +156,24 @@ impl StdioConnection {
                 }
                 .await;
                 if let Err(e) = r {
-                    writer_peer.close(CloseReason::Transport {
+                    let failed = CloseReason::Transport {
                         detail: format!("cannot write to the server's stdin: {e}"),
-                    });
+                    };
+                    // A broken pipe is a server that exited (or closed its stdin) before
+                    // reading: how it ended, if that comes soon, is the reason to report, the
+                    // same one whichever of the write and the read noticed first.
+                    let reason = if e.kind() == std::io::ErrorKind::BrokenPipe {
+                        let _ = tokio::time::timeout(
+                            Duration::from_secs(2),
+                            writer_exit.wait_for(Option::is_some),
+                        )
+                        .await;
+                        let ended = writer_exit.borrow().clone();
+                        ended.unwrap_or(failed)
+                    } else {
+                        failed
+                    };
+                    writer_peer.close(reason);
                     break;
                 }
             }
@@ -182,8 +214,8 @@ impl StdioConnection {
                             exit_seen.wait_for(Option::is_some),
                         )
                         .await;
-                        let exit = *exit_seen.borrow();
-                        break CloseReason::Exited(exit);
+                        let exit = exit_seen.borrow().clone();
+                        break exit.unwrap_or(CloseReason::Exited(None));
                     }
                     Err(LineError::TooLarge { limit }) => {
                         break CloseReason::MessageTooLarge { limit }
@@ -219,13 +251,14 @@ impl StdioConnection {
             let mut closed = monitor_peer.closed_watch();
             tokio::select! {
                 exit = process.wait() => {
-                    exit_tx.send_replace(Some(exit));
+                    let reason = ended(exit, process.as_ref());
+                    exit_tx.send_replace(Some(reason.clone()));
                     // Output might be held open by a grandchild; the exit is what counts.
                     tokio::select! {
                         _ = tokio::time::sleep(Duration::from_secs(2)) => {}
                         _ = until_closed(&mut closed) => {}
                     }
-                    monitor_peer.close(CloseReason::Exited(Some(exit)));
+                    monitor_peer.close(reason);
                 }
                 grace = &mut shutdown_rx => {
                     monitor_peer.close(CloseReason::ShutDown);
@@ -241,7 +274,7 @@ impl StdioConnection {
                     // failure): the server is no longer trusted to behave, so it is killed.
                     process.kill().await;
                     let exit = process.wait().await;
-                    exit_tx.send_replace(Some(exit));
+                    exit_tx.send_replace(Some(ended(exit, process.as_ref())));
                 }
             }
             let _ = done_tx.send(true);

@@ -38,7 +38,7 @@ use hanzo_ipc::roles::{CommonEvent, LogLevel};
 use hanzo_ipc::Role;
 use hanzo_policy::isolation::Tier;
 use hanzo_policy::profile::{CommandProfile, FsScope, NetAccess, Rlimits};
-use hanzo_tools::runner::{Pipes, Runner, Running, Spawn};
+use hanzo_tools::runner::{Pipes, RunError, Runner, Running, Spawn};
 use hanzo_worker::{handle_common, WorkerOptions};
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
@@ -1232,32 +1232,50 @@ impl ServerSpawner for SandboxSpawner {
                 stdin: Box::new(stdin),
                 stdout: Box::new(stdout),
                 stderr: stderr.map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
-                process: Box::new(SandboxedProcess(running)),
+                process: Box::new(SandboxedProcess {
+                    running,
+                    start_error: None,
+                }),
             })
         })
     }
 }
 
-struct SandboxedProcess(Running);
+/// A server started by the worker's launcher. The launcher starts it after `Runner::start` has
+/// returned, so a program that cannot be started shows only when waiting: kept for
+/// [`ServerProcess::start_error`].
+struct SandboxedProcess {
+    running: Running,
+    start_error: Option<String>,
+}
 
 impl ServerProcess for SandboxedProcess {
     fn wait(&mut self) -> BoxFuture<'_, ServerExit> {
         Box::pin(async move {
-            match self.0.wait().await {
+            match self.running.wait().await {
                 Ok(status) => ServerExit {
                     code: status.code(),
                     signal: status.signal(),
                 },
-                Err(_) => ServerExit {
-                    code: None,
-                    signal: None,
-                },
+                Err(e) => {
+                    if let RunError::Start { .. } = e {
+                        self.start_error = Some(e.to_string());
+                    }
+                    ServerExit {
+                        code: None,
+                        signal: None,
+                    }
+                }
             }
         })
     }
 
+    fn start_error(&self) -> Option<String> {
+        self.start_error.clone()
+    }
+
     fn kill(&mut self) -> BoxFuture<'_, ()> {
-        self.0.kill();
+        self.running.kill();
         Box::pin(async {})
     }
 }

@@ -169,8 +169,10 @@ pub fn recv(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Vec<Owne
 
 /// Fork a helper from this (single-threaded) process. The child keeps only stdio and `keep`,
 /// gets `SIGKILL` when this thread dies, reaps its own children automatically when `auto_reap`
-/// (`SIGCHLD` ignored: its children must reset that before `exec`), runs `body` and exits with
-/// its return value. Returns the child's pid in the parent.
+/// (`SIGCHLD` ignored: its children must reset that before `exec`, and it spawns through
+/// [`with_sigchld_default`]), runs `body` and exits with its return value, or with
+/// [`HELPER_PANICKED`] if `body` panics (the panic never unwinds past `body`). Returns the
+/// child's pid in the parent.
 pub fn fork_helper(
     keep: RawFd,
     auto_reap: bool,
@@ -255,7 +257,62 @@ pub fn fork_helper_keeping(
             libc::sigaction(libc::SIGCHLD, &sa, std::ptr::null_mut());
         }
     }
-    let code = body();
+    // A panic must end the helper here, never unwind into the frames it shares with the parent:
+    // their values (the parent's `OwnedFd`s among them) are copies whose descriptors were just
+    // closed above, and dropping them would close whatever now holds those numbers (std aborts
+    // with "IO Safety violation: owned file descriptor already closed" in a debug build).
+    let code =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or(HELPER_PANICKED);
     // SAFETY: _exit ends the helper without running the parent's atexit handlers twice.
     unsafe { libc::_exit(code) }
+}
+
+/// Exit status of a helper ([`fork_helper`]) whose body panicked (the panic message is on its
+/// stderr), as of a Rust program that panicked.
+pub const HELPER_PANICKED: i32 = 101;
+
+/// Run `spawn` (a `std::process::Command::spawn`, or anything that waits for a child it just
+/// forked) with `SIGCHLD` at its default disposition, in a single-threaded helper forked with
+/// `auto_reap` ([`fork_helper`]); afterwards the automatic reaping is back, and the children
+/// that ended in between (zombies then) are reaped.
+///
+/// Why: when the child's `exec` (or a pre-exec step) fails, std's `spawn` waits for that child
+/// before returning the error, and asserts that the wait worked. Where `SIGCHLD` is ignored the
+/// kernel has already reaped it, `waitpid` fails with `ECHILD`, and `spawn` panics ("wait()
+/// should either return Ok or panic") instead of returning the error: a command launcher would
+/// die of a server whose program does not exist.
+///
+/// Only for a single-threaded process whose children nobody else waits for: the reaping takes
+/// any child that has ended.
+pub fn with_sigchld_default<T>(spawn: impl FnOnce() -> T) -> T {
+    /// Puts the caller's disposition back (also if `spawn` unwinds), then reaps.
+    struct Restore(Option<libc::sigaction>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let Some(old) = self.0.take() else { return };
+            // SAFETY: sigaction reads the disposition saved below (SIG_IGN or a flag: no handler
+            // code is installed that was not there before).
+            unsafe { libc::sigaction(libc::SIGCHLD, &old, std::ptr::null_mut()) };
+            if old.sa_sigaction == libc::SIG_IGN || old.sa_flags & libc::SA_NOCLDWAIT != 0 {
+                // Children that ended while SIGCHLD was at its default are zombies: the kernel
+                // reaps automatically only those that end from now on.
+                loop {
+                    // SAFETY: waitpid with a null status pointer and WNOHANG only reaps.
+                    let r = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
+                    if r <= 0 {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    // SAFETY: all-zero sigaction structs are valid (SIG_DFL, no flags, an empty mask); sigaction
+    // writes the old disposition into ours and installs SIG_DFL, which runs no handler code.
+    let restore = unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        let default: libc::sigaction = std::mem::zeroed();
+        (libc::sigaction(libc::SIGCHLD, &default, &mut old) == 0).then_some(old)
+    };
+    let _restore = Restore(restore);
+    spawn()
 }

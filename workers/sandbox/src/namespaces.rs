@@ -423,7 +423,12 @@ fn pid1_main(
         }
     };
     drop(ready);
-    hook(lo);
+    // A panic in the hook ends pid 1 here: unwinding would run the caller's destructors (its
+    // temporary directories, its descriptors) in pid 1, a copy that owns none of them.
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(lo))).is_err() {
+        // SAFETY: _exit ends the process without running anything else.
+        unsafe { libc::_exit(1) }
+    }
     // Pid 1 of the namespace only reaps. Orphans (what a command left running) are re-parented
     // to pid 1; were that the worker, their zombies would pile up.
     // SAFETY: single-threaded, so the child is a complete copy; the parent side only reaps.

@@ -77,6 +77,14 @@ fn main() {
             "the_reaper_can_wait_and_nothing_else",
             the_reaper_can_wait_and_nothing_else,
         ),
+        (
+            "a_helper_that_panics_exits_without_running_its_parent_s_destructors",
+            a_helper_that_panics_exits_without_running_its_parent_s_destructors,
+        ),
+        (
+            "a_reaping_helper_gets_a_failed_exec_as_an_error_and_leaves_no_zombie",
+            a_reaping_helper_gets_a_failed_exec_as_an_error_and_leaves_no_zombie,
+        ),
     ];
     // nextest lists with `--list --format terse` (and `--ignored` for ignored tests: none here).
     if args.iter().any(|a| a == "--list") {
@@ -551,6 +559,54 @@ fn the_reaper_can_wait_and_nothing_else() {
     );
 }
 
+/// A helper (`fdpass::fork_helper`) whose body panics exits with `HELPER_PANICKED`: the panic
+/// does not unwind into the frames it shares with its parent, whose descriptors the helper
+/// closed (dropping them aborted with "IO Safety violation: owned file descriptor already
+/// closed", as the mcp worker's command launcher once did).
+fn a_helper_that_panics_exits_without_running_its_parent_s_destructors() {
+    let out = Command::new(this_exe())
+        .args([CHILD_FLAG, "helper-panic"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run helper-panic child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("the helper's body panics"), "{stderr}");
+    assert!(!stderr.contains("IO Safety"), "{stderr}");
+    assert_eq!(
+        stdout.trim(),
+        format!("helper exited {}", hanzo_sandbox::fdpass::HELPER_PANICKED),
+        "{stderr}"
+    );
+    assert!(out.status.success(), "{stdout} {stderr}");
+}
+
+/// A helper that reaps automatically (`SIGCHLD` ignored, as the command launcher) spawns through
+/// `fdpass::with_sigchld_default`: a program that does not exist is `spawn`'s error (std waits
+/// for the child whose `exec` failed, which an ignored `SIGCHLD` made impossible: it panicked),
+/// and the children that ended meanwhile are reaped.
+fn a_reaping_helper_gets_a_failed_exec_as_an_error_and_leaves_no_zombie() {
+    let out = Command::new(this_exe())
+        .args([CHILD_FLAG, "helper-spawn"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run helper-spawn child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        vec![
+            "missing: NotFound",
+            "true: spawned 20",
+            "no child left",
+            "helper exited 0"
+        ],
+        "{stderr}"
+    );
+    assert!(out.status.success(), "{stdout} {stderr}");
+}
+
 fn canary_secret_reaches_the_broker_environ_only() {
     for role in [Role::Broker, Role::Model, Role::Tools] {
         let ws = tempfile::tempdir().expect("tempdir");
@@ -756,6 +812,8 @@ mod child {
             // For timing the cost of `confine` against a process that does nothing.
             Some("noop") => 0,
             Some("inspect") => inspect(&args[1..]),
+            Some("helper-panic") => helper_panic(),
+            Some("helper-spawn") => helper_spawn(),
             Some("sleep") => {
                 println!("ready");
                 loop {
@@ -907,6 +965,87 @@ mod child {
         // SAFETY: a NUL-terminated literal; the call must not return.
         unsafe { libc::open(c"/etc/hostname".as_ptr(), libc::O_RDONLY) };
         0
+    }
+
+    /// Fork a helper (from this single-threaded process) while this frame owns a pipe, wait
+    /// for it and print its exit code.
+    fn run_helper(auto_reap: bool, body: impl FnOnce() -> i32) -> i32 {
+        let (read, write) = std::io::pipe().expect("pipe");
+        let pid = hanzo_sandbox::fdpass::fork_helper_keeping(&[], auto_reap, body)
+            .expect("fork the helper");
+        let mut status = 0;
+        // SAFETY: waiting for our own child, into our local.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        let code = if r == pid && libc::WIFEXITED(status) {
+            libc::WEXITSTATUS(status).to_string()
+        } else {
+            format!("abnormally (wait status {status})")
+        };
+        println!("helper exited {code}");
+        // Ours, open here: the helper's copies were its to close, not these.
+        drop((read, write));
+        0
+    }
+
+    fn helper_panic() -> i32 {
+        run_helper(false, || panic!("the helper's body panics"))
+    }
+
+    fn helper_spawn() -> i32 {
+        use hanzo_sandbox::fdpass::with_sigchld_default;
+        use std::os::unix::process::CommandExt;
+        // A pre-exec hook, as every spawn of the launcher has (`spawn::configure`): std then
+        // forks and execs itself (without one it uses posix_spawn, which waits for nothing).
+        let forked = |program: &str| {
+            let mut cmd = Command::new(program);
+            // SAFETY: the hook does nothing.
+            unsafe { cmd.pre_exec(|| Ok(())) };
+            cmd
+        };
+        run_helper(true, || {
+            let missing = with_sigchld_default(|| forked("/nonexistent/hanzo-program").spawn());
+            match missing {
+                Err(e) => println!("missing: {:?}", e.kind()),
+                Ok(_) => println!("missing: spawned"),
+            }
+            // Children that exit at once, dropped unwaited (as the launcher drops its keepers):
+            // some end while SIGCHLD is at its default, the rest after automatic reaping is back.
+            let mut spawned = 0;
+            for _ in 0..20 {
+                if with_sigchld_default(|| forked("/bin/true").spawn()).is_ok() {
+                    spawned += 1;
+                }
+            }
+            println!("true: spawned {spawned}");
+            // No zombie ever: looked at without reaping (WNOWAIT), until no child is left at
+            // all (ECHILD). Bounded.
+            let mut verdict = "children still running";
+            for _ in 0..2000 {
+                // SAFETY: an all-zero siginfo is valid; waitid writes into it.
+                let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+                // SAFETY: waitid writes into our siginfo; WNOWAIT leaves any child as it is.
+                let r = unsafe {
+                    libc::waitid(
+                        libc::P_ALL,
+                        0,
+                        &mut info,
+                        libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+                    )
+                };
+                if r < 0 {
+                    verdict = "no child left";
+                    break;
+                }
+                // SAFETY: waitid filled the siginfo (si_pid 0: none has ended yet).
+                if unsafe { info.si_pid() } != 0 {
+                    verdict = "a zombie was left";
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            println!("{verdict}");
+            0
+        })
     }
 
     fn threads() -> i32 {

@@ -346,6 +346,10 @@ fn spawn_request(
         Vec::new(),
         hanzo_sandbox::own_pid(),
     );
-    // The child is the keeper; SIGCHLD is ignored here, so the kernel reaps it.
-    cmd.spawn().map(drop).map_err(|e| e.to_string())
+    // The child is the keeper; SIGCHLD is ignored here, so the kernel reaps it — except during
+    // the spawn itself, so that a failed `exec` is an error std can return rather than a panic
+    // (see `with_sigchld_default`), which the worker gets as this spawn's `E` line.
+    fdpass::with_sigchld_default(|| cmd.spawn())
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
