@@ -15,8 +15,9 @@ use thiserror::Error;
 pub const MAGIC: [u8; 4] = *b"HZDV";
 /// A peer with another major version is refused. 3: the messages changed since 2 without a bump
 /// (typed hooks, MCP server status and configuration fields, the lsp worker's
-/// `ChangedDiagnostics`), which a peer of another build would misread.
-pub const PROTOCOL_MAJOR: u16 = 3;
+/// `ChangedDiagnostics`), which a peer of another build would misread. 4: a remote MCP server's
+/// settings headers (`McpRemote::settings_headers`, in the broker's MCP requests).
+pub const PROTOCOL_MAJOR: u16 = 4;
 /// Minor versions are compatible; both sides report theirs.
 pub const PROTOCOL_MINOR: u16 = 0;
 
