@@ -104,7 +104,10 @@ pub struct McpServerEntry {
     pub command: Option<String>,
     /// Arguments of the stdio server's program.
     pub args: Option<Vec<String>>,
-    /// Environment for the server; values may name a secret the broker resolves at spawn.
+    /// Environment for the server. A value is passed as written, or names a secret the broker
+    /// resolves at spawn: `"${secret:NAME}"`, or the same as an object, `{"secret": "NAME"}`.
+    #[serde(default, deserialize_with = "values_or_secret_objects")]
+    #[schemars(schema_with = "values_or_secret_objects_schema")]
     pub env: Option<BTreeMap<String, String>>,
     /// Working directory of a stdio server (default: the workspace; with no filesystem, the
     /// server's private home).
@@ -112,11 +115,13 @@ pub struct McpServerEntry {
     /// URL of a streamable-HTTP server.
     pub url: Option<String>,
     /// Headers the broker sends with every request to this `url` server. A value is sent as
-    /// written, or names a secret, `"${secret:NAME}"`: the broker sends the value of its
-    /// environment variable `NAME`, which no other process sees. A secret is given only when the
+    /// written, or names a secret, `"${secret:NAME}"` (or `{"secret": "NAME"}`): the broker
+    /// sends the value of its environment variable `NAME`, which no other process sees. A secret is given only when the
     /// entry's `url` and `headers` both come from the user's settings file. Names are HTTP
     /// tokens; the connection's and the MCP transport's own (`Host`, `Content-Length`,
     /// `Mcp-Session-Id`, …) are refused.
+    #[serde(default, deserialize_with = "values_or_secret_objects")]
+    #[schemars(schema_with = "values_or_secret_objects_schema")]
     pub headers: Option<BTreeMap<String, String>>,
     /// `true` turns the server off (e.g. a project server, from the local file).
     pub disabled: Option<bool>,
@@ -152,6 +157,68 @@ pub const MAX_MCP_STARTUP_TIMEOUT_MS: u64 = 10 * 60 * 1000;
 /// The largest `mcp_servers.*.max_result_bytes`: 8 MiB, the largest message the mcp worker
 /// accepts from a server at all.
 pub const MAX_MCP_RESULT_BYTES: u64 = 8 << 20;
+
+/// A value of `env` or `headers`: a string, or `{"secret": "NAME"}`, read as the string
+/// `"${secret:NAME}"` (one form downstream). `NAME` must be an environment variable's name.
+struct ValueOrSecret(String);
+
+impl<'de> Deserialize<'de> for ValueOrSecret {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ValueOrSecret;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(r#"a string, or {"secret": "NAME"}"#)
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ValueOrSecret, E> {
+                Ok(ValueOrSecret(v.to_string()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ValueOrSecret, A::Error> {
+                let shape = || de::Error::custom(r#"expected {"secret": "NAME"}, one key"#);
+                let mut name: Option<String> = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key != "secret" || name.is_some() {
+                        return Err(shape());
+                    }
+                    name = Some(map.next_value()?);
+                }
+                let name = name.ok_or_else(shape)?;
+                if !crate::mcp_name::is_env_name(&name) {
+                    return Err(de::Error::custom(format!(
+                        "the secret {name:?} is not an environment variable's name \
+                         ([A-Za-z_][A-Za-z0-9_]*)"
+                    )));
+                }
+                Ok(ValueOrSecret(format!("${{secret:{name}}}")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+fn values_or_secret_objects<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<BTreeMap<String, String>>, D::Error> {
+    let values: Option<BTreeMap<String, ValueOrSecret>> = Option::deserialize(d)?;
+    Ok(values.map(|m| m.into_iter().map(|(k, v)| (k, v.0)).collect()))
+}
+
+fn values_or_secret_objects_schema(_: &mut SchemaGenerator) -> Schema {
+    schemars::json_schema!({
+        "type": ["object", "null"],
+        "additionalProperties": {
+            "anyOf": [
+                {"type": "string"},
+                {
+                    "type": "object",
+                    "properties": {"secret": {"type": "string"}},
+                    "required": ["secret"],
+                    "additionalProperties": false
+                }
+            ]
+        }
+    })
+}
 
 impl McpServerEntry {
     /// The fields that decide what program runs: they need workspace trust in project/local files.
@@ -952,5 +1019,35 @@ mod tests {
             .starts_with("/p/.hanzo/settings.json: `api_key` is ignored"));
         let (s, _) = parse("{\"api_key\": \"sk-123\"}").expect("loads");
         assert!(!format!("{s:?}").contains("sk-123"));
+    }
+
+    #[test]
+    fn a_secret_may_be_named_as_an_object_and_is_read_as_its_reference() {
+        let (f, _) = parse(
+            r#"{"mcp_servers": {
+                "gh": {"command": "gh-mcp", "env": {"GITHUB_TOKEN": {"secret": "GITHUB_TOKEN"}, "MODE": "ro"}},
+                "web": {"url": "https://x", "headers": {"Authorization": {"secret": "WEB_TOKEN"}}}}}"#,
+        )
+        .expect("loads");
+        let servers = f.mcp_servers.expect("servers");
+        let env = servers["gh"].env.as_ref().expect("env");
+        assert_eq!(env["GITHUB_TOKEN"], "${secret:GITHUB_TOKEN}");
+        assert_eq!(env["MODE"], "ro");
+        let headers = servers["web"].headers.as_ref().expect("headers");
+        assert_eq!(headers["Authorization"], "${secret:WEB_TOKEN}");
+        for (bad, why) in [
+            (r#"{"secret": "A-B"}"#, "not an environment variable"),
+            (r#"{"secret": "A", "x": 1}"#, "one key"),
+            (r#"{"name": "A"}"#, "one key"),
+            (r#"{}"#, "one key"),
+            ("7", r#"a string, or {"secret": "NAME"}"#),
+        ] {
+            let text = format!(
+                r#"{{"mcp_servers": {{"gh": {{"command": "x", "env": {{"T": {bad}}}}}}}}}"#
+            );
+            let err = parse(&text).expect_err(bad).to_string();
+            assert!(err.contains(why), "{bad}: {err}");
+            assert!(err.contains("settings.json:1:"), "{bad}: {err}");
+        }
     }
 }
