@@ -44,7 +44,7 @@ use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::net::unix::OwnedWriteHalf;
 
 /// `PATH` of a server whose entry sets none.
@@ -55,6 +55,9 @@ pub const FRESH_TOOLS_PATIENCE: Duration = Duration::from_secs(5);
 
 /// Restarts of a server whose connection ended on its own, before it is left failed.
 pub const MAX_RESTARTS: u32 = 3;
+
+/// A server that ran this long before its connection ended starts its count of restarts afresh.
+pub const STABLE_AFTER: Duration = Duration::from_secs(60);
 
 /// Open files a server may hold (node needs a few hundred).
 const SERVER_NOFILE: u64 = 1024;
@@ -296,6 +299,10 @@ struct Entry {
     config: McpServerConfig,
     status: McpServerStatus,
     client: Option<Arc<McpClient>>,
+    /// Restarts since the server last ran for [`STABLE_AFTER`].
+    restarts: u32,
+    /// When it last became ready.
+    ready_since: Option<Instant>,
 }
 
 impl McpHandler {
@@ -377,6 +384,8 @@ impl McpHandler {
                         config: s.clone(),
                         status: status_of(s, McpServerState::Starting, None),
                         client: None,
+                        restarts: 0,
+                        ready_since: None,
                     },
                 );
             }
@@ -744,6 +753,9 @@ impl Inner {
             let info = client.as_ref().map(|c| c.server_info().clone());
             let tools = client.as_ref().map(|c| c.tools().tools.len()).unwrap_or(0);
             let before = e.status.tools_problem.take();
+            if state == McpServerState::Ready {
+                e.ready_since = Some(Instant::now());
+            }
             e.status = status_of(&e.config, state, info.as_ref());
             e.status.tool_count = u32::try_from(tools).unwrap_or(u32::MAX);
             e.status.tools_problem = client.as_deref().and_then(tools_problem);
@@ -929,8 +941,9 @@ impl Inner {
         }
     }
 
-    /// After a connection ended on its own: back off, then start the server again, at most
-    /// [`MAX_RESTARTS`] times in a row.
+    /// After the connection of a running server ended on its own: back off, then start the
+    /// server again, at most [`MAX_RESTARTS`] times in a row (a server that ran for
+    /// [`STABLE_AFTER`] starts its count afresh).
     fn restart(
         self: Arc<Self>,
         cfg: McpServerConfig,
@@ -948,14 +961,25 @@ impl Inner {
     ) {
         let name = cfg.name.clone();
         let attempt = {
-            let st = self.lock();
+            let mut st = self.lock();
             if st.generation != generation {
                 return;
             }
-            match st.servers.get(&name).map(|e| &e.status.state) {
-                Some(McpServerState::Restarting { attempt, .. }) => attempt + 1,
-                _ => 1,
+            let Some(e) = st.servers.get_mut(&name) else {
+                return;
+            };
+            // Only a server that was running is restarted. The end of a connection whose start
+            // (or restart) failed is that same failure seen again: it is reported once, as
+            // failed with its reason (answering it with a restart as well made the state shown
+            // depend on which of the two was handled first).
+            if e.status.state != McpServerState::Ready {
+                return;
             }
+            if e.ready_since.is_some_and(|t| t.elapsed() >= STABLE_AFTER) {
+                e.restarts = 0;
+            }
+            e.restarts += 1;
+            e.restarts
         };
         if attempt > MAX_RESTARTS {
             self.set_state(
