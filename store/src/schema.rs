@@ -215,16 +215,23 @@ mod tests {
     use super::*;
     use rusqlite::params;
 
+    /// `conn` brought to schema `version` as the build of that version left it: its migrations
+    /// applied, and its `user_version`.
+    fn at_version(conn: &Connection, version: usize) {
+        for m in &MIGRATIONS[..version] {
+            conn.execute_batch(m).expect("migration");
+        }
+        conn.pragma_update(None, "user_version", version)
+            .expect("version");
+    }
+
     /// A version-2 file with a run, migrated: the run is kept with no session, and a session
     /// can then be created and given runs.
     #[test]
     fn version_3_adds_sessions_and_keeps_older_runs_without_one() {
         let mut conn = Connection::open_in_memory().expect("open");
         conn.pragma_update(None, "foreign_keys", "ON").expect("fk");
-        conn.execute_batch(MIGRATIONS[0]).expect("v1");
-        conn.execute_batch(MIGRATIONS[1]).expect("v2");
-        conn.pragma_update(None, "user_version", 2)
-            .expect("version");
+        at_version(&conn, 2);
         conn.execute_batch(
             "INSERT INTO runs (id, input, model, isolation, status, started_ms, owner_pid)
                  VALUES (7, 'old task', 'm', 'B', 'succeeded', 0, 1);",
@@ -262,11 +269,7 @@ mod tests {
     fn version_4_adds_session_summaries_to_existing_sessions() {
         let mut conn = Connection::open_in_memory().expect("open");
         conn.pragma_update(None, "foreign_keys", "ON").expect("fk");
-        for m in &MIGRATIONS[..3] {
-            conn.execute_batch(m).expect("v1..v3");
-        }
-        conn.pragma_update(None, "user_version", 3)
-            .expect("version");
+        at_version(&conn, 3);
         conn.execute_batch(
             "INSERT INTO sessions (id, agent, workspace, created_ms, updated_ms)
                  VALUES (1, 'code', '/w', 0, 0);
@@ -298,16 +301,12 @@ mod tests {
         assert_eq!(input, "turn");
     }
 
-    /// A version-4 file's tool call, migrated (through version 5's rename): kept, with no MCP fields; the classification
-    /// column takes only the four classifications.
+    /// A version-4 file's tool call, migrated (through version 5's rename): kept, with no MCP
+    /// fields; the classification column takes only the four classifications.
     #[test]
     fn version_6_adds_mcp_fields_to_tool_calls() {
         let mut conn = Connection::open_in_memory().expect("open");
-        for m in &MIGRATIONS[..4] {
-            conn.execute_batch(m).expect("v1..v4");
-        }
-        conn.pragma_update(None, "user_version", 4)
-            .expect("version");
+        at_version(&conn, 4);
         conn.execute_batch(
             "INSERT INTO runs (id, input, model, isolation, status, started_ms, owner_pid)
                  VALUES (1, 'task', 'm', 'B', 'succeeded', 0, 1);
@@ -351,11 +350,7 @@ mod tests {
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
         {
             let conn = Connection::open(&path).expect("open v4");
-            for m in &MIGRATIONS[..4] {
-                conn.execute_batch(m).expect("v1..v4");
-            }
-            conn.pragma_update(None, "user_version", 4)
-                .expect("version");
+            at_version(&conn, 4);
             conn.execute_batch(
                 "INSERT INTO runs (id, input, model, isolation, status, started_ms, owner_pid)
                      VALUES (3, 'old run', 'm', 'B', 'succeeded', 0, 1);
@@ -426,9 +421,7 @@ mod tests {
     #[test]
     fn version_2_derives_who_decided_for_older_calls() {
         let mut conn = Connection::open_in_memory().expect("open");
-        conn.execute_batch(MIGRATIONS[0]).expect("v1");
-        conn.pragma_update(None, "user_version", 1)
-            .expect("version");
+        at_version(&conn, 1);
         conn.execute_batch(
             "INSERT INTO runs (id, input, model, isolation, status, started_ms, owner_pid)
                  VALUES (1, 'task', 'm', 'B', 'succeeded', 0, 1);

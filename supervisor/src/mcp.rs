@@ -881,6 +881,22 @@ mod tests {
         c
     }
 
+    /// Where each `mcp_servers.<key>` came from.
+    fn sources_of(keys: &[(&str, Source)]) -> BTreeMap<String, Source> {
+        keys.iter()
+            .map(|(key, src)| (format!("mcp_servers.{key}"), *src))
+            .collect()
+    }
+
+    /// The servers a plan starts, by name.
+    fn started(plan: &McpPlan) -> Vec<&str> {
+        plan.config
+            .servers
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect()
+    }
+
     fn stdio(cmd: &str) -> McpServer {
         McpServer {
             command: Some(cmd.into()),
@@ -905,16 +921,9 @@ mod tests {
             ("off", off),
             ("p", gated),
         ]);
-        let mut sources = BTreeMap::new();
-        sources.insert("mcp_servers.web.url".to_string(), Source::Project);
+        let sources = sources_of(&[("web.url", Source::Project)]);
         let plan = mcp_plan(&c, &sources, false, Path::new("/w")).unwrap();
-        let names: Vec<&str> = plan
-            .config
-            .servers
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect();
-        assert_eq!(names, ["a"]);
+        assert_eq!(started(&plan), ["a"]);
         let McpTransport::Stdio { profile, .. } = &plan.config.servers[0].transport else {
             panic!("stdio")
         };
@@ -1050,24 +1059,15 @@ mod tests {
             ("odd", with(&[("T", "${secret:A-B}")])),
             ("plain", with(&[("T", "value")])),
         ]);
-        let mut sources = BTreeMap::new();
-        for (key, src) in [
+        let sources = sources_of(&[
             ("gh.env", Source::User),
             ("gh.command", Source::User),
             ("proj.env", Source::Project),
             ("swapped.env", Source::User),
             ("swapped.command", Source::Local),
-        ] {
-            sources.insert(format!("mcp_servers.{key}"), src);
-        }
+        ]);
         let plan = mcp_plan(&c, &sources, true, Path::new("/w")).unwrap();
-        let started: Vec<&str> = plan
-            .config
-            .servers
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect();
-        assert_eq!(started, ["gh", "plain"]);
+        assert_eq!(started(&plan), ["gh", "plain"]);
         assert_eq!(
             secret_grants(&plan.config),
             [McpSecretGrant {
@@ -1130,8 +1130,7 @@ mod tests {
             ("kept", web(&[("X-Model", "${secret:HANZO_MODEL}")])),
             ("plain", web(&[("X-Team", "core")])),
         ]);
-        let mut sources = BTreeMap::new();
-        for (key, src) in [
+        let sources = sources_of(&[
             ("web.url", Source::User),
             ("web.headers", Source::User),
             ("swapped.url", Source::Project),
@@ -1139,17 +1138,9 @@ mod tests {
             ("proj.url", Source::User),
             ("proj.headers", Source::Local),
             ("plain.headers", Source::Project),
-        ] {
-            sources.insert(format!("mcp_servers.{key}"), src);
-        }
+        ]);
         let plan = mcp_plan(&c, &sources, true, Path::new("/w")).unwrap();
-        let started: Vec<&str> = plan
-            .config
-            .servers
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect();
-        assert_eq!(started, ["plain", "web"]);
+        assert_eq!(started(&plan), ["plain", "web"]);
         // The mcp worker's configuration carries no header; the plan keeps them for the broker.
         assert!(!format!("{:?}", plan.config).contains("X-Team"));
         let of = |n: &str| {
