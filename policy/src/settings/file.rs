@@ -1035,6 +1035,21 @@ mod tests {
         assert_eq!(env["MODE"], "ro");
         let headers = servers["web"].headers.as_ref().expect("headers");
         assert_eq!(headers["Authorization"], "${secret:WEB_TOKEN}");
+        // A workspace file's object form is the same reference, so the rule that a workspace
+        // file never names a secret (checked on references, `supervisor::mcp`) catches it too.
+        let (p, _) = parse_settings(
+            Scope::Project,
+            "/w/.hanzo/settings.json",
+            r#"{"mcp_servers": {"gh": {"command": "x", "env": {"T": {"secret": "GITHUB_TOKEN"}}}}}"#,
+        )
+        .expect("loads");
+        assert_eq!(
+            p.mcp_servers.expect("servers")["gh"]
+                .env
+                .as_ref()
+                .expect("env")["T"],
+            "${secret:GITHUB_TOKEN}"
+        );
         for (bad, why) in [
             (r#"{"secret": "A-B"}"#, "not an environment variable"),
             (r#"{"secret": "A", "x": 1}"#, "one key"),
