@@ -215,6 +215,16 @@ where
         self.shared.fail_all(reason);
     }
 
+    /// [`Client::close`], then end the channel for writing: the worker reads the end of its
+    /// requests after the last whole frame, stops its request tasks and its own peers (a
+    /// language server's `shutdown`, an MCP call's `notifications/cancelled`), and exits. Its
+    /// events still arrive until it does. The orderly half of a stop; the supervisor kills a
+    /// worker that has not exited within its grace.
+    pub async fn finish(&self, reason: &str) {
+        self.shared.fail_all(reason);
+        let _ = self.shared.writer.lock().await.finish().await;
+    }
+
     /// True once the channel has ended.
     pub fn is_closed(&self) -> bool {
         self.shared.lock().closed.is_some()
@@ -570,6 +580,14 @@ pub trait Handler<P: Protocol, W>: Send + Sync + 'static {
         request: P::Request,
         items: ItemSink<P, W>,
     ) -> impl Future<Output = Result<P::Response, RemoteError>> + Send;
+
+    /// The supervisor ended the channel (an orderly stop): every request task has been aborted
+    /// and has ended. Stop what the worker runs for others — language servers get `shutdown`
+    /// and `exit`, MCP servers their end of session — before the process exits. The supervisor
+    /// kills a worker still running after its grace, so this must not wait unbounded.
+    fn stop(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
 }
 
 /// A worker's writer half, shared by its request tasks.
@@ -590,14 +608,17 @@ impl<W> ServerWriter<W> {
     }
 }
 
-type InFlight = StdMutex<HashMap<u64, tokio::task::AbortHandle>>;
+type InFlight = StdMutex<HashMap<u64, tokio::task::JoinHandle<()>>>;
 
-fn lock(m: &InFlight) -> std::sync::MutexGuard<'_, HashMap<u64, tokio::task::AbortHandle>> {
+fn lock(m: &InFlight) -> std::sync::MutexGuard<'_, HashMap<u64, tokio::task::JoinHandle<()>>> {
     // Poisoning needs a panic while the lock is held; the map is still consistent then.
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Serve requests until the supervisor closes the channel (`Ok`) or breaks the protocol (`Err`).
+/// When the channel ends cleanly (the supervisor's [`Client::finish`]), the requests still in
+/// flight are aborted and awaited — their drop guards run, so an MCP call tells its server it
+/// was cancelled — and then the handler's [`Handler::stop`] runs.
 pub async fn serve<P, H, R, W>(
     mut reader: FrameReader<R>,
     writer: ServerWriter<W>,
@@ -642,7 +663,7 @@ where
                             .await;
                     }
                 });
-                map.insert(id, task.abort_handle());
+                map.insert(id, task);
             }
             frame_type::CANCEL => {
                 let id: u64 = decode_payload("CANCEL", &frame.payload)?;
@@ -672,6 +693,13 @@ where
             got => return Err(IpcError::UnexpectedFrame { got }),
         }
     }
+    let tasks: Vec<_> = lock(&in_flight).drain().map(|(_, task)| task).collect();
+    for task in tasks {
+        task.abort();
+        // Ends once the task's future is dropped (or it finished first).
+        let _ = task.await;
+    }
+    handler.stop().await;
     Ok(())
 }
 

@@ -179,6 +179,15 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
         self.finish_pending().await
     }
 
+    /// Finish the frame in progress, then end the stream for writing (`shutdown(SHUT_WR)` on a
+    /// socket): the peer reads the end of its input after the last whole frame, and can still
+    /// answer on the other direction.
+    pub async fn finish(&mut self) -> Result<(), IpcError> {
+        self.finish_pending().await?;
+        self.inner.shutdown().await?;
+        Ok(())
+    }
+
     /// Write raw bytes (tests use this to play a misbehaving peer).
     pub async fn send_raw(&mut self, bytes: &[u8]) -> Result<(), IpcError> {
         self.finish_pending().await?;

@@ -60,6 +60,8 @@ fn attestation(role: Role) -> Attestation {
 struct Gated {
     gate: Arc<Notify>,
     dropped_unfinished: Arc<AtomicBool>,
+    /// Set by `stop`: whether a gated request had been dropped unfinished by then.
+    stopped: Arc<std::sync::Mutex<Option<bool>>>,
 }
 
 struct FlagOnDrop(Arc<AtomicBool>, bool);
@@ -104,6 +106,10 @@ impl Handler<ToolsProtocol, OwnedWriteHalf> for Gated {
         };
         Ok(Response::Common(resp))
     }
+
+    async fn stop(&self) {
+        *self.stopped.lock().unwrap() = Some(self.dropped_unfinished.load(Ordering::SeqCst));
+    }
 }
 
 struct Pair {
@@ -111,6 +117,7 @@ struct Pair {
     end: tokio::sync::oneshot::Receiver<ChannelEnd>,
     gate: Arc<Notify>,
     dropped_unfinished: Arc<AtomicBool>,
+    stopped: Arc<std::sync::Mutex<Option<bool>>>,
     server: tokio::task::JoinHandle<Result<(), IpcError>>,
 }
 
@@ -137,9 +144,11 @@ async fn connected_pair() -> Pair {
     let ((cr, cw), (sr, sw)) = handshaken().await;
     let gate = Arc::new(Notify::new());
     let dropped_unfinished = Arc::new(AtomicBool::new(false));
+    let stopped = Arc::new(std::sync::Mutex::new(None));
     let handler = Arc::new(Gated {
         gate: gate.clone(),
         dropped_unfinished: dropped_unfinished.clone(),
+        stopped: stopped.clone(),
     });
     let server = tokio::spawn(serve::<ToolsProtocol, _, _, _>(
         sr,
@@ -152,6 +161,7 @@ async fn connected_pair() -> Pair {
         end,
         gate,
         dropped_unfinished,
+        stopped,
         server,
     }
 }
@@ -232,6 +242,37 @@ async fn cancel_aborts_the_request_in_the_worker() {
     }
     p.client.ping().await.expect("channel still usable");
     assert!(p.dropped_unfinished.load(Ordering::SeqCst));
+}
+
+/// The orderly stop: the supervisor ends the channel for writing; the worker's serve loop
+/// aborts what is in flight, waits until it is dropped, runs the handler's `stop` after that,
+/// and ends cleanly. The caller's request fails at once with the reason given.
+#[tokio::test]
+async fn finishing_the_channel_aborts_requests_in_flight_then_stops_the_handler() {
+    let p = connected_pair().await;
+    let c = p.client.clone();
+    let pending = tokio::spawn(async move {
+        c.call(Request::Common(CommonRequest::Sleep { ms: 0 }))
+            .await
+    });
+    // The worker has the request (a ping is answered after it was read).
+    p.client.ping().await.expect("ping");
+    assert_eq!(*p.stopped.lock().unwrap(), None);
+    p.client.finish("the run is over").await;
+    match pending.await.expect("join") {
+        Err(CallError::WorkerGone { reason, .. }) => assert_eq!(reason, "the run is over"),
+        other => panic!("expected the request to fail with the reason, got {other:?}"),
+    }
+    p.server
+        .await
+        .expect("join")
+        .expect("the serve loop ends cleanly at the end of its input");
+    assert_eq!(
+        *p.stopped.lock().unwrap(),
+        Some(true),
+        "stop ran, after the request in flight was dropped"
+    );
+    assert!(p.client.is_closed());
 }
 
 #[tokio::test]
@@ -385,6 +426,7 @@ async fn flooding_pair(
     let handler = Arc::new(Gated {
         gate: Arc::new(Notify::new()),
         dropped_unfinished: Arc::new(AtomicBool::new(false)),
+        stopped: Arc::default(),
     });
     tokio::spawn(serve::<ToolsProtocol, _, _, _>(sr, writer, handler));
     let flood = tokio::spawn(async move {

@@ -355,7 +355,7 @@ impl<P: Protocol> Running<P> {
                 Some(format!("{missed}; process {}", kill_and_reap(&mut child).await))
             }
             () = stop.requested() => {
-                kill_and_reap(&mut child).await;
+                stop_in_order(&client, &mut child, role, pid).await;
                 None
             }
         };
@@ -412,6 +412,51 @@ async fn repaired(mut repairs: Vec<oneshot::Receiver<()>>) {
         Poll::Pending
     })
     .await
+}
+
+/// How long a worker has, once its channel is ended, to stop its own peers and exit: above the
+/// workers' own grace for a language server's `shutdown` or an MCP server's end (2 s each), so
+/// the orderly path completes for a server that is slow to go, and bounded, so a worker that
+/// hangs cannot hold up the end of a run.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// How long a worker has to answer the ping that precedes its orderly stop.
+const STOP_PING: Duration = Duration::from_secs(1);
+
+/// The orderly stop: end the worker's channel for writing ([`Client::finish`]); the worker aborts
+/// its requests, stops its servers and exits. A worker that does not answer a ping first (a
+/// stopped or wedged process: waiting for it would only add the grace to the end of the run),
+/// one still there after [`STOP_GRACE`], or one whose channel cannot even be ended is killed.
+async fn stop_in_order<P: Protocol>(
+    client: &WorkerClient<P>,
+    child: &mut Child,
+    role: Role,
+    pid: u32,
+) {
+    if !matches!(
+        tokio::time::timeout(STOP_PING, client.ping()).await,
+        Ok(Ok(()))
+    ) {
+        let status = kill_and_reap(child).await;
+        tracing::warn!(%role, pid, "worker did not answer a ping before its stop; {status}");
+        return;
+    }
+    let orderly = async {
+        client.finish("the supervisor is shutting down").await;
+        child.wait().await
+    };
+    match tokio::time::timeout(STOP_GRACE, orderly).await {
+        Ok(Ok(status)) if status.success() => {}
+        Ok(status) => tracing::warn!(%role, pid, "worker stopped: {}", describe(status)),
+        Err(_) => {
+            let status = kill_and_reap(child).await;
+            tracing::warn!(
+                %role,
+                pid,
+                "worker did not exit within {STOP_GRACE:?} of its channel's end; {status}"
+            );
+        }
+    }
 }
 
 /// SIGKILL (which also ends a stopped process) and reap; the exit status, described.

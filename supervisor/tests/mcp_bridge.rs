@@ -1410,3 +1410,83 @@ fn servers_that_exit_at_once_fail_with_a_typed_reason_every_time_in_both_tiers()
         }
     }
 }
+
+/// The end of a run with an MCP call still in flight (no cancel from the caller first): the
+/// tree's stop ends the mcp worker's channel, the worker aborts the call — whose drop sends the
+/// server `notifications/cancelled` for that very request — then closes the server's stdin, and
+/// exits. It used to be killed, and the server never heard of the cancel (a test of the run's
+/// timeout saw that race once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_the_tree_mid_call_tells_the_server_the_call_is_cancelled() {
+    let b = Bench::start_with(|cfg| cfg.ctx.mcp_workspace_write = true).await;
+    let ws = b.workspace.path().to_path_buf();
+    let script = ws.join("probe_server.py");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/probe_server.py"),
+        &script,
+    )
+    .expect("copy the probe server");
+    let log = ws.join("probe.log");
+    let mut probe = b.hostile("probe", "");
+    probe.transport = McpTransport::Stdio {
+        command: "/usr/bin/python3".into(),
+        args: vec![script.display().to_string(), log.display().to_string()],
+        env: Vec::new(),
+        cwd: None,
+        profile: McpServerProfile {
+            filesystem: McpFilesystem::WorkspaceRw,
+            extra_read: Vec::new(),
+            network: false,
+            egress_address: None,
+        },
+    };
+    let statuses = b.configure(vec![probe]).await;
+    assert_eq!(statuses[0].state, McpServerState::Ready, "{statuses:?}");
+    let received = || -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .map(|v| v["message"].clone())
+            .collect()
+    };
+    // The call stays open: `slow` never answers.
+    let stream = b
+        .sup
+        .mcp
+        .call_stream(Request::CallTool(McpToolCall {
+            server: "probe".into(),
+            tool: "slow".into(),
+            arguments_json: "{}".into(),
+            timeout_ms: None,
+        }))
+        .await
+        .expect("call sent");
+    let mut id = None;
+    for _ in 0..3000 {
+        id = received()
+            .into_iter()
+            .find(|m| m["method"] == "tools/call" && m["params"]["name"] == "slow")
+            .map(|m| m["id"].clone());
+        if id.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let id = id.expect("the server received the call");
+    let worker = b.sup.mcp.info().expect("running").pid;
+    let Bench { sup, workspace, .. } = b;
+    sup.shutdown().await;
+    drop(stream);
+    let cancelled: Vec<_> = received()
+        .into_iter()
+        .filter(|m| m["method"] == "notifications/cancelled")
+        .map(|m| m["params"]["requestId"].clone())
+        .collect();
+    assert_eq!(cancelled, [id], "{:#?}", received());
+    assert!(
+        !Path::new(&format!("/proc/{worker}")).exists(),
+        "the mcp worker {worker} is still running"
+    );
+    drop(workspace);
+}

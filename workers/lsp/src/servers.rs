@@ -384,18 +384,21 @@ impl LanguageServers {
         client.hover(&abs, pos).await
     }
 
-    /// Stops every running server (`shutdown`, `exit`, then kill after the grace period).
-    /// Later calls fail with [`LspError::Unavailable`].
+    /// Stops every running server (`shutdown`, `exit`, then kill after the grace period), all
+    /// at once, so one slow server does not delay the others. Later calls fail with
+    /// [`LspError::Unavailable`].
     pub async fn shutdown(&self) {
         self.stopped
             .store(true, std::sync::atomic::Ordering::SeqCst);
+        let mut stopping = tokio::task::JoinSet::new();
         for slot in &self.slots {
             let _guard = slot.start.lock().await;
             let client = lock(&slot.state).client.take();
             if let Some(c) = client {
-                c.stop().await;
+                stopping.spawn(async move { c.stop().await });
             }
         }
+        while stopping.join_next().await.is_some() {}
     }
 
     /// Files under `paths` (directories expanded, `.gitignore` respected) that some server

@@ -412,6 +412,11 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Handler<LspProtocol, W> for LspHand
             }
         }
     }
+
+    /// The run is over: every server gets `shutdown` and `exit`, as when it is replaced.
+    async fn stop(&self) {
+        self.shutdown().await;
+    }
 }
 
 /// A server event as the lsp channel carries it (`None`: logs, which stay in the worker's log).

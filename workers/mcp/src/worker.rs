@@ -586,7 +586,7 @@ impl McpHandler {
         }
     }
 
-    /// Shut every server down.
+    /// Shut every server down, all at once (each has its own grace).
     pub async fn shutdown(&self) {
         let clients: Vec<Arc<McpClient>> = {
             let mut st = self.inner.lock();
@@ -596,9 +596,11 @@ impl McpHandler {
                 .filter_map(|e| e.client.take())
                 .collect()
         };
+        let mut stopping = tokio::task::JoinSet::new();
         for c in clients {
-            c.shutdown().await;
+            stopping.spawn(async move { c.shutdown().await });
         }
+        while stopping.join_next().await.is_some() {}
     }
 }
 
@@ -1345,6 +1347,14 @@ impl Handler<McpProtocol, OwnedWriteHalf> for McpHandler {
                 Ok(Response::Call(outcome))
             }
         }
+    }
+
+    /// The run is over: each server's session ends as the transport says (stdio: stdin closed,
+    /// a grace, then the kill; HTTP: the session's `DELETE`). The calls that were in flight have
+    /// already sent their `notifications/cancelled` (their tasks were aborted first), which the
+    /// stdio writer delivers before it closes stdin.
+    async fn stop(&self) {
+        self.shutdown().await;
     }
 }
 

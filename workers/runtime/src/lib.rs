@@ -339,6 +339,9 @@ where
         serve::<P, _, _, _>(reader, writer, Arc::new(handler)).await?;
         Ok::<i32, IpcError>(exit::OK)
     });
+    // Whatever is left (a blocking read, a task the handler left behind) must not hold the exit:
+    // dropping the runtime would wait for blocking tasks.
+    runtime.shutdown_background();
     match result {
         Ok(code) => code,
         Err(e) => {
