@@ -6,8 +6,8 @@
 //!   request to result over the real channel (target ≤ 1.3× plain);
 //! - `oneshot-tier-a/true` (and `oneshot-tier-b/true`): a fresh process that confines itself with the tools profile and runs
 //!   `/bin/true` — the `hanzo-dev sandbox -- /bin/true` path (this bench binary stands in for
-//!   `hanzo-dev`; set `HANZO_DEV_BIN` to also time the real binary's `sandbox` subcommand)
-//!   (target ≤ plain + 3 ms);
+//!   `hanzo-dev`; set `HANZO_DEV_BIN` to also time the real binary's `sandbox` subcommand, with
+//!   the default isolation and in tier A) (target ≤ plain + 3 ms);
 //! - `bwrap/true`: `bwrap --ro-bind / / --unshare-all /bin/true`, when bubblewrap is installed.
 //!
 //! A custom main (`harness = false`): the bench re-executes itself as the worker and as the
@@ -137,16 +137,24 @@ fn benches(c: &mut Criterion) {
         });
     }
     if let Ok(bin) = std::env::var("HANZO_DEV_BIN") {
-        g.bench_function("hanzo-dev-sandbox/true", |b| {
-            b.iter(|| {
-                run_ok(
-                    Command::new(&bin)
-                        .args(["sandbox", "--workspace"])
-                        .arg(&ws_path)
-                        .args(["--", "/bin/true"]),
-                )
-            })
-        });
+        // The default isolation (tier B where the kernel allows it), and tier A: against the
+        // stand-in above, what the real binary adds (its start, the command line, the settings).
+        for (name, isolation) in [
+            ("hanzo-dev-sandbox/true", None),
+            ("hanzo-dev-sandbox-tier-a/true", Some("tier-a")),
+        ] {
+            g.bench_function(name, |b| {
+                b.iter(|| {
+                    let mut command = Command::new(&bin);
+                    command.arg("sandbox");
+                    if let Some(isolation) = isolation {
+                        command.args(["--isolation", isolation]);
+                    }
+                    command.arg("--workspace").arg(&ws_path);
+                    run_ok(command.args(["--", "/bin/true"]))
+                })
+            });
+        }
     }
     if Path::new("/usr/bin/bwrap").exists() {
         g.bench_function("bwrap/true", |b| {
