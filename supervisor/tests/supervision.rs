@@ -407,6 +407,28 @@ async fn a_request_made_during_a_restart_waits_for_the_new_worker() {
     sup.shutdown().await;
 }
 
+/// The orderly stop cannot be held up by its worker: one that answers its ping but does not exit
+/// when its channel ends is killed after the grace, and every other worker exits on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_ignores_the_end_of_its_channel_is_killed_after_the_grace() {
+    let (sup, _s) = start(&[(Role::Tools, Fault::HangOnStop)]).await;
+    within("ready", sup.wait_ready()).await.expect("ready");
+    let pids = sup.worker_pids();
+    let tools = pids
+        .iter()
+        .find(|(role, _)| *role == Role::Tools)
+        .map(|(_, pid)| *pid)
+        .expect("a tools worker");
+    echo(&sup.tools, b"still serving").await.expect("echo");
+    within("shutdown", sup.shutdown()).await;
+    for (role, pid) in pids {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "the {role} worker {pid} (tools: {tools}) is still there after the tree stopped"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_intensity_marks_a_crash_looping_role_failed() {
     let (sup, _s) = start(&[(Role::Tools, Fault::CrashAtStart)]).await;

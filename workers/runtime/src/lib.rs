@@ -81,12 +81,15 @@ pub enum Fault {
     /// supervisor refuses a worker whose attestation falls short. The confinement itself is
     /// applied in full.
     UnderReport,
+    /// Serve normally, but when the supervisor ends the channel (an orderly stop), never exit:
+    /// the supervisor must kill it after its grace.
+    HangOnStop,
 }
 
 #[cfg(feature = "test-support")]
 impl Fault {
     /// Every fault with its name on the command line.
-    pub const ALL: [(&'static str, Fault); 10] = [
+    pub const ALL: [(&'static str, Fault); 11] = [
         ("crash-at-start", Fault::CrashAtStart),
         ("zero-length-frame", Fault::ZeroLengthFrame),
         ("oversized-frame", Fault::OversizedFrame),
@@ -97,6 +100,7 @@ impl Fault {
         ("wrong-role", Fault::WrongRole),
         ("hang-before-ready", Fault::HangBeforeReady),
         ("under-report", Fault::UnderReport),
+        ("hang-on-stop", Fault::HangOnStop),
     ];
 
     /// The fault named `s`.
@@ -337,6 +341,10 @@ where
             events: writer.events(),
         });
         serve::<P, _, _, _>(reader, writer, Arc::new(handler)).await?;
+        #[cfg(feature = "test-support")]
+        if fault == Some(Fault::HangOnStop) {
+            std::future::pending::<()>().await;
+        }
         Ok::<i32, IpcError>(exit::OK)
     });
     // Whatever is left (a blocking read, a task the handler left behind) must not hold the exit:
