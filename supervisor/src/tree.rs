@@ -77,6 +77,22 @@ struct TreeParts {
     /// The egress control socket between the broker and the mcp worker, when servers get network.
     mcp_egress: Option<Arc<DirectPair>>,
     stop: watch::Sender<bool>,
+    /// The stop of the roles the others reach (see [`stops_last`]), raised once the others ended.
+    stop_last: watch::Sender<bool>,
+}
+
+/// Whether `role` stops after every other role: the broker, which the model, mcp and tools
+/// workers reach through their direct channels and egress sockets, so that their orderly stop
+/// can still use it (an MCP session's `DELETE` goes through the broker).
+fn stops_last(role: Role) -> bool {
+    role == Role::Broker
+}
+
+/// The supervising tasks of a tree, in the two groups its stop ends one after the other.
+#[derive(Default)]
+struct Tasks {
+    first: Vec<JoinHandle<()>>,
+    last: Vec<JoinHandle<()>>,
 }
 
 fn spec(cfg: &SupervisorConfig, parts: &TreeParts, role: Role) -> WorkerSpec {
@@ -150,16 +166,20 @@ fn direct_channels(
 fn start_role<P: Protocol>(
     cfg: &SupervisorConfig,
     parts: &TreeParts,
-    tasks: &mut Vec<JoinHandle<()>>,
+    tasks: &mut Tasks,
 ) -> WorkerHandle<P> {
     let role = P::ROLE;
     let (tx, rx) = watch::channel(Slot::Starting { last_error: None });
     if cfg.starts(role) {
-        let stop = Stop::new(parts.stop.subscribe());
-        tasks.push(tokio::spawn(supervise::<P>(
+        let (stop, group) = if stops_last(role) {
+            (parts.stop_last.subscribe(), &mut tasks.last)
+        } else {
+            (parts.stop.subscribe(), &mut tasks.first)
+        };
+        group.push(tokio::spawn(supervise::<P>(
             spec(cfg, parts, role),
             tx,
-            stop,
+            Stop::new(stop),
         )));
     } else {
         tx.send_replace(Slot::Failed(format!(
@@ -174,7 +194,8 @@ macro_rules! define_supervisor {
         /// The running tree.
         pub struct Supervisor {
             stop: watch::Sender<bool>,
-            tasks: Vec<JoinHandle<()>>,
+            stop_last: watch::Sender<bool>,
+            tasks: Tasks,
             started: Vec<Role>,
             /// Sends the process's `agent.*` spans through this tree's broker, when
             /// `OTEL_EXPORTER_OTLP_*` asks for it ([`crate::otlp`]).
@@ -198,12 +219,19 @@ macro_rules! define_supervisor {
                     mcp_egress: (cfg.mcp_egress && cfg.egress_records.is_some())
                         .then(|| Arc::new(DirectPair::egress_control().adopted_as(b"mcp-egress"))),
                     stop: watch::channel(false).0,
+                    stop_last: watch::channel(false).0,
                 };
-                let mut tasks = Vec::new();
+                let mut tasks = Tasks::default();
                 let started = Role::ALL.into_iter().filter(|r| cfg.starts(*r)).collect();
                 $(let $module = start_role::<roles::$module::$proto>(&cfg, &parts, &mut tasks);)*
-                let mut sup =
-                    Supervisor { stop: parts.stop, tasks, started, exporter: None, $($module,)* };
+                let mut sup = Supervisor {
+                    stop: parts.stop,
+                    stop_last: parts.stop_last,
+                    tasks,
+                    started,
+                    exporter: None,
+                    $($module,)*
+                };
                 if sup.started.contains(&Role::Broker) {
                     sup.exporter = crate::otlp::Exporter::start(sup.broker.clone());
                 }
@@ -240,22 +268,31 @@ impl Supervisor {
         &self.started
     }
 
-    /// Stop every worker (killed and reaped, cgroups removed) and the tree, after the spans
-    /// ended so far were exported (when trace export is on).
+    /// Stop every worker and the tree, after the spans ended so far were exported (when trace
+    /// export is on). Each worker is stopped in order (`start.rs` `stop_in_order`: its channel
+    /// ended, its servers stopped, killed only after a grace) and reaped, its cgroup removed;
+    /// the broker last, once every worker that reaches it has ended.
     pub async fn shutdown(self) {
         if let Some(exporter) = &self.exporter {
             exporter.flush().await;
         }
         self.stop.send_replace(true);
-        for task in self.tasks {
-            let abort = task.abort_handle();
-            if tokio::time::timeout(Duration::from_secs(15), task)
-                .await
-                .is_err()
-            {
-                tracing::error!("a supervising task did not stop within 15 s; aborting it");
-                abort.abort();
-            }
+        join_within(self.tasks.first).await;
+        self.stop_last.send_replace(true);
+        join_within(self.tasks.last).await;
+    }
+}
+
+/// Wait for each supervising task, aborting one that has not ended within 15 s.
+async fn join_within(tasks: Vec<JoinHandle<()>>) {
+    for task in tasks {
+        let abort = task.abort_handle();
+        if tokio::time::timeout(Duration::from_secs(15), task)
+            .await
+            .is_err()
+        {
+            tracing::error!("a supervising task did not stop within 15 s; aborting it");
+            abort.abort();
         }
     }
 }

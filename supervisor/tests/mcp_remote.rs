@@ -907,3 +907,37 @@ fn every_http_classification_case_survives_the_broker_relay() {
         .all(|r| r["authorization"] == format!("Bearer {TOKEN}")));
     assert!(!stdout.contains(TOKEN) && !stderr.contains(TOKEN));
 }
+
+/// The end of a command ends the remote session the way the transport says: the mcp worker's
+/// orderly stop sends the server `DELETE` with the session's id (through the broker, which adds
+/// the token), after the call and nothing after it. The worker used to be killed, and the session
+/// was left to the server's own expiry.
+#[test]
+fn the_end_of_a_command_ends_the_remote_session_with_delete() {
+    let home = new_home();
+    let server = hostile(&home.path("srv"), "hostile", &[]);
+    token_for(&home, "hostile");
+    home.settings(json!({
+        "mcp_servers": {"hostile": {"url": server.url}},
+        "permissions": {"mcp__hostile__*": "allow"},
+    }));
+    let out = home.output(&["mcp", "call", "hostile", "ok", "--json"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(json_of(&stdout)["classification"], "allowed", "{stdout}");
+    let seen = server.seen();
+    let methods: Vec<&str> = seen.iter().filter_map(|r| r["method"].as_str()).collect();
+    assert_eq!(methods.last(), Some(&"DELETE"), "{seen:#?}");
+    let delete = seen.last().expect("a request");
+    assert_eq!(delete["headers"]["mcp-session-id"], "s-1", "{delete}");
+    assert_eq!(
+        delete["authorization"],
+        format!("Bearer {TOKEN}"),
+        "{delete}"
+    );
+    assert_eq!(
+        methods.iter().filter(|m| **m == "DELETE").count(),
+        1,
+        "{seen:#?}"
+    );
+}
