@@ -166,6 +166,18 @@ async fn connected_pair() -> Pair {
     }
 }
 
+/// A gated request the worker has started and holds open (it waits for `gate`): once a ping
+/// sent after it is answered, the worker has read it.
+async fn held_open(p: &Pair) -> tokio::task::JoinHandle<Result<Response, CallError>> {
+    let c = p.client.clone();
+    let pending = tokio::spawn(async move {
+        c.call(Request::Common(CommonRequest::Sleep { ms: 0 }))
+            .await
+    });
+    p.client.ping().await.expect("ping");
+    pending
+}
+
 fn echo(data: &[u8]) -> Request {
     Request::Common(CommonRequest::Echo {
         data: data.to_vec(),
@@ -250,13 +262,7 @@ async fn cancel_aborts_the_request_in_the_worker() {
 #[tokio::test]
 async fn finishing_the_channel_aborts_requests_in_flight_then_stops_the_handler() {
     let p = connected_pair().await;
-    let c = p.client.clone();
-    let pending = tokio::spawn(async move {
-        c.call(Request::Common(CommonRequest::Sleep { ms: 0 }))
-            .await
-    });
-    // The worker has the request (a ping is answered after it was read).
-    p.client.ping().await.expect("ping");
+    let pending = held_open(&p).await;
     assert_eq!(*p.stopped.lock().unwrap(), None);
     p.client.finish("the run is over").await;
     match pending.await.expect("join") {
@@ -278,12 +284,7 @@ async fn finishing_the_channel_aborts_requests_in_flight_then_stops_the_handler(
 #[tokio::test]
 async fn in_flight_requests_fail_at_once_when_the_worker_dies() {
     let p = connected_pair().await;
-    let c = p.client.clone();
-    let pending = tokio::spawn(async move {
-        c.call(Request::Common(CommonRequest::Sleep { ms: 0 }))
-            .await
-    });
-    p.client.ping().await.expect("ping");
+    let pending = held_open(&p).await;
     p.server.abort();
     let err = pending.await.expect("join").expect_err("must fail");
     assert!(err.is_worker_gone(), "{err:?}");

@@ -117,19 +117,7 @@ async fn the_table_reaches_each_worker_process_once_and_a_restarted_one_again() 
     let ws = tempfile::tempdir().expect("workspace");
     let root = ws.path().canonicalize().expect("root");
     std::fs::write(root.join("app.fake"), "x = 1\ny = ERR\n").expect("write");
-    let env = StartEnv {
-        vars: std::env::vars()
-            .filter(|(k, _)| k == "PATH" || k == "HOME")
-            .collect(),
-    };
-    let abi = hanzo_sandbox::doctor::probe_kernel().landlock_abi;
-    let (mut cfg, _run) = supervisor_config(Some(root.clone()), &env, abi).expect("config");
-    cfg.exe = PathBuf::from(env!("CARGO_BIN_EXE_hanzo-dev"));
-    cfg.roles = Some(vec![Role::Lsp]);
-    let sup = within("start", Supervisor::start(cfg))
-        .await
-        .expect("start");
-    within("ready", sup.wait_ready()).await.expect("ready");
+    let (sup, _run) = lsp_tree(&root).await;
     let link = LspLink::new(&sup.lsp, table(&root));
     assert_eq!(link.configured_generation(), 0);
 

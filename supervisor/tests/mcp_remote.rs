@@ -157,6 +157,19 @@ fn everything() -> Server {
     }
 }
 
+/// A private user whose settings name the hostile server as `name` (its URL, every call
+/// allowed), with `TOKEN` stored for it.
+fn with_hostile(name: &str) -> (TestHome, Server) {
+    let home = new_home();
+    let server = hostile(&home.path("srv"), name, &[]);
+    token_for(&home, name);
+    home.settings(json!({
+        "mcp_servers": {name: {"url": server.url}},
+        "permissions": {format!("mcp__{name}__*"): "allow"},
+    }));
+    (home, server)
+}
+
 fn json_of(stdout: &str) -> Value {
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
@@ -253,13 +266,7 @@ fn a_remote_server_is_listed_called_and_used_in_a_run() {
 /// that call with a typed outcome, and the next call of the run works.
 #[test]
 fn the_token_reaches_the_server_only_and_a_flood_ends_one_call() {
-    let home = new_home();
-    let server = hostile(&home.path("srv"), "hostile", &[]);
-    token_for(&home, "hostile");
-    home.settings(json!({
-        "mcp_servers": {"hostile": {"url": server.url}},
-        "permissions": {"mcp__hostile__*": "allow"},
-    }));
+    let (home, server) = with_hostile("hostile");
     for tool in ["echo_auth", "echo_sse"] {
         let out = home.output(&["mcp", "call", "hostile", tool, "--json"]);
         let (stdout, stderr) = text(&out);
@@ -818,14 +825,8 @@ fn a_missing_secret_a_bad_header_and_a_project_s_secret_are_clear_errors() {
 /// Every request carried the stored token (the relay's own additions changed nothing either).
 #[test]
 fn every_http_classification_case_survives_the_broker_relay() {
-    let home = new_home();
-    let server = hostile(&home.path("srv"), "cases", &[]);
     // With a token held, the broker's scrubber runs over every body (a non-UTF-8 or cut one too).
-    token_for(&home, "cases");
-    home.settings(json!({
-        "mcp_servers": {"cases": {"url": server.url}},
-        "permissions": {"mcp__cases__*": "allow"},
-    }));
+    let (home, server) = with_hostile("cases");
     let cases: [(&str, &str, &str); 13] = [
         ("ok", "allowed", ""),
         ("haap_json", "denied", "-32002"),
@@ -914,13 +915,7 @@ fn every_http_classification_case_survives_the_broker_relay() {
 /// was left to the server's own expiry.
 #[test]
 fn the_end_of_a_command_ends_the_remote_session_with_delete() {
-    let home = new_home();
-    let server = hostile(&home.path("srv"), "hostile", &[]);
-    token_for(&home, "hostile");
-    home.settings(json!({
-        "mcp_servers": {"hostile": {"url": server.url}},
-        "permissions": {"mcp__hostile__*": "allow"},
-    }));
+    let (home, server) = with_hostile("hostile");
     let out = home.output(&["mcp", "call", "hostile", "ok", "--json"]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
