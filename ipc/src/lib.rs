@@ -29,6 +29,8 @@ pub mod secret;
 #[cfg(feature = "transport")]
 pub mod channel;
 #[cfg(feature = "transport")]
+pub mod socket;
+#[cfg(feature = "transport")]
 pub mod transport;
 
 pub use role::Role;

@@ -87,13 +87,6 @@ pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((a.into(), b.into()))
 }
 
-/// Wrap an owned unix-socket fd for tokio. Must be called inside a runtime.
-pub fn stream_from_fd(fd: OwnedFd) -> io::Result<tokio::net::UnixStream> {
-    let std_stream = std::os::unix::net::UnixStream::from(fd);
-    std_stream.set_nonblocking(true)?;
-    tokio::net::UnixStream::from_std(std_stream)
-}
-
 /// Reads frames from a byte stream.
 pub struct FrameReader<R> {
     inner: R,
@@ -196,18 +189,19 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     }
 }
 
-/// A frame reader over the read half of a tokio unix stream.
-pub type UnixFrameReader = FrameReader<tokio::net::unix::OwnedReadHalf>;
-/// A frame writer over the write half of a tokio unix stream.
-pub type UnixFrameWriter = FrameWriter<tokio::net::unix::OwnedWriteHalf>;
+/// A frame reader over the read half of a channel's socket.
+pub type UnixFrameReader = FrameReader<crate::socket::ReadHalf>;
+/// A frame writer over the write half of a channel's socket.
+pub type UnixFrameWriter = FrameWriter<crate::socket::WriteHalf>;
 
-/// Split a unix stream into a frame reader and writer with one limit.
-pub fn split(stream: tokio::net::UnixStream, max_frame: u32) -> (UnixFrameReader, UnixFrameWriter) {
-    let (r, w) = stream.into_split();
-    (
+/// Split a connected unix stream socket into a frame reader and writer with one limit (see
+/// [`crate::socket`] for how the halves wait). Must be called inside a runtime.
+pub fn split(fd: OwnedFd, max_frame: u32) -> io::Result<(UnixFrameReader, UnixFrameWriter)> {
+    let (r, w) = crate::socket::split(fd)?;
+    Ok((
         FrameReader::new(r, max_frame),
         FrameWriter::new(w, max_frame),
-    )
+    ))
 }
 
 /// Supervisor side: send our hello, check the worker's, receive its attestation.

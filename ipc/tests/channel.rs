@@ -12,11 +12,11 @@ use hanzo_ipc::frame::{FrameError, DEFAULT_MAX_FRAME};
 use hanzo_ipc::proto::{self, frame_type, HandshakeError, Hello, RemoteErrorKind};
 use hanzo_ipc::roles::tools::{Event, Item, Request, Response, ToolsProtocol};
 use hanzo_ipc::roles::{CommonEvent, CommonItem, CommonRequest, CommonResponse, LogLevel};
+use hanzo_ipc::socket::WriteHalf;
 use hanzo_ipc::transport::{self, FrameReader, FrameWriter, IpcError};
 use hanzo_ipc::Role;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::UnixStream;
 use tokio::sync::Notify;
 
@@ -59,6 +59,8 @@ fn attestation(role: Role) -> Attestation {
 /// `EchoStream` streams.
 struct Gated {
     gate: Arc<Notify>,
+    /// Told each time a gated request has started in the worker.
+    entered: Arc<Notify>,
     dropped_unfinished: Arc<AtomicBool>,
     /// Set by `stop`: whether a gated request had been dropped unfinished by then.
     stopped: Arc<std::sync::Mutex<Option<bool>>>,
@@ -73,11 +75,11 @@ impl Drop for FlagOnDrop {
     }
 }
 
-impl Handler<ToolsProtocol, OwnedWriteHalf> for Gated {
+impl Handler<ToolsProtocol, WriteHalf> for Gated {
     async fn handle(
         &self,
         request: Request,
-        items: ItemSink<ToolsProtocol, OwnedWriteHalf>,
+        items: ItemSink<ToolsProtocol, WriteHalf>,
     ) -> Result<Response, hanzo_ipc::proto::RemoteError> {
         let Request::Common(req) = request else {
             panic!("unexpected {request:?}");
@@ -86,6 +88,7 @@ impl Handler<ToolsProtocol, OwnedWriteHalf> for Gated {
             CommonRequest::Echo { data } => CommonResponse::Echo { data },
             CommonRequest::Sleep { .. } => {
                 let mut guard = FlagOnDrop(self.dropped_unfinished.clone(), false);
+                self.entered.notify_one();
                 self.gate.notified().await;
                 guard.1 = true;
                 CommonResponse::Slept
@@ -113,9 +116,10 @@ impl Handler<ToolsProtocol, OwnedWriteHalf> for Gated {
 }
 
 struct Pair {
-    client: Client<ToolsProtocol, OwnedWriteHalf>,
+    client: Client<ToolsProtocol, WriteHalf>,
     end: tokio::sync::oneshot::Receiver<ChannelEnd>,
     gate: Arc<Notify>,
+    entered: Arc<Notify>,
     dropped_unfinished: Arc<AtomicBool>,
     stopped: Arc<std::sync::Mutex<Option<bool>>>,
     server: tokio::task::JoinHandle<Result<(), IpcError>>,
@@ -126,8 +130,10 @@ type Halves = (transport::UnixFrameReader, transport::UnixFrameWriter);
 /// Both ends of a tools channel over a socketpair, handshake done: (supervisor's, worker's).
 async fn handshaken() -> (Halves, Halves) {
     let (a, b) = UnixStream::pair().expect("socketpair");
-    let (mut cr, mut cw) = transport::split(a, DEFAULT_MAX_FRAME);
-    let (mut sr, mut sw) = transport::split(b, DEFAULT_MAX_FRAME);
+    let (mut cr, mut cw) =
+        transport::split(a.into_std().expect("std").into(), DEFAULT_MAX_FRAME).expect("split");
+    let (mut sr, mut sw) =
+        transport::split(b.into_std().expect("std").into(), DEFAULT_MAX_FRAME).expect("split");
     let att = attestation(Role::Tools);
     let (sup, wrk) = tokio::join!(
         transport::supervisor_handshake(&mut cr, &mut cw, Role::Tools),
@@ -143,10 +149,12 @@ async fn handshaken() -> (Halves, Halves) {
 async fn connected_pair() -> Pair {
     let ((cr, cw), (sr, sw)) = handshaken().await;
     let gate = Arc::new(Notify::new());
+    let entered = Arc::new(Notify::new());
     let dropped_unfinished = Arc::new(AtomicBool::new(false));
     let stopped = Arc::new(std::sync::Mutex::new(None));
     let handler = Arc::new(Gated {
         gate: gate.clone(),
+        entered: entered.clone(),
         dropped_unfinished: dropped_unfinished.clone(),
         stopped: stopped.clone(),
     });
@@ -160,21 +168,22 @@ async fn connected_pair() -> Pair {
         client,
         end,
         gate,
+        entered,
         dropped_unfinished,
         stopped,
         server,
     }
 }
 
-/// A gated request the worker has started and holds open (it waits for `gate`): once a ping
-/// sent after it is answered, the worker has read it.
+/// A gated request the worker has started and holds open (it waits for `gate`), and the task
+/// that waits for its answer.
 async fn held_open(p: &Pair) -> tokio::task::JoinHandle<Result<Response, CallError>> {
     let c = p.client.clone();
     let pending = tokio::spawn(async move {
         c.call(Request::Common(CommonRequest::Sleep { ms: 0 }))
             .await
     });
-    p.client.ping().await.expect("ping");
+    p.entered.notified().await;
     pending
 }
 
@@ -187,12 +196,7 @@ fn echo(data: &[u8]) -> Request {
 #[tokio::test]
 async fn replies_are_matched_by_id_even_out_of_order() {
     let p = connected_pair().await;
-    let slow_client = p.client.clone();
-    let slow = tokio::spawn(async move {
-        slow_client
-            .call(Request::Common(CommonRequest::Sleep { ms: 0 }))
-            .await
-    });
+    let slow = held_open(&p).await;
     // The fast request, sent after the slow one, completes while the slow one still waits.
     let fast = p.client.call(echo(b"fast")).await.expect("fast reply");
     assert_eq!(
@@ -288,14 +292,15 @@ async fn in_flight_requests_fail_at_once_when_the_worker_dies() {
     p.server.abort();
     let err = pending.await.expect("join").expect_err("must fail");
     assert!(err.is_worker_gone(), "{err:?}");
-    assert!(matches!(p.end.await, Ok(ChannelEnd::Eof)));
+    let end = p.end.await;
+    assert!(matches!(end, Ok(ChannelEnd::Eof)), "{end:?}");
     let again = p.client.call(echo(b"late")).await.expect_err("closed");
     assert!(again.is_worker_gone());
 }
 
 async fn client_against_raw_peer(bytes: &[u8]) -> (ChannelEnd, Result<Response, CallError>) {
     let (a, b) = UnixStream::pair().expect("socketpair");
-    let (cr, cw) = transport::split(a, 1024);
+    let (cr, cw) = transport::split(a.into_std().expect("std").into(), 1024).expect("split");
     let (client, _events, end) = Client::<ToolsProtocol, _>::start(cr, cw);
     let (_br, bw) = b.into_split();
     let mut raw = FrameWriter::new(bw, u32::MAX);
@@ -350,7 +355,8 @@ async fn unknown_frame_type_ends_the_channel() {
 
 async fn handshake_against(hello: Hello) -> IpcError {
     let (a, b) = UnixStream::pair().expect("socketpair");
-    let (mut cr, mut cw) = transport::split(a, DEFAULT_MAX_FRAME);
+    let (mut cr, mut cw) =
+        transport::split(a.into_std().expect("std").into(), DEFAULT_MAX_FRAME).expect("split");
     let (br, bw) = b.into_split();
     let mut w = FrameWriter::new(bw, DEFAULT_MAX_FRAME);
     w.send(frame_type::HELLO, &proto::encode_payload(&hello))
@@ -402,7 +408,7 @@ async fn wrong_magic_and_wrong_role_are_refused() {
 #[tokio::test]
 async fn request_larger_than_the_channel_limit_is_refused_locally() {
     let (a, b) = UnixStream::pair().expect("socketpair");
-    let (cr, cw) = transport::split(a, 128);
+    let (cr, cw) = transport::split(a.into_std().expect("std").into(), 128).expect("split");
     let (client, _e, _end) = Client::<ToolsProtocol, _>::start(cr, cw);
     let _b = b;
     let err = client.call(echo(&[0; 512])).await.expect_err("too large");
@@ -417,7 +423,7 @@ async fn flooding_pair(
     count: usize,
     flow: EventFlow,
 ) -> (
-    Client<ToolsProtocol, OwnedWriteHalf>,
+    Client<ToolsProtocol, WriteHalf>,
     tokio::sync::mpsc::Receiver<Event>,
     tokio::task::JoinHandle<()>,
 ) {
@@ -426,6 +432,7 @@ async fn flooding_pair(
     let sink = writer.events::<ToolsProtocol>();
     let handler = Arc::new(Gated {
         gate: Arc::new(Notify::new()),
+        entered: Arc::new(Notify::new()),
         dropped_unfinished: Arc::new(AtomicBool::new(false)),
         stopped: Arc::default(),
     });

@@ -39,8 +39,9 @@
 //! worker's `ChangedDiagnostics`, and direct framing from this process) against the tests'
 //! scripted server (`workers/lsp/tests/fixtures/fake_lsp.py pull`), which answers a pull at once,
 //! after every pyright has ended, the bridge's in a supervisor of its own (with pyright beside it,
-//! each edit would also reach pyright as a watched-file change). The difference of the two medians is what the bridge adds per edit; it is printed beside
-//! pyright's direct median, as a share of it.
+//! each edit would also reach pyright as a watched-file change). The difference of the two
+//! medians is what the bridge adds per edit; it is printed as a share of pyright's fastest time
+//! per edit in the run (the least of the criterion sides' means and the paired medians).
 
 // The tests' helper for putting the servers in a workspace (it needs nothing else of theirs).
 #[path = "../tests/common/servers.rs"]
@@ -441,6 +442,9 @@ fn bench(c: &mut Criterion) {
     // sides share theirs), each edit taking the next number, whose parity picks the content
     // (starting past the warm-up's last).
     let (mut n_direct, mut n_session, mut n_bridge) = (5u64, 5u64, 5u64);
+    // Each criterion side's own total time and edits (warm-up included), for a mean per edit
+    // that the bridge's cost below is compared with: direct, own session, worker, agent loop.
+    let mut tally = [(Duration::ZERO, 0u64); 4];
     let mut group = c.benchmark_group("edit_to_fresh_diagnostics_via_worker");
     group
         .sample_size(10)
@@ -453,7 +457,10 @@ fn bench(c: &mut Criterion) {
                     n_direct += 1;
                     direct.edit(n_direct).await;
                 }
-                start.elapsed()
+                let spent = start.elapsed();
+                tally[0].0 += spent;
+                tally[0].1 += iters;
+                spent
             })
         })
     });
@@ -465,7 +472,10 @@ fn bench(c: &mut Criterion) {
                     n_session += 1;
                     session.edit(n_session).await;
                 }
-                start.elapsed()
+                let spent = start.elapsed();
+                tally[1].0 += spent;
+                tally[1].1 += iters;
+                spent
             })
         })
     });
@@ -477,7 +487,10 @@ fn bench(c: &mut Criterion) {
                     n_bridge += 1;
                     bridge.edit(PYRIGHT, n_bridge).await;
                 }
-                start.elapsed()
+                let spent = start.elapsed();
+                tally[2].0 += spent;
+                tally[2].1 += iters;
+                spent
             })
         })
     });
@@ -489,7 +502,10 @@ fn bench(c: &mut Criterion) {
                     n_bridge += 1;
                     bridge.edit_via_agent(&link, n_bridge).await;
                 }
-                start.elapsed()
+                let spent = start.elapsed();
+                tally[3].0 += spent;
+                tally[3].1 += iters;
+                spent
             })
         })
     });
@@ -633,20 +649,27 @@ fn bench(c: &mut Criterion) {
     });
     let [instant_direct, instant_bridge] = instant_times.map(median);
     let added = instant_bridge.saturating_sub(instant_direct);
-    // The share is taken of the fastest pyright median of the paired part (a slower run of
-    // pyright would make the bridge's share look smaller than it is).
+    // The share is taken of pyright's fastest time per edit in this run: the least of the
+    // criterion sides' means and the paired medians (a slower pyright would make the bridge's
+    // share look smaller than it is).
+    let means = tally.map(|(spent, edits)| spent / u32::try_from(edits.max(1)).unwrap_or(u32::MAX));
     let fastest = [theirs, ours, own_session, agent]
         .into_iter()
+        .chain(means)
         .min()
-        .expect("four sides");
+        .expect("eight figures");
     println!(
-        "instant server, paired over {} rounds: direct median {:.1} µs, through the lsp worker {:.1} µs; the bridge adds {:.1} µs per edit, {:.1} % of the fastest pyright median above ({:.2} ms)",
+        "instant server, paired over {} rounds: direct median {:.1} µs, through the lsp worker {:.1} µs; the bridge adds {:.1} µs per edit, {:.1} % of pyright's fastest time per edit above ({:.2} ms; criterion means: direct {:.2}, own session {:.2}, worker {:.2}, agent loop {:.2} ms)",
         rounds * 10,
         instant_direct.as_secs_f64() * 1e6,
         instant_bridge.as_secs_f64() * 1e6,
         added.as_secs_f64() * 1e6,
         100.0 * added.as_secs_f64() / fastest.as_secs_f64(),
-        ms(fastest)
+        ms(fastest),
+        ms(means[0]),
+        ms(means[1]),
+        ms(means[2]),
+        ms(means[3])
     );
     rt.block_on(bridge.sup.shutdown());
 }

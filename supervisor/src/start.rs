@@ -273,9 +273,8 @@ async fn handshake(
     ours: OwnedFd,
 ) -> Result<(UnixFrameReader, UnixFrameWriter, Attestation), StartError> {
     let role = spec.role;
-    let stream =
-        transport::stream_from_fd(ours).map_err(|e| StartError::Failed(format!("channel: {e}")))?;
-    let (mut reader, mut writer) = transport::split(stream, DEFAULT_MAX_FRAME);
+    let (mut reader, mut writer) = transport::split(ours, DEFAULT_MAX_FRAME)
+        .map_err(|e| StartError::Failed(format!("channel: {e}")))?;
     let limit = spec.restart.handshake_timeout;
     match tokio::time::timeout(
         limit,

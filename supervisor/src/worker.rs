@@ -9,14 +9,14 @@
 use hanzo_ipc::attest::Attestation;
 use hanzo_ipc::channel::{CallError, Client, ResponseStream};
 use hanzo_ipc::proto::Protocol;
+use hanzo_ipc::socket::WriteHalf;
 use hanzo_ipc::Role;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{watch, Semaphore};
 
 /// The client type of a worker channel.
-pub type WorkerClient<P> = Client<P, OwnedWriteHalf>;
+pub type WorkerClient<P> = Client<P, WriteHalf>;
 
 /// Restart policy and timing of one role.
 #[derive(Debug, Clone, Copy)]
@@ -337,12 +337,12 @@ impl<P: Protocol> WorkerHandle<P> {
 
 /// A streamed response obtained through a [`WorkerHandle`]; holds an in-flight slot while alive.
 pub struct HandleStream<P: Protocol> {
-    stream: ResponseStream<P, OwnedWriteHalf>,
+    stream: ResponseStream<P, WriteHalf>,
     _permit: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl<P: Protocol> std::ops::Deref for HandleStream<P> {
-    type Target = ResponseStream<P, OwnedWriteHalf>;
+    type Target = ResponseStream<P, WriteHalf>;
     fn deref(&self) -> &Self::Target {
         &self.stream
     }

@@ -24,13 +24,13 @@ use hanzo_ipc::roles::broker::{BrokerProtocol, EgressSettings, Item, Request, Re
 use hanzo_ipc::roles::http::{self, direct_handshake, HttpProtocol};
 use hanzo_ipc::roles::mcphttp::{self, McpHttpProtocol};
 use hanzo_ipc::roles::{CommonEvent, LogLevel};
+use hanzo_ipc::socket::WriteHalf;
 use hanzo_ipc::transport;
 use hanzo_worker::{handle_common, WorkerContext, WorkerOptions};
 use std::future::Future;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::mpsc;
 
 /// The broker worker's entry point (`hanzo-dev __worker broker …`); returns the exit code.
@@ -177,7 +177,7 @@ const QUIESCE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
 struct EgressSlot {
     tools: EgressChannel,
     mcp: EgressChannel,
-    events: EventSink<BrokerProtocol, OwnedWriteHalf>,
+    events: EventSink<BrokerProtocol, WriteHalf>,
 }
 
 struct EgressChannel {
@@ -270,11 +270,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 async fn serve_direct<P, H>(fd: OwnedFd, handler: H, name: &str)
 where
     P: Protocol,
-    H: Handler<P, OwnedWriteHalf>,
+    H: Handler<P, WriteHalf>,
 {
     let result = async {
-        let stream = transport::stream_from_fd(fd)?;
-        let (mut reader, mut writer) = transport::split(stream, DEFAULT_MAX_FRAME);
+        let (mut reader, mut writer) = transport::split(fd, DEFAULT_MAX_FRAME)?;
         direct_handshake(&mut reader, &mut writer).await?;
         serve::<P, _, _, _>(reader, ServerWriter::new(writer), Arc::new(handler)).await
     }
@@ -296,7 +295,7 @@ struct BrokerHandler {
 /// The trace sender with the collector headers of this process's environment; a malformed
 /// header entry is named (by key) in a warning to the supervisor.
 fn trace_sender(
-    events: &EventSink<BrokerProtocol, OwnedWriteHalf>,
+    events: &EventSink<BrokerProtocol, WriteHalf>,
 ) -> Option<crate::traces::TraceSender> {
     let (headers, warnings) = crate::traces::headers_from_env(|k| std::env::var(k).ok());
     let sender = crate::traces::TraceSender::new(headers);
@@ -320,11 +319,11 @@ fn trace_sender(
     sender.ok()
 }
 
-impl Handler<BrokerProtocol, OwnedWriteHalf> for BrokerHandler {
+impl Handler<BrokerProtocol, WriteHalf> for BrokerHandler {
     async fn handle(
         &self,
         request: Request,
-        items: ItemSink<BrokerProtocol, OwnedWriteHalf>,
+        items: ItemSink<BrokerProtocol, WriteHalf>,
     ) -> Result<Response, RemoteError> {
         match request {
             Request::Common(c) => handle_common::<BrokerProtocol, _>(c, items)

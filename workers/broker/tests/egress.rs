@@ -1012,9 +1012,17 @@ async fn records_reach_the_supervisor_as_events_on_the_broker_channel() {
     use hanzo_ipc::transport;
     // The broker channel: the supervisor's client on one end, the broker's event sink on the other.
     let (sup, brk) = tokio::net::UnixStream::pair().expect("pair");
-    let (sr, sw) = transport::split(sup, hanzo_ipc::frame::DEFAULT_MAX_FRAME);
+    let (sr, sw) = transport::split(
+        sup.into_std().expect("std").into(),
+        hanzo_ipc::frame::DEFAULT_MAX_FRAME,
+    )
+    .expect("split");
     let (_client, mut events, _end) = Client::<BrokerProtocol, _>::start(sr, sw);
-    let (_br, bw) = transport::split(brk, hanzo_ipc::frame::DEFAULT_MAX_FRAME);
+    let (_br, bw) = transport::split(
+        brk.into_std().expect("std").into(),
+        hanzo_ipc::frame::DEFAULT_MAX_FRAME,
+    )
+    .expect("split");
     let sink = ServerWriter::new(bw).events::<BrokerProtocol>();
 
     let port = echo_server("127.0.0.1").await;

@@ -1042,11 +1042,21 @@ fn end_position(text: &str, enc: Encoding) -> Value {
 
 /// A file's text, bounded; invalid UTF-8 is replaced (servers speak JSON, which is Unicode).
 fn read_document(path: &Path, limit: u64) -> Result<String, LspError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     let read_err = |e: std::io::Error| LspError::Read {
         path: path.to_path_buf(),
         detail: e.to_string(),
     };
-    let meta = std::fs::metadata(path).map_err(read_err)?;
+    // Opened first and asked about after, through the descriptor: one lookup of the path, and
+    // what is checked is what is read. `O_NONBLOCK` so that a FIFO planted in the workspace is
+    // refused below instead of blocking the open; `O_NOCTTY` so that no terminal is adopted.
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOCTTY).bits())
+        .open(path)
+        .map_err(read_err)?;
+    let meta = file.metadata().map_err(read_err)?;
     if !meta.is_file() {
         return Err(LspError::Read {
             path: path.to_path_buf(),
@@ -1060,7 +1070,12 @@ fn read_document(path: &Path, limit: u64) -> Result<String, LspError> {
             limit,
         });
     }
-    let bytes = std::fs::read(path).map_err(read_err)?;
+    // The file may grow between the look and the read: read at most one byte past the limit.
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0).saturating_add(1));
+    (&mut file)
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
     if bytes.len() as u64 > limit {
         return Err(LspError::FileTooLarge {
             path: path.to_path_buf(),
@@ -1107,6 +1122,46 @@ fn start_error(server: &str, method: &str, e: RpcError, timeout: Duration) -> Ls
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_document_is_read_whole_and_bounded() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = dir.path().join("a.py");
+        std::fs::write(&file, b"x = 1\n\xff\n").expect("write");
+        // Invalid UTF-8 is replaced, the rest kept.
+        assert_eq!(read_document(&file, 64).expect("read"), "x = 1\n\u{fffd}\n");
+        // At the limit it is read; one byte over, refused with the sizes.
+        assert_eq!(read_document(&file, 8).expect("read").len(), 10);
+        match read_document(&file, 7) {
+            Err(LspError::FileTooLarge { size, limit, .. }) => assert_eq!((size, limit), (8, 7)),
+            other => panic!("expected FileTooLarge, got {other:?}"),
+        }
+    }
+
+    /// A FIFO or a directory planted where a document should be is refused (the FIFO without
+    /// waiting for a writer that never comes).
+    #[test]
+    fn a_fifo_or_a_directory_is_not_a_document() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let fifo = dir.path().join("pipe.py");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+        let sub = dir.path().join("pkg.py");
+        std::fs::create_dir(&sub).expect("dir");
+        for path in [&fifo, &sub] {
+            match read_document(path, 1024) {
+                Err(LspError::Read { detail, .. }) => {
+                    assert_eq!(detail, "not a regular file", "{}", path.display());
+                }
+                other => panic!("expected a refusal for {}, got {other:?}", path.display()),
+            }
+        }
+        match read_document(&dir.path().join("absent.py"), 1024) {
+            Err(LspError::Read { detail, .. }) => {
+                assert!(detail.contains("No such file"), "{detail}")
+            }
+            other => panic!("expected a read error, got {other:?}"),
+        }
+    }
 
     #[test]
     fn our_capabilities_are_all_known_to_the_protocol_types() {

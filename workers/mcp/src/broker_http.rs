@@ -18,16 +18,16 @@ use hanzo_ipc::roles::http::{self, direct_handshake, HttpFailure, HttpFailureKin
 use hanzo_ipc::roles::mcphttp::{
     McpHttpProtocol, McpHttpRequest, McpSecretRequest, Request, ResolvedSecret, Response,
 };
+use hanzo_ipc::socket::WriteHalf;
 use hanzo_ipc::transport;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::unix::OwnedWriteHalf;
 
 /// How long the broker may take to answer the channel's handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-type BrokerClient = Client<McpHttpProtocol, OwnedWriteHalf>;
+type BrokerClient = Client<McpHttpProtocol, WriteHalf>;
 
 enum LinkState {
     /// The end of the channel, not yet opened.
@@ -124,8 +124,8 @@ impl BrokerLink {
 }
 
 async fn open(fd: OwnedFd) -> Result<BrokerClient, String> {
-    let stream = transport::stream_from_fd(fd).map_err(|e| format!("mcp channel: {e}"))?;
-    let (mut reader, mut writer) = transport::split(stream, DEFAULT_MAX_FRAME);
+    let (mut reader, mut writer) =
+        transport::split(fd, DEFAULT_MAX_FRAME).map_err(|e| format!("mcp channel: {e}"))?;
     direct_handshake(&mut reader, &mut writer)
         .await
         .map_err(|e| format!("mcp channel to the broker: {e}"))?;
@@ -198,7 +198,7 @@ impl HttpClient for ServerHttp {
 }
 
 struct BrokerBody {
-    stream: ResponseStream<McpHttpProtocol, OwnedWriteHalf>,
+    stream: ResponseStream<McpHttpProtocol, WriteHalf>,
     ended: bool,
 }
 

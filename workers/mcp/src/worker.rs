@@ -35,6 +35,7 @@ use hanzo_ipc::roles::mcp::{
     McpTransport, Request, Response,
 };
 use hanzo_ipc::roles::{CommonEvent, LogLevel};
+use hanzo_ipc::socket::WriteHalf;
 use hanzo_ipc::Role;
 use hanzo_policy::isolation::Tier;
 use hanzo_policy::profile::{CommandProfile, FsScope, NetAccess, Rlimits};
@@ -45,7 +46,6 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::net::unix::OwnedWriteHalf;
 
 /// `PATH` of a server whose entry sets none.
 pub const DEFAULT_SERVER_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -271,7 +271,7 @@ struct Inner {
     runner: Result<Arc<Runner>, String>,
     workspace: Option<PathBuf>,
     run_dir: Option<PathBuf>,
-    events: Option<EventSink<McpProtocol, OwnedWriteHalf>>,
+    events: Option<EventSink<McpProtocol, WriteHalf>>,
     /// How remote servers are reached (the broker); `None`: they are refused.
     broker: Option<Arc<BrokerLink>>,
     /// The worker's tier and its egress forwarder, for servers that ask for network.
@@ -312,7 +312,7 @@ impl McpHandler {
         runner: Result<Arc<Runner>, String>,
         workspace: Option<PathBuf>,
         run_dir: Option<PathBuf>,
-        events: Option<EventSink<McpProtocol, OwnedWriteHalf>>,
+        events: Option<EventSink<McpProtocol, WriteHalf>>,
     ) -> McpHandler {
         McpHandler {
             inner: Arc::new(Inner {
@@ -1306,11 +1306,11 @@ impl ServerProcess for SandboxedProcess {
     }
 }
 
-impl Handler<McpProtocol, OwnedWriteHalf> for McpHandler {
+impl Handler<McpProtocol, WriteHalf> for McpHandler {
     async fn handle(
         &self,
         request: Request,
-        items: ItemSink<McpProtocol, OwnedWriteHalf>,
+        items: ItemSink<McpProtocol, WriteHalf>,
     ) -> Result<Response, RemoteError> {
         match request {
             Request::Common(c) => handle_common::<McpProtocol, _>(c, items)

@@ -11,11 +11,11 @@ use hanzo_ipc::roles::http::{direct_handshake, HttpProtocol};
 use hanzo_ipc::roles::model::{
     CompletionRequest, Item, ModelProtocol, ProviderConfig, Request, Response,
 };
+use hanzo_ipc::socket::WriteHalf;
 use hanzo_ipc::transport;
 use hanzo_worker::{handle_common, WorkerContext, WorkerOptions};
 use std::os::fd::OwnedFd;
 use std::sync::Mutex;
-use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{mpsc, OnceCell};
 
 /// The model worker's entry point (`hanzo-dev __worker model …`); returns the exit code.
@@ -29,7 +29,7 @@ pub fn worker_main(opts: WorkerOptions) -> i32 {
     })
 }
 
-type Broker = BrokerTransport<OwnedWriteHalf>;
+type Broker = BrokerTransport<WriteHalf>;
 
 struct ModelHandler {
     /// fd 4 until the first request connects it.
@@ -63,7 +63,7 @@ impl ModelHandler {
     async fn complete(
         &self,
         req: CompletionRequest,
-        items: &ItemSink<ModelProtocol, OwnedWriteHalf>,
+        items: &ItemSink<ModelProtocol, WriteHalf>,
     ) -> Result<Response, RemoteError> {
         match &req.provider {
             ProviderConfig::Http { .. } => {
@@ -89,8 +89,8 @@ impl ModelHandler {
 }
 
 async fn connect_broker(fd: OwnedFd) -> Result<Broker, String> {
-    let stream = transport::stream_from_fd(fd).map_err(|e| format!("direct channel: {e}"))?;
-    let (mut reader, mut writer) = transport::split(stream, DEFAULT_MAX_FRAME);
+    let (mut reader, mut writer) =
+        transport::split(fd, DEFAULT_MAX_FRAME).map_err(|e| format!("direct channel: {e}"))?;
     direct_handshake(&mut reader, &mut writer)
         .await
         .map_err(|e| format!("direct channel to the broker: {e}"))?;
@@ -101,7 +101,7 @@ async fn connect_broker(fd: OwnedFd) -> Result<Broker, String> {
 async fn turn_with<T: HttpTransport>(
     transport: &T,
     req: &CompletionRequest,
-    items: &ItemSink<ModelProtocol, OwnedWriteHalf>,
+    items: &ItemSink<ModelProtocol, WriteHalf>,
 ) -> Result<Response, RemoteError> {
     if req.record {
         let recording = Recording::new(transport);
@@ -118,7 +118,7 @@ async fn turn_with<T: HttpTransport>(
 async fn forward<T: HttpTransport>(
     transport: &T,
     req: &CompletionRequest,
-    items: &ItemSink<ModelProtocol, OwnedWriteHalf>,
+    items: &ItemSink<ModelProtocol, WriteHalf>,
 ) -> Result<Response, RemoteError> {
     let (tx, mut rx) = mpsc::channel(64);
     let (retry_tx, mut retry_rx) = mpsc::channel(8);
@@ -153,10 +153,7 @@ async fn forward<T: HttpTransport>(
     }
 }
 
-async fn send(
-    items: &ItemSink<ModelProtocol, OwnedWriteHalf>,
-    item: Item,
-) -> Result<(), RemoteError> {
+async fn send(items: &ItemSink<ModelProtocol, WriteHalf>, item: Item) -> Result<(), RemoteError> {
     items
         .send(item)
         .await
@@ -178,11 +175,11 @@ impl<T: HttpTransport> HttpTransport for &T {
     }
 }
 
-impl Handler<ModelProtocol, OwnedWriteHalf> for ModelHandler {
+impl Handler<ModelProtocol, WriteHalf> for ModelHandler {
     async fn handle(
         &self,
         request: Request,
-        items: ItemSink<ModelProtocol, OwnedWriteHalf>,
+        items: ItemSink<ModelProtocol, WriteHalf>,
     ) -> Result<Response, RemoteError> {
         match request {
             Request::Common(c) => handle_common::<ModelProtocol, _>(c, items)

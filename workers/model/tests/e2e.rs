@@ -17,6 +17,7 @@ use hanzo_ipc::roles::model::{
     RetryPolicy, StopReason, StreamErrorKind, StreamEvent, ToolDef, Usage, WireFormat,
 };
 use hanzo_ipc::roles::{CommonRequest, CommonResponse};
+use hanzo_ipc::socket::WriteHalf;
 use hanzo_ipc::transport::{self, socketpair, supervisor_handshake};
 use hanzo_ipc::Role;
 use hanzo_policy::profile::{profile_for, ProfileContext};
@@ -25,7 +26,6 @@ use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use tokio::net::unix::OwnedWriteHalf;
 
 const CANARY: &str = "sk-ant-api03-CANARY-e2e-5f4e3d2c1b0a";
 const CANARY_OPENAI: &str = "sk-proj-CANARY-e2e-a1b2c3d4e5";
@@ -46,8 +46,8 @@ fn hanzo_dev() -> PathBuf {
 }
 
 struct Workers {
-    broker: Client<BrokerProtocol, OwnedWriteHalf>,
-    model: Client<ModelProtocol, OwnedWriteHalf>,
+    broker: Client<BrokerProtocol, WriteHalf>,
+    model: Client<ModelProtocol, WriteHalf>,
     broker_child: Child,
     model_child: Child,
     hangup: Vec<std::os::unix::net::UnixStream>,
@@ -96,9 +96,8 @@ fn hanzo_worker_args(role: Role, ctx: &ProfileContext) -> Vec<String> {
     args
 }
 
-async fn connect<P: hanzo_ipc::proto::Protocol>(fd: OwnedFd) -> Client<P, OwnedWriteHalf> {
-    let stream = transport::stream_from_fd(fd).expect("stream");
-    let (mut r, mut w) = transport::split(stream, DEFAULT_MAX_FRAME);
+async fn connect<P: hanzo_ipc::proto::Protocol>(fd: OwnedFd) -> Client<P, WriteHalf> {
+    let (mut r, mut w) = transport::split(fd, DEFAULT_MAX_FRAME).expect("stream");
     let (_, attestation) = supervisor_handshake(&mut r, &mut w, P::ROLE)
         .await
         .expect("handshake");

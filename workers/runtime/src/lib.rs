@@ -20,6 +20,7 @@ use hanzo_ipc::proto::{Protocol, RemoteError, RemoteErrorKind};
 #[cfg(feature = "test-support")]
 use hanzo_ipc::roles::CommonItem;
 use hanzo_ipc::roles::{CommonRequest, CommonResponse, HasCommon, WorkerStatus};
+use hanzo_ipc::socket::WriteHalf;
 use hanzo_ipc::transport::{self, IpcError, SUPERVISOR_FD};
 use hanzo_ipc::Role;
 use hanzo_policy::isolation::IsolationMode;
@@ -30,7 +31,6 @@ use std::sync::Arc;
 #[cfg(feature = "test-support")]
 use std::time::Duration;
 use tokio::io::AsyncWrite;
-use tokio::net::unix::OwnedWriteHalf;
 
 /// Exit codes of a worker process (the supervisor logs them).
 pub mod exit {
@@ -230,7 +230,7 @@ pub struct WorkerContext<P: Protocol> {
     /// The second, direct channel (fd 4), when the supervisor passed one (model ↔ broker).
     pub direct: Option<OwnedFd>,
     /// Unsolicited events to the supervisor.
-    pub events: EventSink<P, OwnedWriteHalf>,
+    pub events: EventSink<P, WriteHalf>,
 }
 
 /// Run a worker that answers the common requests only, and return the process exit code.
@@ -256,7 +256,7 @@ pub fn run(opts: WorkerOptions) -> i32 {
 pub fn run_with<P, H, F>(opts: WorkerOptions, make: F) -> i32
 where
     P: HasCommon,
-    H: Handler<P, OwnedWriteHalf>,
+    H: Handler<P, WriteHalf>,
     F: FnOnce(WorkerContext<P>) -> H,
 {
     run_with_helpers(opts, Vec::new(), make)
@@ -268,7 +268,7 @@ where
 pub fn run_with_helpers<P, H, F>(opts: WorkerOptions, helpers: Vec<Attestation>, make: F) -> i32
 where
     P: HasCommon,
-    H: Handler<P, OwnedWriteHalf>,
+    H: Handler<P, WriteHalf>,
     F: FnOnce(WorkerContext<P>) -> H,
 {
     let role = opts.role;
@@ -323,8 +323,7 @@ where
     #[cfg(feature = "test-support")]
     let fault = opts.fault;
     let result = runtime.block_on(async move {
-        let stream = transport::stream_from_fd(fd)?;
-        let (mut reader, mut writer) = transport::split(stream, DEFAULT_MAX_FRAME);
+        let (mut reader, mut writer) = transport::split(fd, DEFAULT_MAX_FRAME)?;
         #[cfg(feature = "test-support")]
         if let Some(code) = handshake_fault(role, fault, &mut writer).await? {
             return Ok(code);

@@ -177,7 +177,7 @@ async fn start_worker(
     ws: &Path,
     run: &Path,
 ) -> (
-    Client<ToolsProtocol, tokio::net::unix::OwnedWriteHalf>,
+    Client<ToolsProtocol, hanzo_ipc::socket::WriteHalf>,
     tokio::process::Child,
 ) {
     let opts = WorkerOptions {
@@ -213,8 +213,7 @@ async fn start_worker(
     cmd.kill_on_drop(true);
     let child = cmd.spawn().expect("spawn the worker");
     drop(theirs);
-    let stream = transport::stream_from_fd(ours).expect("stream");
-    let (mut reader, mut writer) = transport::split(stream, DEFAULT_MAX_FRAME);
+    let (mut reader, mut writer) = transport::split(ours, DEFAULT_MAX_FRAME).expect("stream");
     transport::supervisor_handshake(&mut reader, &mut writer, Role::Tools)
         .await
         .expect("handshake");

@@ -11,6 +11,7 @@
 use hanzo_ipc::channel::Client;
 use hanzo_ipc::frame::DEFAULT_MAX_FRAME;
 use hanzo_ipc::roles::tools::{Request, Response, ToolCall, ToolResult, ToolsProtocol};
+use hanzo_ipc::socket::WriteHalf;
 use hanzo_ipc::transport;
 use hanzo_ipc::Role;
 use hanzo_policy::isolation::IsolationMode;
@@ -21,7 +22,6 @@ use serde_json::{json, Value};
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use tokio::net::unix::OwnedWriteHalf;
 
 const WORKER: &str = "__worker";
 
@@ -131,7 +131,7 @@ fn hostile_repo(ws: &Path) -> std::path::PathBuf {
     log
 }
 
-type ToolsClient = Client<ToolsProtocol, OwnedWriteHalf>;
+type ToolsClient = Client<ToolsProtocol, WriteHalf>;
 
 /// The worker's client, its process, and whether it runs in tier B (it attested namespaces).
 async fn start(tier: &str, ws: &Path, run: &Path) -> (ToolsClient, tokio::process::Child, bool) {
@@ -172,8 +172,7 @@ async fn start(tier: &str, ws: &Path, run: &Path) -> (ToolsClient, tokio::proces
     cmd.kill_on_drop(true);
     let child = cmd.spawn().expect("spawn the worker");
     drop(theirs);
-    let stream = transport::stream_from_fd(ours).expect("stream");
-    let (mut reader, mut writer) = transport::split(stream, DEFAULT_MAX_FRAME);
+    let (mut reader, mut writer) = transport::split(ours, DEFAULT_MAX_FRAME).expect("stream");
     let (_hello, att) = transport::supervisor_handshake(&mut reader, &mut writer, Role::Tools)
         .await
         .expect("handshake");

@@ -9,6 +9,7 @@
 use hanzo_ipc::channel::{Client, StreamPart};
 use hanzo_ipc::frame::DEFAULT_MAX_FRAME;
 use hanzo_ipc::roles::tools::{Item, Request, Response, ToolCall, ToolResult, ToolsProtocol};
+use hanzo_ipc::socket::WriteHalf;
 use hanzo_ipc::transport;
 use hanzo_ipc::Role;
 use hanzo_policy::isolation::IsolationMode;
@@ -18,12 +19,11 @@ use hanzo_worker::WorkerOptions;
 use std::os::fd::AsRawFd;
 use std::process::Stdio;
 use std::time::Duration;
-use tokio::net::unix::OwnedWriteHalf;
 
 const WORKER: &str = "__worker";
 const CANARY: &str = "sk-canary-worker-93be";
 
-type ToolsClient = Client<ToolsProtocol, OwnedWriteHalf>;
+type ToolsClient = Client<ToolsProtocol, WriteHalf>;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -110,8 +110,7 @@ async fn start(tier: &str) -> Worker {
     cmd.kill_on_drop(true);
     let child = cmd.spawn().expect("spawn the worker");
     drop(theirs);
-    let stream = transport::stream_from_fd(ours).expect("stream");
-    let (mut reader, mut writer) = transport::split(stream, DEFAULT_MAX_FRAME);
+    let (mut reader, mut writer) = transport::split(ours, DEFAULT_MAX_FRAME).expect("stream");
     let (_hello, att) = transport::supervisor_handshake(&mut reader, &mut writer, Role::Tools)
         .await
         .expect("handshake");
