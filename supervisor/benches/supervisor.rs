@@ -254,6 +254,30 @@ fn round_trip_on(c: &mut Criterion, flavor: &str, rt: tokio::runtime::Runtime) {
             })
         })
     });
+    // The same request after a pause (not timed) long enough for both processes to sleep and
+    // their vCPUs to halt, as between the requests of a real run: a tight loop measures how the
+    // scheduler ends up placing the two processes, this measures one exchange from idle.
+    g.bench_function("supervisor_to_tools_worker_after_idle", |b| {
+        b.iter_custom(|n| {
+            rt.block_on(async {
+                let mut spent = Duration::ZERO;
+                for _ in 0..n {
+                    std::thread::sleep(Duration::from_micros(500));
+                    let t = Instant::now();
+                    let r = sup
+                        .tools
+                        .call(Request::Common(CommonRequest::Echo {
+                            data: vec![7; PAYLOAD],
+                        }))
+                        .await
+                        .expect("echo");
+                    spent += t.elapsed();
+                    debug_assert!(matches!(r, Response::Common(CommonResponse::Echo { .. })));
+                }
+                spent
+            })
+        })
+    });
     g.finish();
     rt.block_on(sup.shutdown());
 }
