@@ -4,8 +4,10 @@
 //! socket the kernel tells the writer "there is room" every time the peer reads
 //! (`unix_write_space`), so with that registration every request and every answer wakes the
 //! process that sent it once more, for nothing: a frame is small beside the socket's buffer, and
-//! nobody was waiting for room. On a busy two-core machine those extra wake-ups are a third of the
-//! context switches of a worker's exchange, and they delay the next real one.
+//! nobody was waiting for room. In the lsp bridge they were a third of the worker's context
+//! switches per edit, and leaving them out took a fifth off the bridge's cost (ARCHITECTURE.md has
+//! the figures, and the one case that got slower: back-to-back requests on an idle two-vCPU VM,
+//! where the extra wake-ups had kept both processes on one vCPU).
 //!
 //! Here the socket is registered for reading alone (`EPOLLIN`, edge-triggered), which is all the
 //! read half waits for. The write half writes at once (`send` with `MSG_NOSIGNAL`; the socket is
