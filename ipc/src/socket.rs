@@ -22,7 +22,7 @@ use std::os::unix::net::UnixStream;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
-use tokio::io::unix::AsyncFd;
+use tokio::io::unix::{AsyncFd, AsyncFdRegisterError};
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 
 /// Splits a connected unix stream socket into its two halves, registered with the current tokio
@@ -30,11 +30,15 @@ use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 pub fn split(fd: OwnedFd) -> io::Result<(ReadHalf, WriteHalf)> {
     let stream = UnixStream::from(fd);
     stream.set_nonblocking(true)?;
+    // Made now, not when the socket fills: a process at its descriptor limit could not wait for
+    // room otherwise, and its write would fail where tokio's would have waited.
+    let spare = stream.try_clone()?;
     let sock = Arc::new(register(stream, Interest::READABLE)?);
     Ok((
         ReadHalf { sock: sock.clone() },
         WriteHalf {
             sock,
+            spare: Some(spare),
             room: None,
             shut: false,
         },
@@ -51,7 +55,10 @@ pub struct ReadHalf {
 #[derive(Debug)]
 pub struct WriteHalf {
     sock: Arc<AsyncFd<UnixStream>>,
-    /// A second descriptor of the socket, registered for room only while a write waits for it.
+    /// A second descriptor of the socket, made with the halves: unregistered (`spare`) while
+    /// there is room, registered for room (`room`) only while a write waits for it. Exactly one
+    /// of the two is set.
+    spare: Option<UnixStream>,
     room: Option<AsyncFd<UnixStream>>,
     /// `SHUT_WR` was done (by `poll_shutdown`), so dropping the half need not do it again.
     shut: bool,
@@ -87,47 +94,67 @@ impl AsyncRead for ReadHalf {
 }
 
 impl WriteHalf {
-    /// The registration for room, made on first need.
-    fn room(&mut self) -> io::Result<&AsyncFd<UnixStream>> {
+    /// The second descriptor, registered for room.
+    fn arm(&mut self) -> io::Result<&AsyncFd<UnixStream>> {
         if self.room.is_none() {
-            let dup = self.sock.get_ref().try_clone()?;
-            self.room = Some(register(dup, Interest::WRITABLE)?);
+            let spare = self
+                .spare
+                .take()
+                .expect("the spare descriptor is kept while unarmed");
+            match register(spare, Interest::WRITABLE) {
+                Ok(registered) => self.room = Some(registered),
+                Err(e) => {
+                    let (spare, cause) = e.into_parts();
+                    self.spare = Some(spare);
+                    return Err(cause);
+                }
+            }
         }
-        Ok(self.room.as_ref().expect("just set"))
+        Ok(self.room.as_ref().expect("just armed"))
+    }
+
+    /// Unregisters the second descriptor (keeping it): no more reason to hear of room.
+    fn disarm(&mut self) {
+        if let Some(registered) = self.room.take() {
+            self.spare = Some(registered.into_inner());
+        }
     }
 }
 
 impl AsyncWrite for WriteHalf {
+    // The fast path touches no registration, so it spends none of tokio's cooperative budget;
+    // every channel write takes a `tokio::sync::Mutex` first, which does.
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let fd = self.sock.as_raw_fd();
-        loop {
+        let this = &mut *self;
+        let fd = this.sock.as_raw_fd();
+        let result = loop {
             match send(fd, buf) {
-                Ok(n) => {
-                    // Room again: no more reason to hear of it.
-                    self.room = None;
-                    return Poll::Ready(Ok(n));
-                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Poll::Ready(Err(e)),
+                other => break other,
             }
             // Full: wait for room on the second registration, and try again while holding its
             // readiness, so that it is cleared only if the socket is still full.
-            let room = self.room()?;
-            let mut guard = ready!(room.poll_write_ready(cx))?;
+            let room = match this.arm() {
+                Ok(room) => room,
+                Err(e) => break Err(e),
+            };
+            let mut guard = match room.poll_write_ready(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => break Err(e),
+                Poll::Ready(Ok(guard)) => guard,
+            };
             match send(fd, buf) {
-                Ok(n) => {
-                    drop(guard);
-                    self.room = None;
-                    return Poll::Ready(Ok(n));
-                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => guard.clear_ready(),
-                Err(e) => return Poll::Ready(Err(e)),
+                other => break other,
             }
-        }
+        };
+        // Written or failed: either way nothing waits for room any more.
+        this.disarm();
+        Poll::Ready(result)
     }
 
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -136,7 +163,7 @@ impl AsyncWrite for WriteHalf {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.shut = true;
-        self.room = None;
+        self.disarm();
         Poll::Ready(self.sock.get_ref().shutdown(std::net::Shutdown::Write))
     }
 }
@@ -151,12 +178,16 @@ impl Drop for WriteHalf {
     }
 }
 
-/// Registers `stream` with the current runtime for `interest` alone.
+/// Registers `stream` with the current runtime for `interest` alone (on failure, the error gives
+/// the stream back).
 #[allow(unsafe_code)]
-fn register(stream: UnixStream, interest: Interest) -> io::Result<AsyncFd<UnixStream>> {
+fn register(
+    stream: UnixStream,
+    interest: Interest,
+) -> Result<AsyncFd<UnixStream>, AsyncFdRegisterError<UnixStream>> {
     // SAFETY: a `UnixStream` owns its descriptor and returns that same one from `as_raw_fd` until
     // it is dropped; nothing here replaces the stream inside the `AsyncFd` (no `get_mut`).
-    Ok(unsafe { AsyncFd::register_with_interest(stream, interest) }?)
+    unsafe { AsyncFd::register_with_interest(stream, interest) }
 }
 
 /// One non-blocking `send`, without `SIGPIPE` when the peer is gone (`EPIPE` instead), retried
@@ -290,6 +321,32 @@ mod tests {
         }
         assert!(got == expected, "the bytes differ");
         writer.await.expect("writer");
+    }
+
+    /// A write given up while it waits for room (its future dropped) leaves the room
+    /// registration armed only until the next write goes through.
+    #[tokio::test]
+    async fn a_write_given_up_while_waiting_for_room_is_disarmed_by_the_next() {
+        let ((_ar, mut aw), (mut br, _bw)) = pair();
+        let big = vec![5u8; 8 * 1024 * 1024];
+        let mut written = 0;
+        std::future::poll_fn(|cx| loop {
+            match Pin::new(&mut aw).poll_write(cx, &big[written..]) {
+                Poll::Ready(Ok(n)) => written += n,
+                Poll::Ready(Err(e)) => panic!("write: {e}"),
+                Poll::Pending => return Poll::Ready(()),
+            }
+        })
+        .await;
+        assert!(written < big.len(), "the socket never filled");
+        assert!(aw.room.is_some(), "a waiting write has room registered");
+        let mut drained = vec![0u8; written];
+        br.read_exact(&mut drained).await.expect("drain");
+        aw.write_all(b"next").await.expect("next write");
+        assert!(aw.room.is_none() && aw.spare.is_some(), "still armed");
+        let mut next = [0u8; 4];
+        br.read_exact(&mut next).await.expect("read");
+        assert_eq!(&next, b"next");
     }
 
     #[tokio::test]

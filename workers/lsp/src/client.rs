@@ -1048,9 +1048,17 @@ fn read_document(path: &Path, limit: u64) -> Result<String, LspError> {
         path: path.to_path_buf(),
         detail: e.to_string(),
     };
-    // Opened first and asked about after, through the descriptor: one lookup of the path, and
-    // what is checked is what is read. `O_NONBLOCK` so that a FIFO planted in the workspace is
-    // refused below instead of blocking the open; `O_NOCTTY` so that no terminal is adopted.
+    let not_regular = || LspError::Read {
+        path: path.to_path_buf(),
+        detail: "not a regular file".into(),
+    };
+    // Looked at before it is opened, so that no device or FIFO is ever opened (a path can come
+    // from a server's answer), and again through the descriptor, so that what is read is what
+    // was checked. `O_NONBLOCK` so that a FIFO swapped in between does not block the open;
+    // `O_NOCTTY` so that no terminal is adopted.
+    if !std::fs::metadata(path).map_err(read_err)?.is_file() {
+        return Err(not_regular());
+    }
     let mut file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags((nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOCTTY).bits())
@@ -1058,10 +1066,7 @@ fn read_document(path: &Path, limit: u64) -> Result<String, LspError> {
         .map_err(read_err)?;
     let meta = file.metadata().map_err(read_err)?;
     if !meta.is_file() {
-        return Err(LspError::Read {
-            path: path.to_path_buf(),
-            detail: "not a regular file".into(),
-        });
+        return Err(not_regular());
     }
     if meta.len() > limit {
         return Err(LspError::FileTooLarge {
@@ -1077,9 +1082,11 @@ fn read_document(path: &Path, limit: u64) -> Result<String, LspError> {
         .read_to_end(&mut bytes)
         .map_err(read_err)?;
     if bytes.len() as u64 > limit {
+        // It grew since it was looked at: its size now.
+        let size = file.metadata().map_or(bytes.len() as u64, |m| m.len());
         return Err(LspError::FileTooLarge {
             path: path.to_path_buf(),
-            size: bytes.len() as u64,
+            size,
             limit,
         });
     }
